@@ -1,0 +1,165 @@
+// Flutter-style method channels over the broker: `invokeMethod` calls whichever process
+// handles (channel, method), and `setMethodCallHandler` serves calls, per method or for
+// the whole channel. Errors keep code, message and details end to end.
+import NotifBusProtocol
+
+/// An error with a code, a message and optional details, as Flutter's `PlatformException`.
+/// Handlers throw it to answer a call with an error; `invokeMethod` throws it inside
+/// `MethodChannelError.platform`.
+public struct PlatformError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: String
+    public let message: String
+    /// `nil` when absent; `.null` when the handler sent `null`.
+    public let details: JSONValue?
+
+    public init(code: String, message: String, details: JSONValue? = nil) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Why `invokeMethod` failed.
+public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nobody handles the method (`not_implemented`), as Flutter's `MissingPluginException`.
+    case notImplemented(String)
+    /// The handler, or the broker on its behalf (`handler_gone`, `timeout`), answered with an error.
+    case platform(PlatformError)
+    /// The call never got an answer through this connection.
+    case transport(NotifBusError)
+
+    public var description: String {
+        switch self {
+        case .notImplemented(let message): return "not_implemented: \(message)"
+        case .platform(let e): return e.description
+        case .transport(let e): return e.description
+        }
+    }
+
+    /// The wire code of the error, when there is one.
+    public var code: String? {
+        switch self {
+        case .notImplemented: return ErrorCode.notImplemented.rawValue
+        case .platform(let e): return e.code
+        case .transport(let e): return e.code
+        }
+    }
+}
+
+/// One call received by a handler.
+public struct MethodCall: Sendable {
+    public let channel: String
+    public let method: String
+    /// The invoker's arguments; `.null` when it sent none.
+    public let arguments: JSONValue
+    /// The invoking client (`"c9"`).
+    public let from: String
+    /// The broker's call id.
+    public let call: Int64
+}
+
+/// A named channel on one connection.
+public struct MethodChannel: Sendable {
+    /// Serves one call: return the result, or throw `PlatformError` (any other error is
+    /// answered with code `error` and its description).
+    public typealias Handler = @Sendable (MethodCall) async throws -> JSONValue
+
+    /// The code a handler's non-`PlatformError` failure is returned with.
+    public static let genericErrorCode = "error"
+
+    public let name: String
+    public let connection: NotifBusConnection
+
+    public init(_ name: String, connection: NotifBusConnection) {
+        self.name = name
+        self.connection = connection
+    }
+
+    /// Invokes `method` and returns its result.
+    public func invokeMethod(_ method: String, arguments: JSONValue? = nil,
+                             timeout: Duration? = nil) async throws(MethodChannelError) -> JSONValue {
+        var fields: [String: JSONValue] = ["channel": .string(name), "method": .string(method)]
+        if let arguments { fields["arguments"] = arguments }
+        do {
+            return try await connection.request(Op.invoke, fields, timeout: timeout)
+        } catch {
+            if case .broker(let e) = error {
+                if e.code == ErrorCode.notImplemented.rawValue { throw .notImplemented(e.message) }
+                throw .platform(PlatformError(code: e.code, message: e.message, details: e.details))
+            }
+            throw .transport(error)
+        }
+    }
+
+    /// Serves calls of `method`, or of the whole channel when `method` is nil. A newer
+    /// registration anywhere replaces this one (latest wins); `nil` removes it.
+    public func setMethodCallHandler(_ handler: Handler?, method: String? = nil) async throws(NotifBusError) {
+        try await connection.setCallHandler(channel: name, method: method, handler)
+    }
+}
+
+extension NotifBusConnection {
+    /// A channel on this connection.
+    public func methodChannel(_ name: String) -> MethodChannel {
+        MethodChannel(name, connection: self)
+    }
+
+    static func registrationKey(_ channel: String, _ method: String?) -> String {
+        channel + "\u{0}" + (method ?? "")
+    }
+
+    func setCallHandler(channel: String, method: String?, _ handler: MethodChannel.Handler?) async throws(NotifBusError) {
+        let key = NotifBusConnection.registrationKey(channel, method)
+        guard let handler else {
+            let existing = lock.withLock { channelRegistrations[key] }
+            guard let existing else { return }
+            do {
+                _ = try await request(Op.unhandle, ["handler": .string(existing)])
+            } catch where error.code == ErrorCode.notFound.rawValue {
+                // Already replaced by another process: nothing of ours is left to remove.
+            }
+            lock.withLock {
+                if channelRegistrations[key] == existing { channelRegistrations[key] = nil }
+                callHandlers[existing] = nil
+            }
+            return
+        }
+        var fields: [String: JSONValue] = ["channel": .string(channel)]
+        if let method { fields["method"] = .string(method) }
+        _ = try await request(Op.handle, fields) { [self] result in
+            guard let id = result["handler"]?.stringValue else { return }
+            lock.withLock {
+                if let old = channelRegistrations[key] { callHandlers[old] = nil }
+                channelRegistrations[key] = id
+                callHandlers[id] = handler
+            }
+        }
+    }
+
+    func deliverCall(_ message: JSONValue) {
+        guard let call = message["call"]?.intValue, let handlerID = message["handler"]?.stringValue else { return }
+        let handler = lock.withLock { callHandlers[handlerID] }
+        guard let handler else {
+            sendMessage(["op": .string(Op.return), "call": .integer(call),
+                         "error": ["code": .string(ErrorCode.notImplemented.rawValue), "message": "no handler here any more"]])
+            return
+        }
+        let received = MethodCall(channel: message["channel"]?.stringValue ?? "", method: message["method"]?.stringValue ?? "",
+                                  arguments: message["arguments"] ?? .null, from: message["from"]?.stringValue ?? "", call: call)
+        Task { [self] in
+            do {
+                let result = try await handler(received)
+                sendMessage(["op": .string(Op.return), "call": .integer(call), "result": result])
+            } catch let error as PlatformError {
+                var e: [String: JSONValue] = ["code": .string(error.code), "message": .string(error.message)]
+                if let details = error.details { e["details"] = details }
+                sendMessage(["op": .string(Op.return), "call": .integer(call), "error": .object(e)])
+            } catch {
+                sendMessage(["op": .string(Op.return), "call": .integer(call),
+                             "error": ["code": .string(MethodChannel.genericErrorCode), "message": .string(String(describing: error))]])
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+// Observers on the Swift client: `addObserver` with priority and unique key, removal, and
+// the delivery of events to their handlers, which may take as long as they need.
+import NotifBusProtocol
+
+extension NotifBusConnection {
+    /// Subscribes to `events`. Lower priorities run first; a `key` replaces whichever
+    /// observer held it, anywhere on the broker. The handler's answer decides the chain.
+    @discardableResult
+    public func addObserver(events: [String], priority: Int32 = Limits.defaultPriority, key: String? = nil,
+                            onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+                            handler: @escaping ObserverHandler) async throws(NotifBusError) -> ObserverRegistration {
+        var fields: [String: JSONValue] = ["events": .array(events.map { .string($0) }), "priority": .integer(Int64(priority))]
+        if let key { fields["key"] = .string(key) }
+        let result = try await request(Op.subscribe, fields) { [self] result in
+            guard let id = result["observer"]?.stringValue else { return }
+            lock.withLock {
+                observerHandlers[id] = handler
+                if let onEvicted { observerEvictionHandlers[id] = onEvicted }
+            }
+        }
+        guard let id = result["observer"]?.stringValue else { throw .protocolViolation("subscribe result without 'observer'") }
+        let replaced = result["replaced"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return ObserverRegistration(id: id, replaced: replaced)
+    }
+
+    /// Removes an observer by id (any connection's). Returns the removed ids.
+    @discardableResult
+    public func removeObserver(_ id: String) async throws(NotifBusError) -> [String] {
+        let result = try await request(Op.unsubscribe, ["observer": .string(id)])
+        forgetObservers(result)
+        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    }
+
+    /// Removes whichever observer holds `key`. Returns the removed ids.
+    @discardableResult
+    public func removeObserverByUniqueKey(_ key: String) async throws(NotifBusError) -> [String] {
+        let result = try await request(Op.unsubscribe, ["key": .string(key)])
+        forgetObservers(result)
+        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    }
+
+    func forgetObservers(_ result: JSONValue) {
+        let removed = result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        lock.withLock {
+            for id in removed {
+                observerHandlers[id] = nil
+                observerEvictionHandlers[id] = nil
+            }
+        }
+    }
+
+    /// Posts an event and waits for its outcome. `timeout` bounds the whole chain,
+    /// including the time spent queued behind other events.
+    public func post(_ name: String, payload: JSONValue = .null, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
+        var fields: [String: JSONValue] = ["name": .string(name)]
+        if payload != .null { fields["payload"] = payload }
+        return try PostResult(try await request(Op.post, fields, timeout: timeout))
+    }
+
+    /// The broker's `status` reply.
+    public func status() async throws(NotifBusError) -> BrokerStatus {
+        BrokerStatus(try await request(Op.status))
+    }
+
+    /// Measures one `ping` round trip.
+    public func ping() async throws(NotifBusError) -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        _ = try await request(Op.ping)
+        return clock.now - start
+    }
+
+    /// Mirrors every frame the broker exchanges with other connections to `handler`.
+    public func monitor(_ handler: @escaping @Sendable (SeenFrame) -> Void) async throws(NotifBusError) {
+        lock.withLock { monitorHandler = handler }
+        _ = try await request(Op.monitor)
+    }
+
+    func deliverEvent(_ message: JSONValue) {
+        guard let event = message["event"]?.intValue, let observer = message["observer"]?.stringValue else { return }
+        let handler = lock.withLock { observerHandlers[observer] }
+        guard let handler else {
+            sendMessage(["op": .string(Op.next), "event": .integer(event)])
+            return
+        }
+        let delivered = ObserverEvent(event: event, observer: observer, name: message["name"]?.stringValue ?? "",
+                                      payload: message["payload"] ?? .null)
+        Task { [self] in
+            let reply = await handler(delivered)
+            switch reply {
+            case .next: sendMessage(["op": .string(Op.next), "event": .integer(event)])
+            case .stop: sendMessage(["op": .string(Op.stop), "event": .integer(event)])
+            case .complete(let value):
+                var answer: [String: JSONValue] = ["op": .string(Op.complete), "event": .integer(event)]
+                if let value { answer["value"] = value }
+                sendMessage(.object(answer))
+            }
+        }
+    }
+}
+
+/// The broker's `status`, with typed access to what tools read most.
+public struct BrokerStatus: Sendable {
+    public let raw: JSONValue
+
+    init(_ raw: JSONValue) { self.raw = raw }
+
+    public var server: String { raw["server"]?.stringValue ?? "" }
+    public var uptimeMs: Int64 { raw["uptimeMs"]?.intValue ?? 0 }
+    public var clients: [JSONValue] { raw["clients"]?.arrayValue ?? [] }
+    public var observers: [JSONValue] { raw["observers"]?.arrayValue ?? [] }
+    public var handlers: [JSONValue] { raw["handlers"]?.arrayValue ?? [] }
+    public var pending: Int64 { raw["queue"]?["pending"]?.intValue ?? 0 }
+    public var currentEvent: Int64? { raw["queue"]?["current"]?.intValue }
+    public var slots: [String] { raw["slots"]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+
+    /// A counter by its wire name (`posted`, `hopTimeouts`, …).
+    public func counter(_ name: String) -> Int64 { raw["counters"]?[name]?.intValue ?? 0 }
+}

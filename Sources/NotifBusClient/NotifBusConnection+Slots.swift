@@ -1,0 +1,42 @@
+// Retained slots on the Swift client: take-once mailboxes that outlive connections.
+import NotifBusProtocol
+
+/// What a `put` did.
+public struct PutResult: Sendable, Equatable {
+    /// The slot held a value before.
+    public let replaced: Bool
+    /// A waiting `take` received the value directly; the slot stays empty.
+    public let delivered: Bool
+}
+
+extension NotifBusConnection {
+    /// Stores `value` in `slot` (`.null` empties it).
+    @discardableResult
+    public func put(_ slot: String, _ value: JSONValue) async throws(NotifBusError) -> PutResult {
+        let result = try await request(Op.put, ["slot": .string(slot), "value": value])
+        return PutResult(replaced: result["replaced"]?.boolValue ?? false, delivered: result["delivered"]?.boolValue ?? false)
+    }
+
+    /// Takes the slot's value, leaving it empty; nil when empty. With `wait`, an empty slot
+    /// is waited on (oldest taker first) for at most that long.
+    public func take(_ slot: String, wait: Duration? = nil) async throws(NotifBusError) -> JSONValue? {
+        var fields: [String: JSONValue] = ["slot": .string(slot)]
+        var timeout = requestTimeout
+        if let wait {
+            let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+            guard (0...Limits.maxTakeWaitMs).contains(ms) else {
+                throw .invalidArgument("wait must be 0 to \(Limits.maxTakeWaitMs) ms")
+            }
+            fields["wait"] = .integer(ms)
+            timeout = requestTimeout + wait
+        }
+        let result = try await request(Op.take, fields, timeout: timeout)
+        return result.isNull ? nil : result
+    }
+
+    /// The slot's value, left in place; nil when empty.
+    public func peek(_ slot: String) async throws(NotifBusError) -> JSONValue? {
+        let result = try await request(Op.peek, ["slot": .string(slot)])
+        return result.isNull ? nil : result
+    }
+}

@@ -1,0 +1,313 @@
+// The Swift client's connection to a broker: one socket, one reader thread that decodes
+// frames and routes them (replies to waiting calls, events to observers, calls to method
+// handlers), and blocking writes under a lock. Every wait is bounded by a timeout; a lost
+// connection fails every pending call at once.
+import Dispatch
+import Foundation
+import Glibc
+import NotifBusProtocol
+
+/// A connection to a notifbus broker.
+///
+///     let bus = try await NotifBusConnection.connect(name: "mail-app")
+///     let observer = try await bus.addObserver(events: ["willPresent"], priority: 10) { event in
+///         .complete(["banner", "sound"])
+///     }
+///     let result = try await bus.post("willPresent", payload: payload)
+public final class NotifBusConnection: @unchecked Sendable {
+    public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
+    typealias Completion = (Result<JSONValue, NotifBusError>) -> Void
+
+    /// Sends block at most this long when the broker does not read.
+    static let sendTimeoutSeconds = 10
+
+    /// The broker's id for this connection (`"c7"`).
+    public private(set) var clientID = ""
+    /// The broker's `server` string.
+    public private(set) var server = ""
+    /// The broker's `--max-frame`: the largest frame it accepts.
+    public private(set) var maxFrame = Limits.defaultMaxFrame
+    /// Default bound for each request's reply.
+    public let requestTimeout: Duration
+
+    let fd: Int32
+    let lock = NSLock()
+    let writeLock = NSLock()
+    var nextRequestID: Int64 = 1
+    var pending: [Int64: Completion] = [:]
+    var observerHandlers: [String: ObserverHandler] = [:]
+    var observerEvictionHandlers: [String: @Sendable (Eviction) -> Void] = [:]
+    var callHandlers: [String: MethodChannel.Handler] = [:]
+    /// (channel, method) to this connection's handler id for it.
+    var channelRegistrations: [String: String] = [:]
+    var monitorHandler: (@Sendable (SeenFrame) -> Void)? = nil
+    var closedReason: String? = nil
+    var evictionHandler: (@Sendable (Eviction) -> Void)? = nil
+    var errorFrameHandler: (@Sendable (BrokerError) -> Void)? = nil
+    let readerDone = DispatchSemaphore(value: 0)
+
+    /// Called for every eviction of this connection's observers and handlers.
+    public var onEvicted: (@Sendable (Eviction) -> Void)? {
+        get { lock.withLock { evictionHandler } }
+        set { lock.withLock { evictionHandler = newValue } }
+    }
+
+    /// Called for error frames (`"id": null`), such as a `bad_request` for an invalid answer.
+    public var onErrorFrame: (@Sendable (BrokerError) -> Void)? {
+        get { lock.withLock { errorFrameHandler } }
+        set { lock.withLock { errorFrameHandler = newValue } }
+    }
+
+    init(fd: Int32, requestTimeout: Duration) {
+        self.fd = fd
+        self.requestTimeout = requestTimeout
+    }
+
+    /// Connects, resolving the socket path as the protocol's §1 says, and sends `hello`.
+    public static func connect(socket: String? = nil, name: String? = nil,
+                               requestTimeout: Duration = .seconds(60)) async throws(NotifBusError) -> NotifBusConnection {
+        let path = SocketPath.resolve(explicit: socket)
+        let fd = try openSocket(path)
+        let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout)
+        connection.startReader()
+        var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
+        if let name { fields["name"] = .string(name) }
+        let result: JSONValue
+        do {
+            result = try await connection.request(Op.hello, fields, timeout: .seconds(10))
+        } catch {
+            connection.close()
+            throw error
+        }
+        connection.clientID = result["client"]?.stringValue ?? ""
+        connection.server = result["server"]?.stringValue ?? ""
+        if let m = result["maxFrame"]?.intValue { connection.maxFrame = Int(m) }
+        return connection
+    }
+
+    static func openSocket(_ path: String) throws(NotifBusError) -> Int32 {
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count <= SocketPath.maxBytes else {
+            throw .connectFailed("socket path must be 1 to \(SocketPath.maxBytes) bytes: \(path)")
+        }
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .connectFailed("socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard rc == 0 else {
+            let why = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw .connectFailed("\(path): \(why)")
+        }
+        var tv = timeval(tv_sec: sendTimeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// Closes the connection. Pending calls fail with `connectionLost`.
+    public func close() {
+        let first = lock.withLock { () -> Bool in
+            if closedReason == nil { closedReason = "closed by this client"; return true }
+            return false
+        }
+        if first { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Waits (bounded) until the reader thread has released the socket.
+    public func waitUntilClosed(timeout: Duration = .seconds(5)) -> Bool {
+        let ms = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        if readerDone.wait(timeout: .now() + .milliseconds(ms)) == .success {
+            readerDone.signal()
+            return true
+        }
+        return false
+    }
+
+    /// Whether the connection still works.
+    public var isOpen: Bool { lock.withLock { closedReason == nil } }
+
+    // MARK: Requests
+
+    /// Sends a request built from `fields` and returns its `result`, or throws its error.
+    /// `onReply` runs on the reader thread before any later frame is handled, so that state
+    /// a reply creates (an observer's handler) is in place before frames that depend on it.
+    public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
+                        onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
+        let id = lock.withLock { () -> Int64 in
+            defer { nextRequestID += 1 }
+            return nextRequestID
+        }
+        var message = fields
+        message["op"] = .string(op)
+        message["id"] = .integer(id)
+        let frame = NotifBusConnection.frame(.object(message))
+        let bound = timeout ?? requestTimeout
+        let result: Result<JSONValue, NotifBusError> = await withCheckedContinuation { continuation in
+            let registered = lock.withLock { () -> String? in
+                if let reason = closedReason { return reason }
+                pending[id] = { result in
+                    if case .success(let value) = result { onReply?(value) }
+                    continuation.resume(returning: result)
+                }
+                return nil
+            }
+            if let reason = registered {
+                continuation.resume(returning: .failure(.connectionLost(reason)))
+                return
+            }
+            if let error = send(frame) {
+                complete(id, .failure(error))
+                return
+            }
+            let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
+                complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")))
+            }
+        }
+        return try result.get()
+    }
+
+    func complete(_ id: Int64, _ result: Result<JSONValue, NotifBusError>) {
+        let callback = lock.withLock { pending.removeValue(forKey: id) }
+        callback?(result)
+    }
+
+    static func frame(_ message: JSONValue) -> [UInt8] {
+        let body = message.encoded
+        return FrameHeader.encode(length: body.count) + body
+    }
+
+    /// Writes a whole frame; nil on success.
+    func send(_ frame: [UInt8]) -> NotifBusError? {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        var offset = 0
+        while offset < frame.count {
+            let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                offset += n
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            let why = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+                ? "the broker did not read for \(NotifBusConnection.sendTimeoutSeconds) s"
+                : String(cString: strerror(errno))
+            shutdown(fd, Int32(SHUT_RDWR))
+            return .connectionLost(why)
+        }
+        return nil
+    }
+
+    /// Sends a message that expects no reply (answers, returns).
+    func sendMessage(_ message: JSONValue) {
+        _ = send(NotifBusConnection.frame(message))
+    }
+
+    // MARK: Reading
+
+    func startReader() {
+        let thread = Thread { [self] in readLoop() }
+        thread.name = "notifbus-reader"
+        thread.start()
+    }
+
+    func readLoop() {
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var reason = "the broker closed the connection"
+        reading: while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                if n < 0 { reason = String(cString: strerror(errno)) }
+                break
+            }
+            decoder.append(buffer[0..<n])
+            while true {
+                let body: [UInt8]?
+                do { body = try decoder.next() } catch {
+                    reason = "the broker sent an impossible frame length"
+                    break reading
+                }
+                guard let body else { break }
+                guard let message = try? JSONValue(parsing: body) else {
+                    reason = "the broker sent a frame that is not JSON"
+                    break reading
+                }
+                dispatch(message)
+            }
+        }
+        let (callbacks, finalReason) = lock.withLock { () -> ([Completion], String) in
+            if closedReason == nil { closedReason = reason }
+            let all = Array(pending.values)
+            pending.removeAll()
+            observerHandlers.removeAll()
+            callHandlers.removeAll()
+            return (all, closedReason!)
+        }
+        for callback in callbacks { callback(.failure(.connectionLost(finalReason))) }
+        Glibc.close(fd)
+        readerDone.signal()
+    }
+
+    func dispatch(_ message: JSONValue) {
+        switch message["op"]?.stringValue {
+        case Op.reply?:
+            let error = message["error"].flatMap(NotifBusConnection.brokerError)
+            guard let id = message["id"]?.intValue else {
+                if let error, let handler = onErrorFrame { handler(error) }
+                return
+            }
+            if let error {
+                complete(id, .failure(.broker(error)))
+            } else {
+                complete(id, .success(message["result"] ?? .null))
+            }
+        case Op.event?:
+            deliverEvent(message)
+        case Op.call?:
+            deliverCall(message)
+        case Op.evicted?:
+            let eviction: Eviction
+            if let o = message["observer"]?.stringValue {
+                eviction = .observer(o, by: message["by"]?.stringValue ?? "")
+            } else if let h = message["handler"]?.stringValue {
+                eviction = .handler(h, by: message["by"]?.stringValue ?? "")
+            } else {
+                return
+            }
+            let (general, specific) = lock.withLock { () -> ((@Sendable (Eviction) -> Void)?, (@Sendable (Eviction) -> Void)?) in
+                switch eviction {
+                case .observer(let o, _):
+                    observerHandlers[o] = nil
+                    return (evictionHandler, observerEvictionHandlers.removeValue(forKey: o))
+                case .handler(let h, _):
+                    callHandlers[h] = nil
+                    return (evictionHandler, nil)
+                }
+            }
+            specific?(eviction)
+            general?(eviction)
+        case Op.seen?:
+            guard let handler = lock.withLock({ monitorHandler }) else { return }
+            handler(SeenFrame(direction: message["dir"]?.stringValue ?? "", client: message["client"]?.stringValue ?? "",
+                              frame: message["frame"] ?? .null))
+        default:
+            break
+        }
+    }
+
+    static func brokerError(_ json: JSONValue) -> BrokerError? {
+        guard case .object(let o) = json else { return nil }
+        return BrokerError(code: o["code"]?.stringValue ?? "", message: o["message"]?.stringValue ?? "", details: o["details"])
+    }
+}

@@ -1,0 +1,296 @@
+// Observers and the ordered chain: subscribe with priority and unique key, the single
+// broker-wide FIFO of posts, and the walk of each event down its chain one hop at a time.
+//
+// One event at a time:
+//
+//     post ─▶ queue ─▶ start: chain = observers of `name` now, in priority order
+//                        │
+//                        ▼
+//              ┌─▶ next live observer? ──no──▶ finish(unhandled)
+//              │         │ yes: send `event`, arm hop deadline
+//              │         ▼
+//              │   wait for that connection's answer
+//              │     next / gone / timeout / invalid ──┐
+//              └─────────────────────────────────────┘
+//                    complete ─▶ finish(completed)    stop ─▶ finish(stopped)
+import NotifBusProtocol
+
+extension Broker {
+    mutating func subscribe(events: [String], priority: Int32, key: String?, rid: RequestID, from c: ConnectionID, now: Instant) {
+        guard let client = clients[c] else { return }
+        guard client.observers.count < Limits.maxObserversPerConnection else {
+            return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxObserversPerConnection) observers")
+        }
+        let id = nextObserverID
+        nextObserverID += 1
+        var replaced: [Int] = []
+        if let key, let old = observerKeys[key] {
+            replaced.append(old)
+            if let oldClient = observers[old]?.client {
+                var f = FrameBuilder(capacity: 64)
+                f.literal("{\"op\":\"evicted\",\"observer\":\"o")
+                f.int(Int64(old))
+                f.literal("\",\"by\":\"o")
+                f.int(Int64(id))
+                f.literal("\"}")
+                emit(to: oldClient, f.finish())
+            }
+            removeObserver(old, now: now, pump: false)
+        }
+        observers[id] = ObserverRecord(id: id, client: c, events: events, priority: priority, key: key)
+        clients[c]?.observers.append(id)
+        if let key { observerKeys[key] = id }
+        for name in events { insertIntoChain(name, id, priority) }
+
+        var f = replyHead(rid)
+        f.literal("{\"observer\":\"o")
+        f.int(Int64(id))
+        f.literal("\",\"replaced\":[")
+        for (i, o) in replaced.enumerated() {
+            if i > 0 { f.literal(",") }
+            f.literal("\"o")
+            f.int(Int64(o))
+            f.literal("\"")
+        }
+        f.literal("]}}")
+        emit(to: c, f.finish())
+        pump(now: now)
+    }
+
+    /// Ids grow with subscription order, so (priority, id) is the chain order.
+    mutating func insertIntoChain(_ name: String, _ id: Int, _ priority: Int32) {
+        var chain = chains.removeValue(forKey: name) ?? []
+        var lo = 0, hi = chain.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            let p = observers[chain[mid]]!.priority
+            if p <= priority { lo = mid + 1 } else { hi = mid }
+        }
+        chain.insert(id, at: lo)
+        chains[name] = chain
+    }
+
+    mutating func unsubscribe(_ target: UnsubscribeTarget, rid: RequestID, from c: ConnectionID, now: Instant) {
+        let id: Int?
+        switch target {
+        case .observer(let text): id = Broker.parseID(text, prefix: "o").flatMap { observers[$0] != nil ? $0 : nil }
+        case .key(let key): id = observerKeys[key]
+        }
+        guard let id else { return reply(to: c, rid, error: .notFound, "no such observer") }
+        removeObserver(id, now: now, pump: false)
+        var f = replyHead(rid)
+        f.literal("{\"removed\":[\"o")
+        f.int(Int64(id))
+        f.literal("\"]}}")
+        emit(to: c, f.finish())
+        pump(now: now)
+    }
+
+    /// Removes an observer everywhere. If its hop is running, the hop ends as `gone`;
+    /// callers that remove several pass `pump: false` and pump once afterwards.
+    mutating func removeObserver(_ id: Int, now: Instant, pump shouldPump: Bool) {
+        guard let record = observers.removeValue(forKey: id) else { return }
+        clients[record.client]?.observers.removeAll { $0 == id }
+        if let key = record.key, observerKeys[key] == id { observerKeys[key] = nil }
+        for name in record.events {
+            guard var chain = chains.removeValue(forKey: name) else { continue }
+            chain.removeAll { $0 == id }
+            if !chain.isEmpty { chains[name] = chain }
+        }
+        if current?.hopObserver == id {
+            counters.gone += 1
+            recordHop(.gone)
+        }
+        if shouldPump { pump(now: now) }
+    }
+
+    static func parseID(_ text: String, prefix: Character) -> Int? {
+        guard text.first == prefix else { return nil }
+        return Int(text.dropFirst())
+    }
+
+    // MARK: Posting
+
+    mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
+        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        if current != nil && queue.count >= configuration.maxQueue {
+            return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
+        }
+        var launches = false
+        if case .didReceive(let action, let hasUserText, let categoryID)? = profile {
+            switch checkAction(action, hasUserText: hasUserText, categoryID: categoryID) {
+            case .failure(let error): return reply(to: c, rid, error: .invalidAction, error.message)
+            case .success(let l): launches = l
+            }
+        }
+        let event = nextEventID
+        nextEventID += 1
+        counters.posted += 1
+        queue.append(QueuedPost(event: event, poster: c, requestID: rid, name: name, payload: payload,
+                                isWillPresent: profile == .willPresent, launchesApp: launches))
+        pump(now: now)
+    }
+
+    /// Checks a `didReceive` action against the categories in force, and says whether it
+    /// launches the app.
+    func checkAction(_ action: String, hasUserText: Bool, categoryID: String?) -> Result<Bool, ActionError> {
+        let category = categoryID.flatMap { categories.categories[$0] }
+        if action == ProfilePayload.defaultActionIdentifier || action == ProfilePayload.dismissActionIdentifier {
+            if hasUserText { return .failure(ActionError("'userText' is only allowed with a text-input action")) }
+            if action == ProfilePayload.defaultActionIdentifier { return .success(true) }
+            guard category?.customDismissAction == true else {
+                return .failure(ActionError("the dismiss action needs a category with 'customDismissAction'"))
+            }
+            return .success(false)
+        }
+        guard let category else {
+            return .failure(ActionError("action '\(action)' needs a known category, and '\(categoryID ?? "none")' is not one"))
+        }
+        guard let rule = category.actions[action] else {
+            return .failure(ActionError("category '\(categoryID!)' has no action '\(action)'"))
+        }
+        if rule.textInput != hasUserText {
+            return .failure(ActionError(rule.textInput ? "action '\(action)' takes text input: 'userText' is required"
+                                                       : "action '\(action)' takes no text input: 'userText' is not allowed"))
+        }
+        return .success(rule.foreground)
+    }
+
+    // MARK: Running the chain
+
+    /// Advances the queue until an answer is awaited or nothing is left.
+    mutating func pump(now: Instant) {
+        while true {
+            if current == nil {
+                guard !shuttingDown, let post = queue.popFirst() else { return }
+                current = RunningEvent(post: post, chain: chains[post.name] ?? [])
+            }
+            if current!.hopObserver != nil { return }
+            var target: ObserverRecord? = nil
+            while current!.nextIndex < current!.chain.count {
+                let id = current!.chain[current!.nextIndex]
+                current!.nextIndex += 1
+                if let record = observers[id] {
+                    target = record
+                    break
+                }
+            }
+            guard let target else {
+                finish(.unhandled, by: nil, value: nil)
+                continue
+            }
+            current!.hopObserver = target.id
+            current!.hopClient = target.client
+            current!.hopDeadline = now &+ UInt64(configuration.hopTimeoutMs) * 1_000_000
+            emit(to: target.client, eventFrame(current!.post, observer: target.id))
+        }
+    }
+
+    func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {
+        var f = FrameBuilder(capacity: 80 + post.name.utf8.count + (post.payload?.count ?? 4))
+        f.literal("{\"op\":\"event\",\"event\":")
+        f.int(post.event)
+        f.literal(",\"observer\":\"o")
+        f.int(Int64(observer))
+        f.literal("\",\"name\":")
+        f.string(post.name)
+        f.literal(",\"payload\":")
+        f.optionalRaw(post.payload)
+        f.literal("}")
+        return f.finish()
+    }
+
+    mutating func handleAnswer(_ answer: Answer, from c: ConnectionID, now: Instant) {
+        guard let cur = current, let observer = cur.hopObserver, cur.hopClient == c, cur.post.event == answer.event else {
+            return  // another connection, another event, an ended hop, or a second answer
+        }
+        switch answer {
+        case .next:
+            endHop(.next, now: now)
+        case .stop:
+            recordHop(.stop)
+            finish(.stopped, by: observer, value: nil)
+            pump(now: now)
+        case .complete(_, let value):
+            if cur.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
+                sendErrorFrame(to: c, code: .badRequest,
+                               message: "a willPresent completion must be an array of distinct options from badge, sound, list, banner, alert")
+                counters.invalid += 1
+                return endHop(.invalid, now: now)
+            }
+            recordHop(.complete)
+            finish(.completed, by: observer, value: value)
+            pump(now: now)
+        }
+    }
+
+    /// Ends the running hop and moves on down the chain.
+    mutating func endHop(_ reply: HopReply, now: Instant) {
+        recordHop(reply)
+        pump(now: now)
+    }
+
+    mutating func recordHop(_ reply: HopReply) {
+        guard let observer = current?.hopObserver else { return }
+        current!.trace.append((observer, reply))
+        current!.hopObserver = nil
+    }
+
+    /// Replies to the poster, applies launch retention, and clears the running event.
+    mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?) {
+        guard let cur = current else { return }
+        current = nil
+        switch outcome {
+        case .completed: counters.completed += 1
+        case .stopped: counters.stopped += 1
+        case .unhandled: counters.unhandled += 1
+        }
+        var retained = false
+        if outcome == .unhandled && cur.post.launchesApp {
+            retained = true
+            storeLaunchPayload(cur.post.payload)
+        }
+        guard clients[cur.post.poster] != nil else { return }
+        var f = replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
+        f.literal("{\"event\":")
+        f.int(cur.post.event)
+        f.literal(",\"outcome\":\"")
+        switch outcome {
+        case .completed: f.literal("completed")
+        case .stopped: f.literal("stopped")
+        case .unhandled: f.literal("unhandled")
+        }
+        f.literal("\",\"by\":")
+        if let by {
+            f.literal("\"o")
+            f.int(Int64(by))
+            f.literal("\"")
+        } else {
+            f.literal("null")
+        }
+        f.literal(",\"value\":")
+        f.optionalRaw(value)
+        f.literal(retained ? ",\"retained\":\"launch\",\"trace\":[" : ",\"retained\":null,\"trace\":[")
+        for (i, hop) in cur.trace.enumerated() {
+            f.literal(i == 0 ? "{\"observer\":\"o" : ",{\"observer\":\"o")
+            f.int(Int64(hop.observer))
+            f.literal("\",\"reply\":\"")
+            switch hop.reply {
+            case .next: f.literal("next")
+            case .complete: f.literal("complete")
+            case .stop: f.literal("stop")
+            case .gone: f.literal("gone")
+            case .timeout: f.literal("timeout")
+            case .invalid: f.literal("invalid")
+            }
+            f.literal("\"}")
+        }
+        f.literal("]}}")
+        emit(to: cur.post.poster, f.finish())
+    }
+}
+
+struct ActionError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,288 @@
+// The broker as a pure state machine: inputs (a connection arrived, a frame arrived, a
+// connection closed, time passed, shut down) go in; actions (send, close, persist) come out.
+// It never reads a clock, never touches a descriptor and never blocks.
+//
+// Connection lifecycle:
+//
+//     connect ──refused (uid, too many)──▶ error frame, close
+//        │
+//        ▼
+//     ungreeted ──hello(1)──▶ greeted ──frame_too_large / unsupported──▶ closed
+//        │  └─ any other op: hello_required, close          │
+//        └──────────────── disconnected ◀───────────────────┘  (state dropped at once)
+import NotifBusProtocol
+
+/// The whole broker state: clients, observers and chains, the event queue, method
+/// channels, slots and categories.
+public struct Broker {
+    public let configuration: BrokerConfiguration
+    let startedAt: Instant
+
+    var clients: [ConnectionID: ClientRecord] = [:]
+    var monitors: [ConnectionID] = []
+    var shuttingDown = false
+
+    // Observers and ordered chains.
+    var observers: [Int: ObserverRecord] = [:]
+    /// Per event name, observer ids in chain order: priority, then subscription order.
+    var chains: [String: [Int]] = [:]
+    var observerKeys: [String: Int] = [:]
+    var nextObserverID = 1
+
+    // The single broker-wide event queue.
+    var queue = FIFO<QueuedPost>()
+    var current: RunningEvent? = nil
+    var nextEventID: Int64 = 1
+
+    // Method channels.
+    var handlers: [Int: HandlerRecord] = [:]
+    var routes: [HandlerKey: Int] = [:]
+    var nextHandlerID = 1
+    var calls: [Int64: PendingCall] = [:]
+    /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
+    var callDeadlines = FIFO<(deadline: Instant, call: Int64)>()
+    var nextCallID: Int64 = 1
+
+    // Slots.
+    var slots: [String: RawJSON] = [:]
+    var slotBytes = 0
+    var takeWaiters: [Int: TakeWaiter] = [:]
+    var takeQueues: [String: [Int]] = [:]
+    var takeDeadlines = DeadlineHeap()
+    var nextTakeID = 1
+
+    var categories = CategorySet.empty
+    public internal(set) var counters = BrokerCounters()
+
+    var actions: [BrokerAction] = []
+
+    /// A broker starting at `now`, with slots and categories restored from disk.
+    public init(configuration: BrokerConfiguration, now: Instant,
+                slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil) {
+        self.configuration = configuration
+        self.startedAt = now
+        for (name, value) in restoredSlots {
+            slots[name] = value
+            slotBytes += value.count
+        }
+        if let restoredCategories { categories = restoredCategories }
+        actions.reserveCapacity(64)
+    }
+
+    // MARK: Inputs
+
+    /// A socket was accepted. Refused peers get one error frame and are closed.
+    public mutating func connect(_ id: ConnectionID, credentials: PeerCredentials, now: Instant) {
+        let uid = credentials.uid
+        guard uid == configuration.brokerUID || uid == 0 || configuration.allowedUIDs.contains(uid) else {
+            sendErrorFrame(to: id, code: .forbidden, message: "uid \(uid) may not use this broker")
+            actions.append(.close(id))
+            return
+        }
+        guard clients.count < configuration.maxClients else {
+            sendErrorFrame(to: id, code: .tooManyClients, message: "the broker serves at most \(configuration.maxClients) clients")
+            actions.append(.close(id))
+            return
+        }
+        clients[id] = ClientRecord(id: id, credentials: credentials)
+    }
+
+    /// One complete frame body arrived on `id`.
+    public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant) {
+        guard let client = clients[id] else { return }
+        let decoded = MessageDecoder.decode(body)
+        if !monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
+        switch decoded {
+        case .badJSON(let reason):
+            sendErrorFrame(to: id, code: .badJSON, message: reason)
+        case .rejected(let rejection, let isHello):
+            guard client.greeted || isHello else { return refuseUngreeted(id) }
+            reply(to: id, rejection.id, error: rejection.code, rejection.message)
+        case .decoded(let inbound, let isHello):
+            guard client.greeted || isHello else { return refuseUngreeted(id) }
+            switch inbound {
+            case .request(let requestID, let request): handle(request, id: requestID, from: id, now: now)
+            case .answer(let answer): handleAnswer(answer, from: id, now: now)
+            case .callReturn(let ret): handleReturn(ret, from: id)
+            }
+        }
+    }
+
+    /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.
+    public mutating func receiveOversizedFrame(from id: ConnectionID, length: UInt32, now: Instant) {
+        guard clients[id] != nil else { return }
+        sendErrorFrame(to: id, code: .frameTooLarge,
+                       message: "frame length \(length) is outside 1...\(configuration.maxFrame)")
+        close(id, now: now)
+    }
+
+    /// The peer closed `id`, or the transport gave up on it.
+    public mutating func disconnected(_ id: ConnectionID, now: Instant) {
+        guard clients[id] != nil else { return }
+        dropClient(id, now: now)
+    }
+
+    /// Time passed: expire hops, calls and waiting takes whose deadline is at or before `now`.
+    public mutating func tick(now: Instant) {
+        if let cur = current, cur.hopObserver != nil, cur.hopDeadline <= now {
+            counters.hopTimeouts += 1
+            endHop(.timeout, now: now)
+        }
+        while let front = callDeadlines.first, front.deadline <= now {
+            _ = callDeadlines.popFirst()
+            guard let call = calls.removeValue(forKey: front.call) else { continue }
+            counters.callTimeouts += 1
+            clients[call.handlerClient]?.callsReceived.remove(front.call)
+            clients[call.invoker]?.callsInvoked -= 1
+            reply(to: call.invoker, call.requestID, error: .timeout, "the handler did not return within \(configuration.callTimeoutMs) ms")
+        }
+        while let top = takeDeadlines.min, top.deadline <= now {
+            _ = takeDeadlines.popMin()
+            guard let waiter = removeTakeWaiter(top.id) else { continue }
+            replyRaw(to: waiter.client, waiter.requestID, result: nil)
+        }
+    }
+
+    /// SIGINT or SIGTERM: answer everything pending with `shutting_down` and close every
+    /// connection after its output is flushed.
+    public mutating func shutdown(now: Instant) {
+        guard !shuttingDown else { return }
+        shuttingDown = true
+        if let cur = current {
+            current = nil
+            reply(to: cur.post.poster, cur.post.requestID, error: .shuttingDown, "the broker is shutting down")
+        }
+        while let post = queue.popFirst() {
+            reply(to: post.poster, post.requestID, error: .shuttingDown, "the broker is shutting down")
+        }
+        for (_, call) in calls.sorted(by: { $0.key < $1.key }) {
+            reply(to: call.invoker, call.requestID, error: .shuttingDown, "the broker is shutting down")
+        }
+        calls.removeAll()
+        callDeadlines.removeAll()
+        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) {
+            reply(to: waiter.client, waiter.requestID, error: .shuttingDown, "the broker is shutting down")
+        }
+        takeWaiters.removeAll()
+        takeQueues.removeAll()
+        for id in clients.keys.sorted() { actions.append(.close(id)) }
+    }
+
+    // MARK: Outputs
+
+    /// The earliest time at which `tick` has work, if any.
+    public var nextDeadline: Instant? {
+        var best: Instant? = nil
+        if let cur = current, cur.hopObserver != nil { best = cur.hopDeadline }
+        if let c = callDeadlines.first { best = Swift.min(best ?? c.deadline, c.deadline) }
+        if let t = takeDeadlines.min { best = Swift.min(best ?? t.deadline, t.deadline) }
+        return best
+    }
+
+    /// Hands over the actions produced so far, leaving an empty list with the same
+    /// capacity behind (the caller passes its drained array back in).
+    public mutating func takeActions(swappingWith buffer: inout [BrokerAction]) {
+        buffer.removeAll(keepingCapacity: true)
+        swap(&buffer, &actions)
+    }
+
+    /// Whether any connection is still known.
+    public var hasClients: Bool { !clients.isEmpty }
+
+    // MARK: Dispatch
+
+    mutating func handle(_ request: Request, id rid: RequestID, from c: ConnectionID, now: Instant) {
+        switch request {
+        case .hello(let version, let name):
+            guard clients[c]?.greeted == false else { return reply(to: c, rid, error: .badRequest, "'hello' was already sent") }
+            guard version == protocolVersion else {
+                reply(to: c, rid, error: .unsupportedProtocol, "this broker speaks protocol 1, not \(version)")
+                return close(c, now: now)
+            }
+            clients[c]?.greeted = true
+            clients[c]?.name = name
+            var f = replyHead(rid)
+            f.literal("{\"protocol\":1,\"server\":")
+            f.string(configuration.serverName)
+            f.literal(",\"client\":\"c")
+            f.int(Int64(c))
+            f.literal("\",\"maxFrame\":")
+            f.int(Int64(configuration.maxFrame))
+            f.literal("}}")
+            emit(to: c, f.finish())
+        case .ping:
+            replyLiteral(to: c, rid, "{}")
+        case .subscribe(let events, let priority, let key):
+            subscribe(events: events, priority: priority, key: key, rid: rid, from: c, now: now)
+        case .unsubscribe(let target):
+            unsubscribe(target, rid: rid, from: c, now: now)
+        case .post(let name, let payload, let profile):
+            post(name: name, payload: payload, profile: profile, rid: rid, from: c, now: now)
+        case .handle(let channel, let method):
+            handleChannel(HandlerKey(channel: channel, method: method), rid: rid, from: c)
+        case .unhandle(let handler):
+            unhandle(handler, rid: rid, from: c)
+        case .invoke(let channel, let method, let arguments):
+            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: c, now: now)
+        case .put(let slot, let value):
+            put(slot: slot, value: value, rid: rid, from: c)
+        case .take(let slot, let wait):
+            take(slot: slot, waitMs: wait, rid: rid, from: c, now: now)
+        case .peek(let slot):
+            replyRaw(to: c, rid, result: slots[slot])
+        case .setCategories(let set):
+            categories = set
+            actions.append(.persistCategories(set.raw))
+            var f = replyHead(rid)
+            f.literal("{\"count\":")
+            f.int(Int64(set.categories.count))
+            f.literal("}}")
+            emit(to: c, f.finish())
+        case .getCategories:
+            var f = replyHead(rid)
+            f.literal("{\"categories\":")
+            f.raw(categories.raw)
+            f.literal("}}")
+            emit(to: c, f.finish())
+        case .status:
+            emit(to: c, statusReply(rid, now: now))
+        case .monitor:
+            if clients[c]?.monitoring == false {
+                clients[c]?.monitoring = true
+                monitors.append(c)
+            }
+            replyLiteral(to: c, rid, "{}")
+        }
+    }
+
+    // MARK: Connection teardown
+
+    mutating func refuseUngreeted(_ c: ConnectionID) {
+        sendErrorFrame(to: c, code: .helloRequired, message: "the first frame must be 'hello'")
+        close(c, now: 0)
+    }
+
+    /// Drops `c`'s state and asks the transport to flush and close it.
+    mutating func close(_ c: ConnectionID, now: Instant) {
+        dropClient(c, now: now)
+        actions.append(.close(c))
+    }
+
+    /// Removes everything `c` owned: observers (ending its hop as `gone`), handlers, calls
+    /// it was serving (`handler_gone` to their invokers), calls it made, waiting takes.
+    mutating func dropClient(_ c: ConnectionID, now: Instant) {
+        guard let client = clients.removeValue(forKey: c) else { return }
+        if client.monitoring { monitors.removeAll { $0 == c } }
+        for h in client.handlers {
+            if let record = handlers.removeValue(forKey: h), routes[record.key] == h { routes[record.key] = nil }
+        }
+        for callID in client.callsReceived.sorted() {
+            guard let call = calls.removeValue(forKey: callID) else { continue }
+            clients[call.invoker]?.callsInvoked -= 1
+            reply(to: call.invoker, call.requestID, error: .handlerGone, "the handler's connection closed before it returned")
+        }
+        for t in client.takes { _ = removeTakeWaiter(t) }
+        for o in client.observers { removeObserver(o, now: now, pump: false) }
+        pump(now: now)
+    }
+}

@@ -1,0 +1,220 @@
+// The inputs, outputs and configuration of the broker's state machine, and the records it
+// keeps. Plain values: nothing here performs I/O or reads a clock.
+import NotifBusProtocol
+
+/// The transport's name for one accepted socket; never reused within a broker's life.
+public typealias ConnectionID = Int
+
+/// Monotonic time in nanoseconds, supplied by the caller with every input.
+public typealias Instant = UInt64
+
+/// What `SO_PEERCRED` said about a peer.
+public struct PeerCredentials: Sendable, Equatable {
+    public let pid: Int32
+    public let uid: UInt32
+    public let gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// Settings of one broker, from its command line.
+public struct BrokerConfiguration: Sendable {
+    public var serverName = "notifbus/0.1.0"
+    public var hopTimeoutMs = Limits.defaultHopTimeoutMs
+    public var callTimeoutMs = Limits.defaultCallTimeoutMs
+    public var maxFrame = Limits.defaultMaxFrame
+    public var maxQueue = Limits.defaultMaxQueue
+    public var maxClients = Limits.defaultMaxClients
+    /// The broker's own uid; it, root and `allowedUIDs` may connect.
+    public var brokerUID: UInt32 = 0
+    public var allowedUIDs: Set<UInt32> = []
+    /// Non-empty slots at most, so that one client cannot grow the broker without bound.
+    public var maxSlots = 4096
+    /// Bytes of slot values at most (64 MiB), for the same reason.
+    public var maxSlotBytes = 64 << 20
+    /// Calls one connection may have in flight as invoker (a client that floods invokes
+    /// at a handler that never answers would otherwise hold memory for a call timeout).
+    public var maxCallsPerConnection = 65_536
+    /// Waiting `take`s one connection may hold.
+    public var maxTakesPerConnection = 1024
+
+    public init() {}
+}
+
+/// What the transport must do, in order.
+public enum BrokerAction: Sendable {
+    /// Queue this length-prefixed frame for the connection.
+    case send(ConnectionID, [UInt8])
+    /// Stop reading, flush what was queued, then close.
+    case close(ConnectionID)
+    /// Durably record a slot's value (nil: the slot is empty) before sending later frames.
+    case persistSlot(name: String, value: RawJSON?)
+    /// Durably record the category set before sending later frames.
+    case persistCategories(RawJSON)
+}
+
+/// How one hop of a chain ended, as the trace names it.
+public enum HopReply: String, Sendable {
+    case next, complete, stop, gone, timeout, invalid
+}
+
+/// How a whole event ended.
+public enum EventOutcome: String, Sendable {
+    case completed, stopped, unhandled
+}
+
+/// Broker-wide counters reported by `status`.
+public struct BrokerCounters: Sendable, Equatable {
+    public var posted = 0
+    public var completed = 0
+    public var stopped = 0
+    public var unhandled = 0
+    public var hopTimeouts = 0
+    public var gone = 0
+    public var invalid = 0
+    public var invokes = 0
+    public var callTimeouts = 0
+}
+
+struct ClientRecord {
+    let id: ConnectionID
+    let credentials: PeerCredentials
+    var greeted = false
+    var name: String? = nil
+    var observers: [Int] = []
+    var handlers: [Int] = []
+    var monitoring = false
+    /// Calls delivered to this connection and not yet returned.
+    var callsReceived: Set<Int64> = []
+    var callsInvoked = 0
+    var takes: Set<Int> = []
+}
+
+struct ObserverRecord {
+    let id: Int
+    let client: ConnectionID
+    let events: [String]
+    let priority: Int32
+    let key: String?
+}
+
+struct HandlerKey: Hashable {
+    let channel: String
+    let method: String?
+}
+
+struct HandlerRecord {
+    let id: Int
+    let client: ConnectionID
+    let key: HandlerKey
+}
+
+struct PendingCall {
+    let invoker: ConnectionID
+    let requestID: RequestID
+    let handlerClient: ConnectionID
+}
+
+struct TakeWaiter {
+    let client: ConnectionID
+    let requestID: RequestID
+    let slot: String
+}
+
+struct QueuedPost {
+    let event: Int64
+    let poster: ConnectionID
+    let requestID: RequestID
+    let name: String
+    let payload: RawJSON?
+    let isWillPresent: Bool
+    /// Decided when posted, against the categories in force then.
+    let launchesApp: Bool
+}
+
+struct RunningEvent {
+    let post: QueuedPost
+    let chain: [Int]
+    var nextIndex = 0
+    var trace: [(observer: Int, reply: HopReply)] = []
+    /// The observer whose answer is awaited, and its connection.
+    var hopObserver: Int? = nil
+    var hopClient: ConnectionID = -1
+    var hopDeadline: Instant = 0
+}
+
+/// A FIFO with amortized O(1) pops and no per-element shifting.
+struct FIFO<Element> {
+    private var storage: [Element] = []
+    private var head = 0
+
+    var count: Int { storage.count - head }
+    var isEmpty: Bool { head == storage.count }
+    var first: Element? { isEmpty ? nil : storage[head] }
+
+    mutating func append(_ e: Element) { storage.append(e) }
+
+    mutating func popFirst() -> Element? {
+        guard head < storage.count else { return nil }
+        let e = storage[head]
+        head += 1
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: storage.count < 4096)
+            head = 0
+        } else if head >= 1024 && head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return e
+    }
+
+    mutating func removeAll() {
+        storage.removeAll()
+        head = 0
+    }
+
+    var elements: ArraySlice<Element> { storage[head...] }
+}
+
+/// A binary min-heap of deadlines with ids; stale entries are skipped by the owner.
+struct DeadlineHeap {
+    private var items: [(deadline: Instant, id: Int)] = []
+
+    var isEmpty: Bool { items.isEmpty }
+    var min: (deadline: Instant, id: Int)? { items.first }
+
+    mutating func push(_ deadline: Instant, _ id: Int) {
+        items.append((deadline, id))
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[i].deadline < items[parent].deadline else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func popMin() -> (deadline: Instant, id: Int)? {
+        guard !items.isEmpty else { return nil }
+        let top = items[0]
+        let last = items.removeLast()
+        if !items.isEmpty {
+            items[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < items.count && items[l].deadline < items[m].deadline { m = l }
+                if r < items.count && items[r].deadline < items[m].deadline { m = r }
+                if m == i { break }
+                items.swapAt(i, m)
+                i = m
+            }
+        }
+        return top
+    }
+}

@@ -1,0 +1,398 @@
+// Validates JSON over borrowed bytes and locates values without copying them. Containers
+// are skipped with an explicit stack, so nesting depth costs heap bits, never call stack.
+// It does no I/O and never retains the buffer past a call.
+
+/// The kind of a JSON value, known from its first byte.
+public enum JSONKind: Sendable, Equatable {
+    case object, array, string, number, bool, null
+}
+
+/// One member of an object: its key and where its value lies in the scanned buffer.
+public struct JSONField: Sendable {
+    public let key: String
+    public let start: Int
+    public let end: Int
+    public let kind: JSONKind
+}
+
+/// A cursor over UTF-8 bytes. Every method validates what it passes over.
+public struct JSONScanner {
+    /// Deepest nesting a tree parse accepts; the skipping validator has no such limit.
+    public static let maxTreeDepth = 512
+
+    public let bytes: UnsafeRawBufferPointer
+    public var position: Int = 0
+
+    public init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    @inline(__always) func byte(_ i: Int) -> UInt8 { bytes[i] }
+
+    func fail(_ reason: String, at offset: Int? = nil) -> JSONError {
+        JSONError(offset: offset ?? position, reason: reason)
+    }
+
+    @inline(__always) mutating func skipWhitespace() {
+        while position < bytes.count {
+            let b = bytes[position]
+            if b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { position += 1 } else { return }
+        }
+    }
+
+    /// Scans a whole document that must be an object and returns its members in order.
+    /// Duplicate keys are reported through `duplicateKey`.
+    public mutating func scanTopLevelObject() throws(JSONError) -> [JSONField] {
+        skipWhitespace()
+        guard position < bytes.count else { throw fail("empty document") }
+        guard bytes[position] == UInt8(ascii: "{") else {
+            _ = try skipValue()
+            skipWhitespace()
+            if position != bytes.count { throw fail("trailing bytes after the value") }
+            throw fail("top-level value is not an object", at: 0)
+        }
+        let fields = try scanObjectMembers()
+        skipWhitespace()
+        if position != bytes.count { throw fail("trailing bytes after the value") }
+        return fields
+    }
+
+    /// Reads the members of the object that starts at `position`, validating every value.
+    public mutating func scanObjectMembers() throws(JSONError) -> [JSONField] {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "{") else { throw fail("expected an object") }
+        position += 1
+        var fields: [JSONField] = []
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+            position += 1
+            return fields
+        }
+        while true {
+            skipWhitespace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let key = try readString()
+            skipWhitespace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            position += 1
+            skipWhitespace()
+            let start = position
+            let kind = try skipValue()
+            fields.append(JSONField(key: key, start: start, end: position, kind: kind))
+            skipWhitespace()
+            guard position < bytes.count else { throw fail("unterminated object") }
+            let b = bytes[position]
+            position += 1
+            if b == UInt8(ascii: ",") { continue }
+            if b == UInt8(ascii: "}") { return fields }
+            throw fail("expected ',' or '}'", at: position - 1)
+        }
+    }
+
+    /// Skips one value starting at `position` (no leading whitespace), validating it.
+    /// Returns the value's kind.
+    @discardableResult
+    public mutating func skipValue() throws(JSONError) -> JSONKind {
+        guard position < bytes.count else { throw fail("expected a value") }
+        let first = bytes[position]
+        let kind: JSONKind
+        switch first {
+        case UInt8(ascii: "{"): kind = .object
+        case UInt8(ascii: "["): kind = .array
+        default:
+            return try skipScalar()
+        }
+        // Containers: an explicit stack of "is object" bits.
+        var stack = BitStack()
+        valueLoop: while true {
+            skipWhitespace()
+            guard position < bytes.count else { throw fail("unterminated value") }
+            let b = bytes[position]
+            if b == UInt8(ascii: "{") {
+                position += 1
+                skipWhitespace()
+                if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+                    position += 1
+                } else {
+                    stack.push(true)
+                    try readKeyAndColon()
+                    continue valueLoop
+                }
+            } else if b == UInt8(ascii: "[") {
+                position += 1
+                skipWhitespace()
+                if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+                    position += 1
+                } else {
+                    stack.push(false)
+                    continue valueLoop
+                }
+            } else {
+                try skipScalar()
+            }
+            // After a value: close containers or move to the next element.
+            while !stack.isEmpty {
+                skipWhitespace()
+                guard position < bytes.count else { throw fail("unterminated container") }
+                let c = bytes[position]
+                position += 1
+                if stack.top {
+                    if c == UInt8(ascii: ",") {
+                        skipWhitespace()
+                        try readKeyAndColon()
+                        continue valueLoop
+                    }
+                    if c == UInt8(ascii: "}") { stack.pop(); continue }
+                    throw fail("expected ',' or '}'", at: position - 1)
+                } else {
+                    if c == UInt8(ascii: ",") { continue valueLoop }
+                    if c == UInt8(ascii: "]") { stack.pop(); continue }
+                    throw fail("expected ',' or ']'", at: position - 1)
+                }
+            }
+            return kind
+        }
+    }
+
+    private mutating func readKeyAndColon() throws(JSONError) {
+        skipWhitespace()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+        try skipString()
+        skipWhitespace()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+        position += 1
+    }
+
+    @discardableResult
+    private mutating func skipScalar() throws(JSONError) -> JSONKind {
+        guard position < bytes.count else { throw fail("expected a value") }
+        switch bytes[position] {
+        case UInt8(ascii: "\""):
+            try skipString()
+            return .string
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            _ = try skipNumber()
+            return .number
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        default:
+            throw fail("unexpected byte")
+        }
+    }
+
+    private mutating func expectLiteral(_ word: StaticString) throws(JSONError) {
+        let n = word.utf8CodeUnitCount
+        guard position + n <= bytes.count else { throw fail("truncated literal") }
+        let p = word.utf8Start
+        for i in 0..<n where bytes[position + i] != p[i] {
+            throw fail("invalid literal")
+        }
+        position += n
+    }
+
+    /// Skips a number and says whether it was an integer (no fraction, no exponent).
+    mutating func skipNumber() throws(JSONError) -> Bool {
+        var integral = true
+        if bytes[position] == UInt8(ascii: "-") { position += 1 }
+        guard position < bytes.count else { throw fail("truncated number") }
+        let lead = bytes[position]
+        if lead == UInt8(ascii: "0") {
+            position += 1
+        } else if lead >= UInt8(ascii: "1") && lead <= UInt8(ascii: "9") {
+            position += 1
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+        } else {
+            throw fail("invalid number")
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            integral = false
+            position += 1
+            let digitsStart = position
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+            if position == digitsStart { throw fail("digits expected after '.'") }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            integral = false
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            let digitsStart = position
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+            if position == digitsStart { throw fail("digits expected in exponent") }
+        }
+        return integral
+    }
+
+    @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+    /// Skips a string (at its opening quote), validating escapes and UTF-8.
+    /// Returns whether it contained escapes.
+    @discardableResult
+    mutating func skipString() throws(JSONError) -> Bool {
+        position += 1
+        var escaped = false
+        while position < bytes.count {
+            let b = bytes[position]
+            if b == UInt8(ascii: "\"") {
+                position += 1
+                return escaped
+            }
+            if b == UInt8(ascii: "\\") {
+                escaped = true
+                try skipEscape()
+            } else if b < 0x20 {
+                throw fail("control character in string")
+            } else if b < 0x80 {
+                position += 1
+            } else {
+                try skipUTF8Sequence()
+            }
+        }
+        throw fail("unterminated string")
+    }
+
+    private mutating func skipEscape() throws(JSONError) {
+        guard position + 1 < bytes.count else { throw fail("truncated escape") }
+        switch bytes[position + 1] {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+            UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            position += 2
+        case UInt8(ascii: "u"):
+            guard position + 6 <= bytes.count else { throw fail("truncated \\u escape") }
+            for i in 2..<6 where hexValue(bytes[position + i]) == nil {
+                throw fail("invalid \\u escape")
+            }
+            position += 6
+        default:
+            throw fail("invalid escape")
+        }
+    }
+
+    @inline(__always) func hexValue(_ b: UInt8) -> UInt32? {
+        switch b {
+        case 0x30...0x39: return UInt32(b - 0x30)
+        case 0x41...0x46: return UInt32(b - 0x41 + 10)
+        case 0x61...0x66: return UInt32(b - 0x61 + 10)
+        default: return nil
+        }
+    }
+
+    /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates,
+    /// nothing above U+10FFFF).
+    private mutating func skipUTF8Sequence() throws(JSONError) {
+        let b0 = bytes[position]
+        let count: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch b0 {
+        case 0xC2...0xDF: count = 2
+        case 0xE0: count = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: count = 3
+        case 0xED: count = 3; high = 0x9F
+        case 0xF0: count = 4; low = 0x90
+        case 0xF1...0xF3: count = 4
+        case 0xF4: count = 4; high = 0x8F
+        default: throw fail("invalid UTF-8")
+        }
+        guard position + count <= bytes.count else { throw fail("truncated UTF-8") }
+        let b1 = bytes[position + 1]
+        guard b1 >= low && b1 <= high else { throw fail("invalid UTF-8") }
+        for i in 2..<count where bytes[position + i] & 0xC0 != 0x80 {
+            throw fail("invalid UTF-8")
+        }
+        position += count
+    }
+
+    /// Reads a string (at its opening quote) into a Swift `String`, decoding escapes.
+    /// Lone surrogate escapes decode to U+FFFD.
+    public mutating func readString() throws(JSONError) -> String {
+        let start = position + 1
+        let escaped = try skipString()
+        let end = position - 1
+        if !escaped {
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        }
+        return decodeEscaped(start, end)
+    }
+
+    private func decodeEscaped(_ start: Int, _ end: Int) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(end - start)
+        var i = start
+        while i < end {
+            let b = bytes[i]
+            guard b == UInt8(ascii: "\\") else {
+                out.append(b)
+                i += 1
+                continue
+            }
+            let e = bytes[i + 1]
+            i += 2
+            switch e {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(i)
+                i += 4
+                if scalar >= 0xD800 && scalar <= 0xDBFF, i + 6 <= end, bytes[i] == UInt8(ascii: "\\"),
+                    bytes[i + 1] == UInt8(ascii: "u")
+                {
+                    let low = hex4(i + 2)
+                    if low >= 0xDC00 && low <= 0xDFFF {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        i += 6
+                    }
+                }
+                let u = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+                out.append(contentsOf: Array(String(Character(u)).utf8))
+            default: out.append(e)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private func hex4(_ i: Int) -> UInt32 {
+        var v: UInt32 = 0
+        for k in 0..<4 { v = v << 4 | (hexValue(bytes[i + k]) ?? 0) }
+        return v
+    }
+}
+
+/// Stack of booleans for container nesting: 64 levels inline, more on the heap.
+struct BitStack {
+    private var inline: UInt64 = 0
+    private var depth = 0
+    private var overflow: [Bool] = []
+
+    var isEmpty: Bool { depth == 0 }
+
+    mutating func push(_ value: Bool) {
+        if depth < 64 {
+            if value { inline |= (1 << UInt64(depth)) } else { inline &= ~(1 << UInt64(depth)) }
+        } else {
+            overflow.append(value)
+        }
+        depth += 1
+    }
+
+    mutating func pop() {
+        depth -= 1
+        if depth >= 64 { overflow.removeLast() }
+    }
+
+    var top: Bool {
+        let d = depth - 1
+        if d < 64 { return inline & (1 << UInt64(d)) != 0 }
+        return overflow[d - 64]
+    }
+}

@@ -1,0 +1,117 @@
+// A JSON document as a Swift value, for clients, tests and the few broker paths that
+// need a tree. The broker's hot path never builds one: it forwards user data as raw bytes.
+
+/// A JSON value. Integers written without fraction or exponent that fit in 64 bits are
+/// `.integer`; every other number is `.double`.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// Parses one JSON document (UTF-8 bytes), rejecting trailing content.
+    public init(parsing bytes: some Collection<UInt8>) throws(JSONError) {
+        let array = Array(bytes)
+        let result: Result<JSONValue, JSONError> = array.withUnsafeBytes { buffer in
+            var scanner = JSONScanner(buffer)
+            do throws(JSONError) { return .success(try scanner.parseDocument()) } catch { return .failure(error) }
+        }
+        self = try result.get()
+    }
+
+    /// Parses one JSON document from text.
+    public init(parsing text: String) throws(JSONError) {
+        try self.init(parsing: Array(text.utf8))
+    }
+
+    /// The compact UTF-8 encoding, object keys sorted so the output is deterministic.
+    public var encoded: [UInt8] {
+        var out: [UInt8] = []
+        JSONWriter.append(self, to: &out)
+        return out
+    }
+
+    /// The compact encoding as text.
+    public var text: String { String(decoding: encoded, as: UTF8.self) }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    public var intValue: Int64? {
+        if case .integer(let i) = self { return i }
+        return nil
+    }
+
+    public var doubleValue: Double? {
+        switch self {
+        case .integer(let i): return Double(i)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var members: [String: JSONValue] = [:]
+        for (k, v) in elements { members[k] = v }
+        self = .object(members)
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    public var description: String { text }
+}
+
+/// Why bytes are not a JSON document.
+public struct JSONError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Byte offset where the problem was found.
+    public let offset: Int
+    public let reason: String
+
+    public init(offset: Int, reason: String) {
+        self.offset = offset
+        self.reason = reason
+    }
+
+    public var description: String { "\(reason) at byte \(offset)" }
+}

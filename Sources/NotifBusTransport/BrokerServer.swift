@@ -1,0 +1,402 @@
+// The broker's I/O shell on libevent: it accepts connections, turns socket readiness,
+// timers and signals into core inputs, and carries out the core's actions (queue output,
+// close, persist). It makes no protocol decision of its own.
+import CLibevent
+import Glibc
+import NotifBusCore
+import NotifBusProtocol
+
+/// Everything `notifbus broker` was told on its command line.
+public struct ServerOptions: Sendable {
+    public var socketPath: String
+    public var socketMode: mode_t = 0o600
+    public var stateDirectory: String? = nil
+    /// Output queued for one peer beyond this means it is not reading: it is cut off.
+    public var maxOutputBytes = 16 << 20
+    public var core = BrokerConfiguration()
+
+    public init(socketPath: String) {
+        self.socketPath = socketPath
+    }
+}
+
+/// C callbacks: one trampoline per callback type, context is the owning object.
+enum Trampolines {
+    static let accept: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().acceptReady()
+    }
+    static let read: event_callback_fn = { _, _, context in
+        let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+        connection.server.readable(connection)
+    }
+    static let write: event_callback_fn = { _, what, context in
+        let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+        connection.server.writable(connection, timedOut: what & Int16(EV_TIMEOUT) != 0)
+    }
+    static let timer: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().timerFired()
+    }
+    static let signal: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().beginShutdown()
+    }
+    static let resumeAccept: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().resumeAccepting()
+    }
+    static let forceExit: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().forceExit()
+    }
+}
+
+public final class BrokerServer {
+    /// One read takes at most this much; frames are parsed in place from it.
+    static let scratchBytes = 256 * 1024
+    /// A closing connection gets this long to take its last output.
+    static let closeFlushTimeoutMs = 1000
+    /// Shutdown must finish within 2 s; flushing stops short of that.
+    static let shutdownDeadlineMs = 1500
+    /// Accepts per readiness callback, so a flood of connects cannot starve clients.
+    static let acceptBatch = 64
+
+    let options: ServerOptions
+    let base: OpaquePointer
+    var core: Broker
+    var journal: StateJournal?
+    var connections: [ConnectionID: Connection] = [:]
+    var nextConnectionID = 1
+    var listenFD: Int32 = -1
+    var listenEvent: OpaquePointer? = nil
+    var resumeAcceptEvent: OpaquePointer? = nil
+    var timerEvent: OpaquePointer? = nil
+    var armedDeadline: Instant? = nil
+    var signalEvents: [OpaquePointer] = []
+    var forceExitEvent: OpaquePointer? = nil
+    var actionBuffer: [BrokerAction] = []
+    var toFlush: [Connection] = []
+    var stopping = false
+    let scratch: UnsafeMutableRawBufferPointer
+
+    /// Opens the state folder and binds the socket; prints nothing yet.
+    public init(options: ServerOptions) throws {
+        self.options = options
+        signal(SIGPIPE, SIG_IGN)
+        notifbus_unblock_termination_signals()
+        guard let base = event_base_new() else { throw SystemError("event_base_new", code: ENOMEM) }
+        self.base = base
+        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: BrokerServer.scratchBytes, alignment: 16)
+        var restoredSlots: [String: RawJSON] = [:]
+        var restoredCategories: CategorySet? = nil
+        if let dir = options.stateDirectory {
+            let journal = try StateJournal(directory: dir)
+            for warning in journal.warnings { logLine("notifbus: \(warning)") }
+            restoredSlots = journal.slots
+            restoredCategories = journal.categories
+            self.journal = journal
+        }
+        core = Broker(configuration: options.core, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
+        listenFD = try ListeningSocket.open(path: options.socketPath, mode: options.socketMode)
+    }
+
+    deinit {
+        for e in signalEvents { event_free(e) }
+        if let e = forceExitEvent { event_free(e) }
+        if let e = timerEvent { event_free(e) }
+        if let e = resumeAcceptEvent { event_free(e) }
+        if let e = listenEvent { event_free(e) }
+        if listenFD >= 0 { close(listenFD) }
+        event_base_free(base)
+        scratch.deallocate()
+    }
+
+    var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Runs until SIGINT or SIGTERM has been handled. Prints the readiness line first.
+    public func run() -> Int32 {
+        listenEvent = event_new(base, listenFD, Int16(EV_READ | EV_PERSIST), Trampolines.accept, context)
+        event_add(listenEvent, nil)
+        timerEvent = notifbus_evtimer_new(base, Trampolines.timer, context)
+        resumeAcceptEvent = notifbus_evtimer_new(base, Trampolines.resumeAccept, context)
+        for signum in [SIGINT, SIGTERM] {
+            if let e = notifbus_evsignal_new(base, signum, Trampolines.signal, context) {
+                event_add(e, nil)
+                signalEvents.append(e)
+            }
+        }
+        logLine("notifbus: listening on \(options.socketPath)")
+        event_base_dispatch(base)
+        for connection in Array(connections.values) { closeNow(connection) }
+        return 0
+    }
+
+    // MARK: Inputs
+
+    func acceptReady() {
+        let now = monotonicNow()
+        for _ in 0..<BrokerServer.acceptBatch {
+            let fd = notifbus_accept_nonblocking(listenFD)
+            if fd < 0 {
+                let e = errno
+                if e == EINTR || e == ECONNABORTED { continue }
+                if e == EAGAIN || e == EWOULDBLOCK { break }
+                logLine("notifbus: accept: \(SystemError("accept4", code: e))")
+                if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM { pauseAccepting() }
+                break
+            }
+            var peer = notifbus_peer_credentials()
+            guard notifbus_get_peer_credentials(fd, &peer) == 0 else {
+                logLine("notifbus: \(SystemError("SO_PEERCRED on a new connection")); closing it")
+                close(fd)
+                continue
+            }
+            let id = nextConnectionID
+            nextConnectionID += 1
+            let connection = Connection(id: id, fd: fd, server: self)
+            guard let readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, connection.context) else {
+                logLine("notifbus: c\(id): event_new failed; closing")
+                close(fd)
+                continue
+            }
+            connection.readEvent = readEvent
+            event_add(readEvent, nil)
+            connections[id] = connection
+            core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
+        }
+        settle()
+    }
+
+    /// Out of descriptors: stop accepting for a moment instead of spinning on the listener.
+    func pauseAccepting() {
+        guard let listenEvent, let resumeAcceptEvent else { return }
+        event_del(listenEvent)
+        var tv = timeval(tv_sec: 0, tv_usec: 100_000)
+        event_add(resumeAcceptEvent, &tv)
+    }
+
+    func resumeAccepting() {
+        guard !stopping, let listenEvent else { return }
+        event_add(listenEvent, nil)
+    }
+
+    func readable(_ connection: Connection) {
+        guard connection.state == .open else { return }
+        let n = read(connection.fd, scratch.baseAddress!, scratch.count)
+        if n <= 0 {
+            let e = errno
+            if n < 0 && (e == EINTR || e == EAGAIN || e == EWOULDBLOCK) { return }
+            if n < 0 && e != ECONNRESET { logLine("notifbus: c\(connection.id): \(SystemError("read", code: e))") }
+            peerGone(connection)
+            settle()
+            return
+        }
+        let now = monotonicNow()
+        if connection.pendingInput.isEmpty {
+            let chunk = UnsafeRawBufferPointer(rebasing: scratch[0..<n])
+            let used = consumeFrames(chunk, connection, now: now)
+            if used < n && connection.state == .open {
+                connection.pendingInput = Array(chunk[used...])
+            }
+        } else {
+            connection.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+            let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
+            if connection.state == .open {
+                if used == connection.pendingInput.count {
+                    connection.pendingInput = []
+                } else if used > 0 {
+                    connection.pendingInput.removeFirst(used)
+                }
+            }
+        }
+        settle()
+    }
+
+    /// Feeds each complete frame to the core; returns how many bytes were used.
+    func consumeFrames(_ bytes: UnsafeRawBufferPointer, _ connection: Connection, now: Instant) -> Int {
+        var offset = 0
+        let maxFrame = options.core.maxFrame
+        while true {
+            switch FrameHeader.split(bytes, at: offset, maxFrame: maxFrame) {
+            case .needMore:
+                return offset
+            case .frame(let bodyStart, let length):
+                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now)
+                offset = bodyStart + length
+            case .tooLarge(let length):
+                core.receiveOversizedFrame(from: connection.id, length: length, now: now)
+                return bytes.count
+            }
+        }
+    }
+
+    func writable(_ connection: Connection, timedOut: Bool) {
+        connection.writeArmed = false
+        if timedOut {
+            logLine("notifbus: c\(connection.id): closing; it took no output for \(BrokerServer.closeFlushTimeoutMs) ms")
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            closeNow(connection)
+        } else {
+            flush(connection)
+        }
+        settle()
+    }
+
+    func timerFired() {
+        armedDeadline = nil
+        core.tick(now: monotonicNow())
+        settle()
+    }
+
+    /// SIGINT or SIGTERM: stop accepting, answer everything pending, flush, close, exit.
+    func beginShutdown() {
+        guard !stopping else { return }
+        stopping = true
+        if let listenEvent { event_del(listenEvent) }
+        if let resumeAcceptEvent { event_del(resumeAcceptEvent) }
+        if listenFD >= 0 {
+            close(listenFD)
+            listenFD = -1
+            unlink(options.socketPath)
+        }
+        forceExitEvent = notifbus_evtimer_new(base, Trampolines.forceExit, context)
+        var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.shutdownDeadlineMs) * 1000)
+        event_add(forceExitEvent, &tv)
+        core.shutdown(now: monotonicNow())
+        settle()
+        for connection in Array(connections.values) where connection.state == .open {
+            startClosing(connection)
+        }
+        settle()
+    }
+
+    func forceExit() {
+        logLine("notifbus: shutdown: \(connections.count) connection(s) did not take their output in time; closing them")
+        event_base_loopbreak(base)
+    }
+
+    // MARK: Carrying out actions
+
+    /// Applies the core's actions, makes persisted state durable, then writes output;
+    /// repeats while writing produced new inputs (a peer found gone).
+    func settle() {
+        while true {
+            core.takeActions(swappingWith: &actionBuffer)
+            if actionBuffer.isEmpty && toFlush.isEmpty { break }
+            for action in actionBuffer { apply(action) }
+            journal?.syncIfNeeded()
+            let pending = toFlush
+            toFlush.removeAll(keepingCapacity: true)
+            for connection in pending {
+                connection.queuedForFlush = false
+                flush(connection)
+            }
+        }
+        rearmTimer()
+        if stopping && connections.isEmpty { event_base_loopbreak(base) }
+    }
+
+    func apply(_ action: BrokerAction) {
+        switch action {
+        case .send(let id, let frame):
+            guard let connection = connections[id], connection.state != .closed else { return }
+            connection.enqueue(frame)
+            if connection.pendingOutputBytes > options.maxOutputBytes {
+                logLine("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read")
+                if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
+                closeNow(connection)
+                return
+            }
+            if !connection.queuedForFlush && !connection.writeArmed {
+                connection.queuedForFlush = true
+                toFlush.append(connection)
+            }
+        case .close(let id):
+            guard let connection = connections[id] else { return }
+            startClosing(connection)
+        case .persistSlot(let name, let value):
+            journal?.recordSlot(name: name, value: value)
+        case .persistCategories(let raw):
+            journal?.recordCategories(raw)
+        }
+    }
+
+    func flush(_ connection: Connection) {
+        guard connection.state != .closed else { return }
+        switch connection.flush() {
+        case .done:
+            if connection.writeArmed, let e = connection.writeEvent {
+                event_del(e)
+                connection.writeArmed = false
+            }
+            if connection.state == .closing { closeNow(connection) }
+        case .wouldBlock:
+            armWrite(connection)
+        case .failed(let e):
+            if e != EPIPE && e != ECONNRESET { logLine("notifbus: c\(connection.id): \(SystemError("send", code: e))") }
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            closeNow(connection)
+        }
+    }
+
+    func armWrite(_ connection: Connection) {
+        guard !connection.writeArmed else { return }
+        if connection.writeEvent == nil {
+            connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE), Trampolines.write, connection.context)
+        }
+        guard let e = connection.writeEvent else {
+            logLine("notifbus: c\(connection.id): event_new failed; closing")
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            closeNow(connection)
+            return
+        }
+        if connection.state == .closing {
+            var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.closeFlushTimeoutMs) * 1000)
+            event_add(e, &tv)
+        } else {
+            event_add(e, nil)
+        }
+        connection.writeArmed = true
+    }
+
+    /// The peer hung up: the core forgets it; output already queued is still offered.
+    func peerGone(_ connection: Connection) {
+        core.disconnected(connection.id, now: monotonicNow())
+        startClosing(connection)
+    }
+
+    func startClosing(_ connection: Connection) {
+        guard connection.state == .open else { return }
+        connection.state = .closing
+        if let e = connection.readEvent { event_del(e) }
+        connection.pendingInput = []
+        if connection.pendingOutputBytes == 0 {
+            closeNow(connection)
+        } else if connection.writeArmed, let e = connection.writeEvent {
+            // Re-arm with the closing timeout.
+            event_del(e)
+            connection.writeArmed = false
+            armWrite(connection)
+        } else if !connection.queuedForFlush {
+            connection.queuedForFlush = true
+            toFlush.append(connection)
+        }
+    }
+
+    func closeNow(_ connection: Connection) {
+        connection.release()
+        connections[connection.id] = nil
+    }
+
+    func rearmTimer() {
+        guard let timerEvent else { return }
+        let deadline = core.nextDeadline
+        guard deadline != armedDeadline else { return }
+        armedDeadline = deadline
+        guard let deadline else {
+            event_del(timerEvent)
+            return
+        }
+        let now = monotonicNow()
+        let delayNs = deadline > now ? deadline - now : 0
+        let delayUs = (delayNs + 999) / 1000
+        var tv = timeval(tv_sec: Int(delayUs / 1_000_000), tv_usec: Int(delayUs % 1_000_000))
+        event_add(timerEvent, &tv)
+    }
+}

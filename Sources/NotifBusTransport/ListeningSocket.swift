@@ -1,0 +1,123 @@
+// Prepares and binds the broker's Unix socket: checks the folder against planted paths,
+// refuses to steal a live broker's socket, replaces a stale one, applies the socket mode,
+// and listens. It does not accept connections; the server does.
+import Glibc
+import NotifBusProtocol
+
+/// Why the broker cannot listen; the CLI prints it and exits 1.
+public struct ListenError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+public enum ListeningSocket {
+    /// Connections the kernel may hold before `accept`.
+    static let backlog: Int32 = 4096
+
+    /// Creates the default folder if needed and checks that the socket's folder is safe.
+    static func prepareFolder(for path: String) throws(ListenError) {
+        let folder = parentFolder(of: path)
+        let uid = getuid()
+        if SocketPath.isDefault(path) {
+            if mkdir(folder, 0o700) != 0 && errno != EEXIST {
+                throw ListenError("cannot create \(folder): \(SystemError("mkdir"))")
+            }
+        }
+        var st = stat()
+        guard lstat(folder, &st) == 0 else { throw ListenError("cannot use folder \(folder): \(SystemError("lstat"))") }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw ListenError("\(folder) is not a folder (a symbolic link is refused too)")
+        }
+        guard st.st_uid == uid || st.st_uid == 0 else {
+            throw ListenError("refusing socket folder \(folder): owned by uid \(st.st_uid), not by \(uid)")
+        }
+        let othersWrite = st.st_mode & (S_IWGRP | S_IWOTH) != 0
+        let sticky = st.st_mode & S_ISVTX != 0
+        if SocketPath.isDefault(path) {
+            guard st.st_uid == uid, st.st_mode & 0o077 == 0 else {
+                throw ListenError("refusing socket folder \(folder): it must be owned by uid \(uid) with mode 0700")
+            }
+        } else if othersWrite && !sticky {
+            throw ListenError("refusing socket folder \(folder): other users can write to it")
+        }
+    }
+
+    static func parentFolder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let parent = String(path[..<slash])
+        return parent.isEmpty ? "/" : parent
+    }
+
+    static func makeAddress(_ path: String) throws(ListenError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count <= SocketPath.maxBytes else {
+            throw ListenError("socket path must be 1 to \(SocketPath.maxBytes) bytes: \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+
+    /// Whether something accepts connections at `path`.
+    static func isLive(_ path: String) throws(ListenError) -> Bool {
+        var address = try makeAddress(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ListenError("socket: \(SystemError("socket"))") }
+        defer { close(fd) }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if rc == 0 { return true }
+        let e = errno
+        if e == ECONNREFUSED || e == ENOENT { return false }
+        throw ListenError("cannot probe existing socket \(path): \(SystemError("connect", code: e))")
+    }
+
+    /// Binds and listens at `path` with permission bits `mode`; returns the descriptor.
+    public static func open(path: String, mode: mode_t) throws(ListenError) -> Int32 {
+        try prepareFolder(for: path)
+        var address = try makeAddress(path)
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+                throw ListenError("\(path) exists and is not a socket; leaving it alone")
+            }
+            if try isLive(path) {
+                throw ListenError("another broker is already listening on \(path)")
+            }
+            guard unlink(path) == 0 || errno == ENOENT else {
+                throw ListenError("cannot replace stale socket \(path): \(SystemError("unlink"))")
+            }
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw ListenError("socket: \(SystemError("socket"))") }
+        // Bind under a umask that leaves no window with looser bits than asked for.
+        let previous = umask(0o177)
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        let bindErrno = errno
+        umask(previous)
+        guard rc == 0 else {
+            close(fd)
+            throw ListenError("cannot bind \(path): \(SystemError("bind", code: bindErrno))")
+        }
+        guard chmod(path, mode) == 0 else {
+            let error = SystemError("chmod")
+            close(fd)
+            unlink(path)
+            throw ListenError("cannot set mode of \(path): \(error)")
+        }
+        guard listen(fd, backlog) == 0 else {
+            let error = SystemError("listen")
+            close(fd)
+            unlink(path)
+            throw ListenError("cannot listen on \(path): \(error)")
+        }
+        return fd
+    }
+}

@@ -1,0 +1,74 @@
+// `notifbus broker`: parses the flags of protocol §5 and runs the broker until SIGINT or
+// SIGTERM. Flag mistakes exit 2; a socket or state folder that cannot be used exits 1.
+import Glibc
+import NotifBusProtocol
+import NotifBusTransport
+
+enum BrokerCommand {
+    static let serverName = "notifbus/0.1.0"
+
+    static let command = Subcommand(
+        name: "broker",
+        summary: "run the broker",
+        usage: """
+            Usage: notifbus broker [--socket PATH] [--hop-timeout DUR] [--call-timeout DUR]
+                                   [--max-frame BYTES] [--max-queue N] [--max-clients N]
+                                   [--state-dir DIR] [--socket-mode OCTAL] [--allow-uid UID]...
+                                   [--max-output BYTES]
+
+            Runs the broker on a Unix socket until SIGINT or SIGTERM.
+
+              --socket PATH        socket to listen on (see 'notifbus --help' for the default)
+              --hop-timeout DUR    how long one observer may take to answer (default 30s)
+              --call-timeout DUR   how long a method handler may take to return (default 30s)
+              --max-frame BYTES    largest frame read from a client (default 1048576)
+              --max-queue N        posts that may wait behind the running one (default 10000)
+              --max-clients N      connections served at once (default 1024)
+              --state-dir DIR      keep slots and categories durably in DIR (mode 0700)
+              --socket-mode OCTAL  permission bits of the socket file (default 0600)
+              --allow-uid UID      also accept clients of this uid (repeatable)
+              --max-output BYTES   output queued for a client that does not read before it
+                                   is cut off (default 16777216)
+
+            DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
+            """,
+        valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
+                     "socket-mode", "allow-uid", "max-output"],
+        switchFlags: [],
+        run: { args in try run(args) }
+    )
+
+    static func run(_ args: Arguments) throws -> Int32 {
+        guard args.positionals.isEmpty else { throw UsageError("unexpected argument '\(args.positionals[0])'") }
+        var options = ServerOptions(socketPath: SocketPath.resolve(explicit: args.value("socket")))
+        options.core.serverName = serverName
+        options.core.brokerUID = getuid()
+        if let ms = try args.duration("hop-timeout") { options.core.hopTimeoutMs = ms }
+        if let ms = try args.duration("call-timeout") { options.core.callTimeoutMs = ms }
+        if let n = try args.integer("max-frame", min: 1, max: Int64(UInt32.max)) { options.core.maxFrame = Int(n) }
+        if let n = try args.integer("max-queue", min: 0, max: Int64(Int32.max)) { options.core.maxQueue = Int(n) }
+        if let n = try args.integer("max-clients", min: 1, max: Int64(Int32.max)) { options.core.maxClients = Int(n) }
+        if let n = try args.integer("max-output", min: 1, max: Int64(Int32.max)) { options.maxOutputBytes = Int(n) }
+        if let dir = args.value("state-dir") {
+            guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }
+            options.stateDirectory = dir
+        }
+        if let text = args.value("socket-mode") {
+            guard (1...4).contains(text.count), text.allSatisfy({ ("0"..."7").contains($0) }), let mode = mode_t(text, radix: 8) else {
+                throw UsageError("--socket-mode needs octal permission bits such as 0660, not '\(text)'")
+            }
+            options.socketMode = mode
+        }
+        for text in args.all("allow-uid") {
+            guard let uid = UInt32(text) else { throw UsageError("--allow-uid needs a numeric uid, not '\(text)'") }
+            options.core.allowedUIDs.insert(uid)
+        }
+        let server: BrokerServer
+        do {
+            server = try BrokerServer(options: options)
+        } catch {
+            throw CommandError("\(error)")
+        }
+        return server.run()
+    }
+}

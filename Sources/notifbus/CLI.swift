@@ -1,0 +1,92 @@
+// The subcommand table and the shared plumbing: help text, usage errors, connecting.
+import NotifBusClient
+import NotifBusProtocol
+
+/// One `notifbus` subcommand.
+struct Subcommand: Sendable {
+    let name: String
+    let summary: String
+    let usage: String
+    let valueFlags: Set<String>
+    let switchFlags: Set<String>
+    let run: @Sendable (Arguments) async throws -> Int32
+}
+
+enum CLI {
+    static let subcommands: [Subcommand] = [
+        BrokerCommand.command,
+        ProbeCommands.ping, ProbeCommands.post, ProbeCommands.observe, ProbeCommands.status, ProbeCommands.monitor,
+        ChannelCommands.invoke, ChannelCommands.handle,
+        ChannelCommands.put, ChannelCommands.take, ChannelCommands.peek,
+    ]
+
+    static let overview = """
+        notifbus: one notification delegate shared across processes.
+
+        Usage: notifbus <command> [options]
+
+        Commands:
+        \(subcommands.map { "  " + $0.name.padding(toLength: 9, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+
+        Every command takes --socket PATH (default: $NOTIFBUS_SOCKET, then
+        $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help.
+        Exit status: 0 success, 1 error, 2 bad usage.
+        """
+
+    static func run(_ args: [String]) async -> Int32 {
+        guard let first = args.first else {
+            Output.error(overview)
+            return 2
+        }
+        if first == "--help" || first == "-h" || first == "help" {
+            Output.line(overview)
+            return 0
+        }
+        if first == "--version" {
+            Output.line(BrokerCommand.serverName)
+            return 0
+        }
+        guard let command = subcommands.first(where: { $0.name == first }) else {
+            Output.error("notifbus: unknown command '\(first)'; see 'notifbus --help'")
+            return 2
+        }
+        do {
+            let parsed = try Arguments(Array(args.dropFirst()), valueFlags: command.valueFlags.union(["socket"]),
+                                       switchFlags: command.switchFlags)
+            if parsed.has("help") {
+                Output.line(command.usage)
+                return 0
+            }
+            return try await command.run(parsed)
+        } catch let error as UsageError {
+            Output.error("notifbus \(command.name): \(error.message)")
+            return 2
+        } catch let error as CommandError {
+            Output.error("notifbus \(command.name): \(error.message)")
+            return 1
+        } catch {
+            Output.error("notifbus \(command.name): \(error)")
+            return 1
+        }
+    }
+
+    /// Connects to the broker named by `--socket` or the environment.
+    static func connect(_ args: Arguments, name: String) async throws -> NotifBusConnection {
+        do {
+            return try await NotifBusConnection.connect(socket: args.value("socket"), name: name)
+        } catch {
+            throw CommandError("\(error)")
+        }
+    }
+
+    static func expectPositionals(_ args: Arguments, _ range: ClosedRange<Int>, _ usage: String) throws(UsageError) {
+        guard range.contains(args.positionals.count) else { throw UsageError("expected \(usage)") }
+    }
+
+    /// Waits while `condition` holds, polling; returns when it no longer does.
+    static func wait(while condition: @Sendable () -> Bool) async {
+        while condition() {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}

@@ -1,0 +1,230 @@
+// Probe subcommands for method channels and slots: invoke, handle, put, take, peek.
+import Foundation
+import NotifBusClient
+import NotifBusProtocol
+
+enum ChannelCommands {
+    static let invoke = Subcommand(
+        name: "invoke",
+        summary: "call a method on a channel and print its result",
+        usage: """
+            Usage: notifbus invoke CHANNEL METHOD [JSON] [--socket PATH] [--timeout DUR]
+
+            Invokes METHOD on CHANNEL with the JSON arguments and prints the result as JSON.
+            An error goes to stderr as 'CODE: MESSAGE' (and its details), with exit status 1.
+            """,
+        valueFlags: ["timeout"], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 2...3, "CHANNEL METHOD [JSON]")
+            let arguments = args.positionals.count == 3 ? try args.json(args.positionals[2], what: "the arguments") : nil
+            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let bus = try await CLI.connect(args, name: "notifbus-invoke")
+            defer { bus.close() }
+            do {
+                let result = try await bus.methodChannel(args.positionals[0]).invokeMethod(args.positionals[1], arguments: arguments,
+                                                                                            timeout: timeout)
+                Output.line(result.text)
+                return 0
+            } catch let error as MethodChannelError {
+                var line = error.description
+                if case .platform(let e) = error, let details = e.details { line += " (details: \(details.text))" }
+                throw CommandError(line)
+            }
+        })
+
+    static let handle = Subcommand(
+        name: "handle",
+        summary: "serve a channel's calls",
+        usage: """
+            Usage: notifbus handle CHANNEL [METHOD] (--result JSON | --error CODE[:MESSAGE] | --exec CMD)
+                                   [--socket PATH] [--count N] [--exec-timeout DUR] [--name CLIENT]
+
+            Handles METHOD on CHANNEL, or the whole channel without METHOD, and prints each
+            call as one JSON line. --result answers with JSON; --error answers with an error;
+            --exec runs CMD (with /bin/sh) once per call with the call's JSON on stdin: its
+            stdout (JSON) is the result, and a non-zero exit becomes an error (code
+            'exec_failed') whose message is its stderr. --exec-timeout (default 30s) kills
+            a CMD that runs too long. --count exits after N calls.
+            """,
+        valueFlags: ["result", "error", "exec", "count", "exec-timeout", "name"], switchFlags: [],
+        run: { args in try await runHandle(args) })
+
+    static func runHandle(_ args: Arguments) async throws -> Int32 {
+        try CLI.expectPositionals(args, 1...2, "CHANNEL [METHOD]")
+        let modes = ["result", "error", "exec"].filter { args.value($0) != nil }
+        guard modes.count == 1 else { throw UsageError("give exactly one of --result, --error and --exec") }
+        let limit = try args.integer("count", min: 1)
+        let execTimeout = try args.duration("exec-timeout") ?? 30_000
+        let answer: @Sendable (MethodCall) async throws -> JSONValue
+        if let text = args.value("result") {
+            let value = try args.json(text, what: "--result")
+            answer = { _ in value }
+        } else if let spec = args.value("error") {
+            let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
+            guard let code = parts.first, !code.isEmpty else { throw UsageError("--error needs CODE[:MESSAGE]") }
+            let message = parts.count > 1 ? parts[1] : code
+            answer = { _ in throw PlatformError(code: code, message: message) }
+        } else {
+            let command = args.value("exec")!
+            answer = { call in try await ExecRunner.run(command, call: call, timeoutMs: execTimeout) }
+        }
+        let bus = try await CLI.connect(args, name: args.value("name") ?? "notifbus-handle")
+        let served = Counter()
+        let evicted = Counter()
+        bus.onEvicted = { eviction in
+            if case .handler(let id, let by) = eviction {
+                Output.error("notifbus: handler \(id) replaced by \(by)")
+                _ = evicted.increment()
+                bus.close()
+            }
+        }
+        let method = args.positionals.count == 2 ? args.positionals[1] : nil
+        do {
+            try await bus.methodChannel(args.positionals[0]).setMethodCallHandler({ call in
+                Output.line(JSONValue.object(["call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
+                                              "arguments": call.arguments, "from": .string(call.from)]).text)
+                defer {
+                    if let limit, served.increment() >= limit {
+                        Task {
+                            try? await Task.sleep(for: .milliseconds(50))
+                            bus.close()
+                        }
+                    }
+                }
+                return try await answer(call)
+            }, method: method)
+        } catch {
+            bus.close()
+            throw CommandError("\(error)")
+        }
+        Output.error("notifbus: handling \(args.positionals[0]) \(method ?? "(whole channel)") as \(bus.clientID)")
+        await CLI.wait { bus.isOpen }
+        if evicted.current > 0 { return 0 }
+        if let limit, served.current >= limit { return 0 }
+        throw CommandError("connection to the broker lost")
+    }
+
+    static let put = Subcommand(
+        name: "put",
+        summary: "store a value in a slot",
+        usage: """
+            Usage: notifbus put SLOT JSON [--socket PATH]
+
+            Stores JSON in SLOT (null empties it) and prints {"replaced":…,"delivered":…}.
+            """,
+        valueFlags: [], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 2...2, "SLOT JSON")
+            let value = try args.json(args.positionals[1], what: "the value")
+            let bus = try await CLI.connect(args, name: "notifbus-put")
+            defer { bus.close() }
+            let result = try await bus.put(args.positionals[0], value)
+            Output.line(JSONValue.object(["replaced": .bool(result.replaced), "delivered": .bool(result.delivered)]).text)
+            return 0
+        })
+
+    static let take = Subcommand(
+        name: "take",
+        summary: "take a slot's value once",
+        usage: """
+            Usage: notifbus take SLOT [--wait DUR] [--socket PATH]
+
+            Prints the slot's value as JSON and empties the slot, or prints null when it is
+            empty. --wait waits up to DUR for a put (at most 10m).
+            """,
+        valueFlags: ["wait"], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 1...1, "SLOT")
+            let wait = try args.duration("wait")
+            if let wait, wait > Limits.maxTakeWaitMs { throw UsageError("--wait must be at most 10m") }
+            let bus = try await CLI.connect(args, name: "notifbus-take")
+            defer { bus.close() }
+            let value = try await bus.take(args.positionals[0], wait: wait.map { .milliseconds($0) })
+            Output.line(value?.text ?? "null")
+            return 0
+        })
+
+    static let peek = Subcommand(
+        name: "peek",
+        summary: "show a slot's value without taking it",
+        usage: """
+            Usage: notifbus peek SLOT [--socket PATH]
+
+            Prints the slot's value as JSON, or null when it is empty; the slot keeps it.
+            """,
+        valueFlags: [], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 1...1, "SLOT")
+            let bus = try await CLI.connect(args, name: "notifbus-peek")
+            defer { bus.close() }
+            Output.line(try await bus.peek(args.positionals[0])?.text ?? "null")
+            return 0
+        })
+}
+
+/// Runs `handle --exec` commands: the call's JSON on stdin, the result JSON on stdout.
+enum ExecRunner {
+    static func run(_ command: String, call: MethodCall, timeoutMs: Int64) async throws -> JSONValue {
+        let input = JSONValue.object(["call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
+                                      "arguments": call.arguments, "from": .string(call.from)]).encoded
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        do {
+            try process.run()
+        } catch {
+            throw PlatformError(code: "exec_failed", message: "cannot run '\(command)': \(error)")
+        }
+        let writer = stdin.fileHandleForWriting
+        DispatchQueue.global().async {
+            try? writer.write(contentsOf: input)
+            try? writer.close()
+        }
+        let out = Captured(stdout.fileHandleForReading)
+        let err = Captured(stderr.fileHandleForReading)
+        let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
+        while process.isRunning {
+            if ContinuousClock.now >= deadline {
+                process.terminate()
+                try? await Task.sleep(for: .milliseconds(200))
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                throw PlatformError(code: "exec_failed", message: "'\(command)' ran longer than \(timeoutMs) ms")
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        let status = process.terminationStatus
+        let stdoutBytes = out.wait(), stderrBytes = err.wait()
+        guard status == 0 else {
+            let message = String(decoding: stderrBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw PlatformError(code: "exec_failed", message: message.isEmpty ? "'\(command)' exited with status \(status)" : message,
+                                details: ["status": .integer(Int64(status))])
+        }
+        do {
+            return try JSONValue(parsing: stdoutBytes)
+        } catch {
+            throw PlatformError(code: "exec_failed", message: "'\(command)' printed no valid JSON: \(error)")
+        }
+    }
+
+    /// Reads a pipe to its end on a background queue.
+    final class Captured: @unchecked Sendable {
+        private var data: [UInt8] = []
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ handle: FileHandle) {
+            DispatchQueue.global().async { [self] in
+                data = Array(handle.readDataToEndOfFile())
+                done.signal()
+            }
+        }
+
+        func wait() -> [UInt8] {
+            done.wait()
+            return data
+        }
+    }
+}

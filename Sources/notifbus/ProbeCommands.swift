@@ -1,0 +1,204 @@
+// Probe subcommands for observers and introspection: ping, post, observe, status, monitor.
+import Foundation
+import NotifBusClient
+import NotifBusProtocol
+
+/// A counter shared between a handler and the command waiting on it.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func increment() -> Int { lock.withLock { value += 1; return value } }
+    var current: Int { lock.withLock { value } }
+}
+
+enum ProbeCommands {
+    static let ping = Subcommand(
+        name: "ping",
+        summary: "measure a round trip to the broker",
+        usage: """
+            Usage: notifbus ping [--socket PATH] [--count N]
+
+            Sends N pings (default 1) and prints each round-trip time.
+            """,
+        valueFlags: ["count"], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            let count = try args.integer("count", min: 1, max: 1_000_000) ?? 1
+            let bus = try await CLI.connect(args, name: "notifbus-ping")
+            defer { bus.close() }
+            for _ in 0..<count {
+                let rtt = try await bus.ping()
+                let us = Double(rtt.components.attoseconds) / 1e12 + Double(rtt.components.seconds) * 1e6
+                Output.line("pong from \(bus.server) (\(bus.clientID)): \(String(format: "%.1f", us)) µs")
+            }
+            return 0
+        })
+
+    static let post = Subcommand(
+        name: "post",
+        summary: "post an event and print its outcome",
+        usage: """
+            Usage: notifbus post NAME [JSON] [--socket PATH] [--timeout DUR]
+
+            Posts event NAME with the JSON payload (default: none) and prints the result
+            (event, outcome, by, value, retained, trace) as JSON.
+            """,
+        valueFlags: ["timeout"], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 1...2, "NAME [JSON]")
+            let payload = args.positionals.count == 2 ? try args.json(args.positionals[1], what: "the payload") : .null
+            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let bus = try await CLI.connect(args, name: "notifbus-post")
+            defer { bus.close() }
+            let result = try await bus.post(args.positionals[0], payload: payload, timeout: timeout)
+            Output.line(result.raw.text)
+            return 0
+        })
+
+    static let observe = Subcommand(
+        name: "observe",
+        summary: "observe events and answer them",
+        usage: """
+            Usage: notifbus observe NAME... [--socket PATH] [--priority N] [--key K]
+                                    [--reply next|complete|stop] [--value JSON]
+                                    [--delay DUR] [--count N] [--name CLIENT]
+
+            Subscribes to the named events, prints each event as one JSON line and answers
+            it as told (default: next). --value is the complete value. --delay waits before
+            answering; --count exits after N events. Exits when evicted or disconnected.
+            """,
+        valueFlags: ["priority", "key", "reply", "value", "delay", "count", "name"], switchFlags: [],
+        run: { args in try await runObserve(args) })
+
+    static func runObserve(_ args: Arguments) async throws -> Int32 {
+        guard !args.positionals.isEmpty else { throw UsageError("expected NAME...") }
+        let priority = try args.integer("priority", min: Int64(Int32.min), max: Int64(Int32.max)).map { Int32($0) } ?? Limits.defaultPriority
+        let value = try args.value("value").map { text throws(UsageError) in try args.json(text, what: "--value") }
+        let reply: ObserverReply
+        switch args.value("reply") ?? "next" {
+        case "next": reply = .next
+        case "stop": reply = .stop
+        case "complete": reply = .complete(value)
+        case let other: throw UsageError("--reply must be next, complete or stop, not '\(other)'")
+        }
+        if value != nil && args.value("reply") != "complete" { throw UsageError("--value goes with --reply complete") }
+        let delay = try args.duration("delay")
+        let limit = try args.integer("count", min: 1)
+        let bus = try await CLI.connect(args, name: args.value("name") ?? "notifbus-observe")
+        let seen = Counter()
+        let evicted = Counter()
+        bus.onEvicted = { eviction in
+            if case .observer(let id, let by) = eviction {
+                Output.error("notifbus: observer \(id) evicted by \(by)")
+                _ = evicted.increment()
+                bus.close()
+            }
+        }
+        let registration: ObserverRegistration
+        do {
+            registration = try await bus.addObserver(events: args.positionals, priority: priority, key: args.value("key")) { event in
+                Output.line(JSONValue.object(["event": .integer(event.event), "observer": .string(event.observer),
+                                              "name": .string(event.name), "payload": event.payload]).text)
+                if let delay { try? await Task.sleep(for: .milliseconds(delay)) }
+                let n = seen.increment()
+                if let limit, n >= limit {
+                    Task {
+                        try? await Task.sleep(for: .milliseconds(50))
+                        bus.close()
+                    }
+                }
+                return reply
+            }
+        } catch {
+            bus.close()
+            throw CommandError("\(error)")
+        }
+        let replacedNote = registration.replaced.isEmpty ? "" : ", replacing \(registration.replaced.joined(separator: ", "))"
+        Output.error("notifbus: observer \(registration.id) on \(args.positionals.joined(separator: ",")) at priority \(priority)\(replacedNote)")
+        await CLI.wait { bus.isOpen }
+        if evicted.current > 0 { return 0 }
+        if let limit, seen.current >= limit { return 0 }
+        throw CommandError("connection to the broker lost")
+    }
+
+    static let status = Subcommand(
+        name: "status",
+        summary: "show clients, observers, handlers, queue, slots and counters",
+        usage: """
+            Usage: notifbus status [--socket PATH] [--json]
+
+            Prints the broker's state as a table, or the raw reply with --json.
+            """,
+        valueFlags: [], switchFlags: ["json"],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            let bus = try await CLI.connect(args, name: "notifbus-status")
+            defer { bus.close() }
+            let status = try await bus.status()
+            Output.line(args.has("json") ? status.raw.text : StatusTable.render(status))
+            return 0
+        })
+
+    static let monitor = Subcommand(
+        name: "monitor",
+        summary: "print every frame the broker exchanges with other clients",
+        usage: """
+            Usage: notifbus monitor [--socket PATH] [--json] [--count N]
+
+            Prints one line per frame: 'c7 -> {...}' for frames the broker read from c7,
+            'c7 <- {...}' for frames it wrote to c7. --json prints the raw 'seen' frames.
+            """,
+        valueFlags: ["count"], switchFlags: ["json"],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            let limit = try args.integer("count", min: 1)
+            let json = args.has("json")
+            let bus = try await CLI.connect(args, name: "notifbus-monitor")
+            let seen = Counter()
+            try await bus.monitor { frame in
+                if json {
+                    Output.line(JSONValue.object(["op": "seen", "dir": .string(frame.direction), "client": .string(frame.client),
+                                                  "frame": frame.frame]).text)
+                } else {
+                    Output.line("\(frame.client) \(frame.direction == "in" ? "->" : "<-") \(frame.frame.text)")
+                }
+                if let limit, seen.increment() >= limit { bus.close() }
+            }
+            Output.error("notifbus: monitoring \(bus.server) as \(bus.clientID)")
+            await CLI.wait { bus.isOpen }
+            if let limit, seen.current >= limit { return 0 }
+            throw CommandError("connection to the broker lost")
+        })
+}
+
+/// The readable form of `status`.
+enum StatusTable {
+    static func render(_ s: BrokerStatus) -> String {
+        var lines: [String] = []
+        lines.append("server    \(s.server), up \(String(format: "%.1f", Double(s.uptimeMs) / 1000)) s")
+        lines.append("clients   \(s.clients.count)")
+        for c in s.clients {
+            let name = c["name"]?.stringValue ?? "-"
+            lines.append("  \(pad(c["client"]?.stringValue ?? "", 6)) \(pad(name, 20)) pid \(c["pid"]?.intValue ?? 0)  uid \(c["uid"]?.intValue ?? 0)")
+        }
+        lines.append("observers \(s.observers.count)")
+        for o in s.observers {
+            let events = o["events"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ",") ?? ""
+            lines.append("  \(pad(o["observer"]?.stringValue ?? "", 6)) \(pad(o["client"]?.stringValue ?? "", 6)) priority \(pad(String(o["priority"]?.intValue ?? 0), 6)) key \(pad(o["key"]?.stringValue ?? "-", 12)) \(events)")
+        }
+        lines.append("handlers  \(s.handlers.count)")
+        for h in s.handlers {
+            lines.append("  \(pad(h["handler"]?.stringValue ?? "", 6)) \(pad(h["client"]?.stringValue ?? "", 6)) \(h["channel"]?.stringValue ?? "") \(h["method"]?.stringValue ?? "(whole channel)")")
+        }
+        lines.append("queue     pending \(s.pending), current \(s.currentEvent.map(String.init) ?? "-")")
+        lines.append("slots     \(s.slots.isEmpty ? "-" : s.slots.joined(separator: ", "))")
+        let names = ["posted", "completed", "stopped", "unhandled", "hopTimeouts", "gone", "invalid", "invokes", "callTimeouts"]
+        lines.append("counters  " + names.map { "\($0) \(s.counter($0))" }.joined(separator: ", "))
+        return lines.joined(separator: "\n")
+    }
+
+    static func pad(_ s: String, _ n: Int) -> String {
+        s.count >= n ? s : s + String(repeating: " ", count: n - s.count)
+    }
+}
