@@ -79,6 +79,7 @@ extension Broker {
             if !q.isEmpty { takeQueues[waiter.slot] = q }
         }
         clients[waiter.client]?.takes.remove(id)
+        if takeWaiters.isEmpty { takeDeadlines = DeadlineHeap() }  // drop stale deadlines at once
         return waiter
     }
 }

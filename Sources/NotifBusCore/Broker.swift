@@ -165,6 +165,7 @@ public struct Broker {
         }
         takeWaiters.removeAll()
         takeQueues.removeAll()
+        takeDeadlines = DeadlineHeap()
         for id in clients.keys.sorted() { actions.append(.close(id)) }
     }
 

@@ -1,0 +1,129 @@
+// Drives the broker core with a fake clock and decoded frames: no sockets, no sleeps.
+// Frames go in as JSON text; what comes out is decoded so tests can check it exactly.
+import NotifBusCore
+import NotifBusProtocol
+import Testing
+
+struct Sent: CustomStringConvertible {
+    let to: ConnectionID
+    let frame: JSONValue
+    /// The body exactly as the broker wrote it.
+    var raw: String = ""
+    var description: String { "c\(to) <- \(frame.text)" }
+}
+
+struct CoreHarness {
+    var broker: Broker
+    var now: Instant = 1_000_000_000
+    var nextConnection = 1
+    var sent: [Sent] = []
+    var closed: [ConnectionID] = []
+    var persisted: [BrokerAction] = []
+    private var buffer: [BrokerAction] = []
+
+    init(configure: (inout BrokerConfiguration) -> Void = { _ in }) {
+        var configuration = BrokerConfiguration()
+        configuration.brokerUID = 1000
+        configuration.hopTimeoutMs = 1000
+        configuration.callTimeoutMs = 2000
+        configure(&configuration)
+        broker = Broker(configuration: configuration, now: now)
+    }
+
+    /// Accepts a connection from `uid` and, unless told not to, greets it.
+    mutating func connect(uid: UInt32 = 1000, greet: Bool = true, name: String? = nil) -> ConnectionID {
+        let id = nextConnection
+        nextConnection += 1
+        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now)
+        collect()
+        if greet {
+            let nameField = name.map { ",\"name\":\"\($0)\"" } ?? ""
+            send(id, "{\"op\":\"hello\",\"id\":0,\"protocol\":1\(nameField)}")
+            let reply = take(id)
+            precondition(reply.frame["result"]?["client"]?.stringValue == "c\(id)", "hello failed: \(reply)")
+        }
+        return id
+    }
+
+    mutating func send(_ c: ConnectionID, _ text: String) {
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBytes { broker.receive($0, from: c, now: now) }
+        collect()
+    }
+
+    mutating func disconnect(_ c: ConnectionID) {
+        broker.disconnected(c, now: now)
+        collect()
+    }
+
+    mutating func advance(ms: Int64) {
+        now += UInt64(ms) * 1_000_000
+        broker.tick(now: now)
+        collect()
+    }
+
+    mutating func collect() {
+        broker.takeActions(swappingWith: &buffer)
+        for action in buffer {
+            switch action {
+            case .send(let c, let frame):
+                let length = Int(frame[0]) << 24 | Int(frame[1]) << 16 | Int(frame[2]) << 8 | Int(frame[3])
+                precondition(length == frame.count - 4, "length prefix does not match the body")
+                let json = try! JSONValue(parsing: frame[4...])
+                sent.append(Sent(to: c, frame: json, raw: String(decoding: frame[4...], as: UTF8.self)))
+            case .close(let c):
+                closed.append(c)
+            case .persistSlot, .persistCategories:
+                persisted.append(action)
+            }
+        }
+    }
+
+    /// Removes and returns the oldest frame sent to `c`; fails the test if there is none.
+    mutating func take(_ c: ConnectionID, sourceLocation: SourceLocation = #_sourceLocation) -> Sent {
+        guard let index = sent.firstIndex(where: { $0.to == c }) else {
+            Issue.record("no frame was sent to c\(c); sent: \(sent)", sourceLocation: sourceLocation)
+            return Sent(to: c, frame: .null)
+        }
+        return sent.remove(at: index)
+    }
+
+    /// All frames sent to `c`, removed.
+    mutating func takeAll(_ c: ConnectionID) -> [JSONValue] {
+        let mine = sent.filter { $0.to == c }.map(\.frame)
+        sent.removeAll { $0.to == c }
+        return mine
+    }
+
+    func nothingSent(to c: ConnectionID) -> Bool { !sent.contains { $0.to == c } }
+
+    /// Sends a request and returns its reply frame.
+    mutating func request(_ c: ConnectionID, _ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> JSONValue {
+        send(c, text)
+        return take(c, sourceLocation: sourceLocation).frame
+    }
+
+    mutating func subscribe(_ c: ConnectionID, _ events: [String], priority: Int? = nil, key: String? = nil) -> String {
+        var text = "{\"op\":\"subscribe\",\"id\":1,\"events\":[\(events.map { "\"\($0)\"" }.joined(separator: ","))]"
+        if let priority { text += ",\"priority\":\(priority)" }
+        if let key { text += ",\"key\":\"\(key)\"" }
+        text += "}"
+        let reply = request(c, text)
+        return reply["result"]?["observer"]?.stringValue ?? "?"
+    }
+
+    /// Returns the `event` frame sent to `c` (removing it).
+    mutating func expectEvent(_ c: ConnectionID, sourceLocation: SourceLocation = #_sourceLocation) -> (event: Int64, observer: String) {
+        let f = take(c, sourceLocation: sourceLocation).frame
+        #expect(f["op"] == "event", "expected an event, got \(f)", sourceLocation: sourceLocation)
+        return (f["event"]?.intValue ?? -1, f["observer"]?.stringValue ?? "")
+    }
+}
+
+func errorCode(_ frame: JSONValue) -> String? {
+    frame["error"]?["code"]?.stringValue
+}
+
+func traceReplies(_ reply: JSONValue) -> [String] {
+    (reply["result"]?["trace"]?.arrayValue ?? []).map { "\($0["observer"]?.stringValue ?? "")=\($0["reply"]?.stringValue ?? "")" }
+}
