@@ -43,6 +43,11 @@ public struct TraceEntry: Sendable, Equatable {
     public let observer: String
     /// `next`, `complete`, `stop`, `gone`, `timeout` or `invalid`.
     public let reply: String
+
+    public init(observer: String, reply: String) {
+        self.observer = observer
+        self.reply = reply
+    }
 }
 
 /// The result of `post`.

@@ -7,6 +7,11 @@ public struct PutResult: Sendable, Equatable {
     public let replaced: Bool
     /// A waiting `take` received the value directly; the slot stays empty.
     public let delivered: Bool
+
+    public init(replaced: Bool, delivered: Bool) {
+        self.replaced = replaced
+        self.delivered = delivered
+    }
 }
 
 extension NotifBusConnection {

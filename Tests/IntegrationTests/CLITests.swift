@@ -1,0 +1,65 @@
+// The CLI's contract: help on every subcommand, exit 0/1/2, one-line errors.
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(2))) struct CLITests {
+    static let subcommands = ["broker", "ping", "post", "observe", "status", "monitor", "invoke", "handle", "put", "take", "peek"]
+
+    func run(_ args: [String]) throws -> (Int32, String, String) {
+        let c = try Child(Binaries.notifbus, args)
+        guard let status = c.waitExit() else { throw TestFailure("notifbus \(args) hung") }
+        return (status, c.stdout, c.stderr)
+    }
+
+    @Test func topLevelHelp() throws {
+        let (status, out, _) = try run(["--help"])
+        #expect(status == 0)
+        for name in CLITests.subcommands { #expect(out.contains("  \(name)"), "\(name) missing from help") }
+        #expect(try run([]).0 == 2)
+        #expect(try run(["frobnicate"]).0 == 2)
+    }
+
+    @Test(arguments: subcommands)
+    func subcommandHelp(_ name: String) throws {
+        let (status, out, _) = try run([name, "--help"])
+        #expect(status == 0)
+        #expect(out.hasPrefix("Usage: notifbus \(name)"))
+        #expect(out.contains("--socket"))
+    }
+
+    @Test func usageErrorsExitTwo() throws {
+        for args in [["post"], ["post", "e", "{bad"], ["observe"], ["observe", "e", "--reply", "maybe"], ["invoke", "ch"],
+                     ["take", "s", "--wait", "soon"], ["handle", "ch"], ["handle", "ch", "--result", "1", "--error", "E"],
+                     ["ping", "--count", "0"], ["status", "--bogus"]] {
+            let (status, _, err) = try run(args)
+            #expect(status == 2, "\(args)")
+            #expect(err.split(separator: "\n").count == 1, "\(args): \(err)")
+        }
+    }
+
+    @Test func unreachableBrokerExitsOne() throws {
+        let folder = TempFolder()
+        for args in [["ping"], ["post", "e"], ["status"], ["take", "s"]] {
+            let (status, _, err) = try run(args + ["--socket", folder.path + "/none"])
+            #expect(status == 1, "\(args)")
+            #expect(err.split(separator: "\n").count == 1 && err.contains("cannot connect"), "\(args): \(err)")
+        }
+    }
+
+    @Test func probesAgainstALiveBroker() throws {
+        let broker = try BrokerUnderTest()
+        var r = try broker.cli(["ping", "--count", "2"])
+        #expect(r.0 == 0 && r.1.split(separator: "\n").count == 2 && r.1.contains("µs"))
+        r = try broker.cli(["status"])
+        #expect(r.0 == 0 && r.1.contains("counters") && r.1.contains("posted 0"))
+        let monitor = try broker.spawn(["monitor", "--count", "2"])
+        #expect(monitor.waitFor { monitor.stderr.contains("monitoring") })
+        _ = try broker.cli(["put", "x", "1"])
+        #expect(monitor.waitExit() == 0)
+        #expect(monitor.stdout.contains(" -> ") && monitor.stdout.contains("\"op\":\"hello\""))
+        // The environment variable is the default socket.
+        let env = ProcessInfo.processInfo.environment.merging(["NOTIFBUS_SOCKET": broker.socket]) { $1 }
+        let c = try Child(Binaries.notifbus, ["ping"], environment: env)
+        #expect(c.waitExit() == 0)
+    }
+}

@@ -1,0 +1,148 @@
+// The Swift client library against the real broker: observers and their chain, evictions,
+// typed post results, removal, status, and a lost connection failing pending calls.
+import Foundation
+import Glibc
+import NotifBusClient
+import NotifBusProtocol
+import Testing
+
+final class Recorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [String] = []
+    func add(_ s: String) { lock.withLock { items.append(s) } }
+    var all: [String] { lock.withLock { items } }
+}
+
+@Suite(.timeLimit(.minutes(2))) struct ClientLibraryTests {
+    @Test func observersChainAndTypedResult() async throws {
+        let broker = try BrokerUnderTest()
+        let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")
+        let b = try await NotifBusConnection.connect(socket: broker.socket, name: "b")
+        defer { a.close(); b.close() }
+        let seen = Recorder()
+        let first = try await a.addObserver(events: ["willPresent"], priority: 5) { event in
+            seen.add("a:\(event.name)")
+            return .next
+        }
+        let second = try await b.addObserver(events: ["willPresent"], priority: 7, key: "presenter") { _ in
+            try? await Task.sleep(for: .milliseconds(50))  // handlers may take their time
+            seen.add("b")
+            return .complete(["banner"])
+        }
+        let result = try await a.post("willPresent", payload: ["notification": ["identifier": "n", "content": [:]]])
+        #expect(result.outcome == .completed)
+        #expect(result.by == second.id)
+        #expect(result.value == ["banner"])
+        #expect(result.retained == nil)
+        #expect(result.trace == [TraceEntry(observer: first.id, reply: "next"), TraceEntry(observer: second.id, reply: "complete")])
+        #expect(seen.all == ["a:willPresent", "b"])
+        let status = try await a.status()
+        #expect(status.observers.count == 2 && status.counter("completed") == 1)
+        #expect(try await b.removeObserverByUniqueKey("presenter") == [second.id])
+        #expect(try await a.removeObserver(first.id) == [first.id])
+        do {
+            _ = try await a.removeObserver(first.id)
+            Issue.record("removing twice succeeded")
+        } catch {
+            #expect(error.code == "not_found")
+        }
+        #expect(try await a.post("willPresent", payload: ["notification": ["identifier": "n", "content": [:]]]).outcome == .unhandled)
+    }
+
+    @Test func evictionReachesTheOwner() async throws {
+        let broker = try BrokerUnderTest()
+        let old = try await NotifBusConnection.connect(socket: broker.socket)
+        let new = try await NotifBusConnection.connect(socket: broker.socket)
+        defer { old.close(); new.close() }
+        let evictions = Recorder()
+        let first = try await old.addObserver(events: ["e"], key: "mail", onEvicted: { e in evictions.add("\(e)") }) { _ in .stop }
+        let second = try await new.addObserver(events: ["e"], key: "mail") { _ in .stop }
+        #expect(second.replaced == [first.id])
+        let deadline = ContinuousClock.now + .seconds(5)
+        while evictions.all.isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(evictions.all == ["\(Eviction.observer(first.id, by: second.id))"])
+        #expect(try await new.post("e").by == second.id)
+    }
+
+    @Test func lostConnectionFailsPendingCalls() async throws {
+        let broker = try BrokerUnderTest()
+        let observerSide = try await NotifBusConnection.connect(socket: broker.socket)
+        let client = try await NotifBusConnection.connect(socket: broker.socket)
+        defer { observerSide.close(); client.close() }
+        try await observerSide.addObserver(events: ["e"]) { _ in
+            try? await Task.sleep(for: .seconds(30))
+            return .next
+        }
+        async let post = client.post("e")
+        async let take = client.take("never", wait: .seconds(30))
+        try await Task.sleep(for: .milliseconds(300))
+        let start = ContinuousClock.now
+        broker.child.signal(SIGKILL)
+        do {
+            _ = try await post
+            Issue.record("post succeeded after the broker died")
+        } catch let error as NotifBusError {
+            guard case .connectionLost = error else { Issue.record("unexpected \(error)"); return }
+        }
+        do {
+            _ = try await take
+            Issue.record("take succeeded after the broker died")
+        } catch let error as NotifBusError {
+            guard case .connectionLost = error else { Issue.record("unexpected \(error)"); return }
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+        do {
+            _ = try await client.status()
+            Issue.record("a closed connection still answered")
+        } catch {
+            guard case .connectionLost = error else { Issue.record("unexpected \(error)"); return }
+        }
+    }
+
+    @Test func methodChannelErrorsAreTyped() async throws {
+        let broker = try BrokerUnderTest()
+        let server = try await NotifBusConnection.connect(socket: broker.socket)
+        let client = try await NotifBusConnection.connect(socket: broker.socket)
+        defer { server.close(); client.close() }
+        let channel = server.methodChannel("notification_interaction")
+        try await channel.setMethodCallHandler({ call in
+            throw PlatformError(code: "NO_EMAIL", message: "no email for \(call.arguments)", details: ["tried": 3])
+        }, method: "current_email_id")
+        try await channel.setMethodCallHandler({ _ in "whole" })
+        let remote = client.methodChannel("notification_interaction")
+        do {
+            _ = try await remote.invokeMethod("current_email_id", arguments: "x")
+            Issue.record("no error")
+        } catch {
+            #expect(error == .platform(PlatformError(code: "NO_EMAIL", message: "no email for \"x\"", details: ["tried": 3])))
+        }
+        #expect(try await remote.invokeMethod("other") == "whole")
+        try await channel.setMethodCallHandler(nil)
+        do {
+            _ = try await remote.invokeMethod("other")
+            Issue.record("no error")
+        } catch {
+            guard case .notImplemented = error else { Issue.record("unexpected \(error)"); return }
+        }
+        // Registering again replaces the connection's own handler.
+        try await channel.setMethodCallHandler({ _ in "v1" }, method: "m")
+        try await channel.setMethodCallHandler({ _ in "v2" }, method: "m")
+        #expect(try await remote.invokeMethod("m") == "v2")
+        #expect(try await server.status().handlers.count == 2)
+    }
+
+    @Test func slotsFromTheClient() async throws {
+        let broker = try BrokerUnderTest()
+        let app = try await NotifBusConnection.connect(socket: broker.socket)
+        let host = try await NotifBusConnection.connect(socket: broker.socket)
+        defer { app.close(); host.close() }
+        async let early = app.take("launch", wait: .seconds(5))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await host.put("launch", ["emailId": "e-9"]) == PutResult(replaced: false, delivered: true))
+        #expect(try await early == ["emailId": "e-9"])
+        let second = try await app.take("launch")
+        #expect(second == nil, "\(String(describing: second))")
+        try await host.put("launch", "again")
+        #expect(try await app.peek("launch") == "again")
+    }
+}

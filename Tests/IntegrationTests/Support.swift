@@ -1,0 +1,249 @@
+// Support for integration tests: start the built `notifbus` binary on a socket in a fresh
+// folder, run CLI processes, and speak raw frames. Every wait is bounded.
+import Foundation
+import Glibc
+import NotifBusProtocol
+import Testing
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum Binaries {
+    /// The built `notifbus`: $NOTIFBUS_BIN, else beside the test bundle, else .build/debug.
+    static let notifbus: String = {
+        if let env = ProcessInfo.processInfo.environment["NOTIFBUS_BIN"], !env.isEmpty { return env }
+        let besideBundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("notifbus").path
+        if FileManager.default.isExecutableFile(atPath: besideBundle) { return besideBundle }
+        return repositoryRoot.appendingPathComponent(".build/debug/notifbus").path
+    }()
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+}
+
+/// A fresh, short folder (sun_path is 107 bytes) removed when the test ends.
+final class TempFolder: @unchecked Sendable {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/nbt.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        path = made.map { String(cString: $0) } ?? "/tmp/nbt.fallback.\(getpid())"
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// A child process with captured output.
+final class Child: @unchecked Sendable {
+    let process = Process()
+    private let stdoutPipe = Pipe()
+    private let stderrPipe = Pipe()
+    private let lock = NSLock()
+    private var out = Data()
+    private var err = Data()
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        process.standardOutput = stdoutPipe
+        process.standardError = stderrPipe
+        process.standardInput = FileHandle.nullDevice
+        stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            self?.lock.withLock { self?.out.append(d) }
+        }
+        stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            self?.lock.withLock { self?.err.append(d) }
+        }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
+    var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
+    var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
+
+    /// Waits until `condition` holds, polling; false on timeout.
+    func waitFor(_ timeout: Duration = .seconds(10), _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(5_000)
+        }
+        return condition()
+    }
+
+    /// Waits for exit; nil on timeout.
+    @discardableResult
+    func waitExit(_ timeout: Duration = .seconds(10)) -> Int32? {
+        guard waitFor(timeout, { !process.isRunning }) else { return nil }
+        usleep(20_000)  // let the pipe handlers drain
+        return process.terminationStatus
+    }
+
+    func signal(_ signum: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signum) }
+    }
+
+    /// SIGTERM, then SIGKILL after a bound.
+    func stop() {
+        signal(SIGTERM)
+        if waitExit(.seconds(3)) == nil {
+            signal(SIGKILL)
+            waitExit(.seconds(3))
+        }
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        stdoutPipe.fileHandleForReading.readabilityHandler = nil
+        stderrPipe.fileHandleForReading.readabilityHandler = nil
+    }
+}
+
+/// A broker started for one test.
+final class BrokerUnderTest: @unchecked Sendable {
+    let folder: TempFolder
+    let socket: String
+    let child: Child
+    let arguments: [String]
+    /// Children started with `spawn`, kept alive as long as the broker.
+    private var children: [Child] = []
+    private let lock = NSLock()
+
+    init(_ extra: [String] = [], folder: TempFolder = TempFolder(), socketName: String = "s") throws {
+        self.folder = folder
+        socket = folder.path + "/" + socketName
+        arguments = ["broker", "--socket", socket] + extra
+        child = try Child(Binaries.notifbus, arguments)
+        guard child.waitFor(.seconds(10), { RawClient.canConnect(socket) }) else {
+            child.stop()
+            throw TestFailure("broker did not become ready: \(child.stderr)")
+        }
+    }
+
+    /// Runs `notifbus ARGS --socket S` to completion and returns (status, stdout, stderr).
+    func cli(_ args: [String], timeout: Duration = .seconds(15)) throws -> (Int32, String, String) {
+        let c = try Child(Binaries.notifbus, args + ["--socket", socket])
+        guard let status = c.waitExit(timeout) else {
+            c.signal(SIGKILL)
+            throw TestFailure("notifbus \(args) did not finish: \(c.stderr)")
+        }
+        return (status, c.stdout, c.stderr)
+    }
+
+    /// Starts a long-running CLI process (observe, handle, monitor).
+    func spawn(_ args: [String]) throws -> Child {
+        let c = try Child(Binaries.notifbus, args + ["--socket", socket])
+        lock.withLock { children.append(c) }
+        return c
+    }
+
+    deinit {
+        child.stop()
+        for c in lock.withLock({ children }) { c.signal(SIGKILL) }
+    }
+}
+
+/// Raw frames over a blocking socket with poll-bounded reads.
+final class RawClient {
+    let fd: Int32
+    private var decoder = FrameDecoder()
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0, RawClient.connect(fd, path) else {
+            if fd >= 0 { close(fd) }
+            throw TestFailure("cannot connect to \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    deinit { close(fd) }
+
+    static func connect(_ fd: Int32, _ path: String) -> Bool {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count <= 107 else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+    }
+
+    static func canConnect(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        return connect(fd, path)
+    }
+
+    func sendRaw(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    func send(_ text: String) {
+        let body = Array(text.utf8)
+        sendRaw(FrameHeader.encode(length: body.count) + body)
+    }
+
+    /// The next frame, or nil on timeout or when the broker closed the connection.
+    func read(timeout: Duration = .seconds(5)) -> JSONValue? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let body = try? decoder.next() { return try? JSONValue(parsing: body) }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return nil }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ms = Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            guard poll(&pfd, 1, ms) > 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            guard n > 0 else { return nil }
+            decoder.append(buffer[0..<n])
+        }
+    }
+
+    /// Whether the broker closed the connection within `timeout` (frames before it are skipped).
+    func isClosedByPeer(timeout: Duration = .seconds(3)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n <= 0 { return true }
+        }
+        return false
+    }
+
+    func request(_ text: String, timeout: Duration = .seconds(5)) -> JSONValue? {
+        send(text)
+        return read(timeout: timeout)
+    }
+
+    func hello(name: String = "raw") throws {
+        guard let reply = request("{\"op\":\"hello\",\"id\":0,\"protocol\":1,\"name\":\"\(name)\"}"), reply["result"] != nil else {
+            throw TestFailure("hello failed")
+        }
+    }
+}
+
+func errorCode(_ frame: JSONValue?) -> String? {
+    frame?["error"]?["code"]?.stringValue
+}
