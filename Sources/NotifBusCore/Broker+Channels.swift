@@ -56,15 +56,15 @@ extension Broker {
 
     mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
         if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        guard (clients[c]?.callsInvoked ?? 0) < configuration.maxCallsPerConnection else {
+            return reply(to: c, rid, error: .badRequest,
+                         "a connection may have at most \(configuration.maxCallsPerConnection) calls in flight")
+        }
         counters.invokes += 1
         guard let handlerID = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)],
               let handler = handlers[handlerID]
         else {
             return reply(to: c, rid, error: .notImplemented, "no handler for method '\(method)' on channel '\(channel)'")
-        }
-        guard (clients[c]?.callsInvoked ?? 0) < configuration.maxCallsPerConnection else {
-            return reply(to: c, rid, error: .badRequest,
-                         "a connection may have at most \(configuration.maxCallsPerConnection) calls in flight")
         }
         let call = nextCallID
         nextCallID += 1

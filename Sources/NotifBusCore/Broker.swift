@@ -97,6 +97,10 @@ public struct Broker {
             sendErrorFrame(to: id, code: .badJSON, message: reason)
         case .rejected(let rejection, let isHello):
             guard client.greeted || isHello else { return refuseUngreeted(id) }
+            if isHello && client.greeted, let rid = rejection.id {
+                // A second hello is refused as such, before its own fields are judged.
+                return reply(to: id, rid, error: .badRequest, "'hello' was already sent")
+            }
             reply(to: id, rejection.id, error: rejection.code, rejection.message)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else { return refuseUngreeted(id) }

@@ -148,7 +148,7 @@ public enum MessageDecoder {
             return .subscribe(events: events, priority: priority, key: try v.optionalName("key"))
         case Op.unsubscribe:
             let observer = try v.optionalString("observer")
-            let key = try v.optionalString("key")
+            let key = try v.optionalName("key")
             switch (observer, key) {
             case (let o?, nil): return .unsubscribe(.observer(o))
             case (nil, let k?): return .unsubscribe(.key(k))
@@ -253,7 +253,8 @@ struct FieldView {
             return .integer(i)
         case .string:
             guard let s = scanner.string(of: f), (1...Limits.maxStringIDBytes).contains(s.utf8.count) else { return nil }
-            return .string(s)
+            let raw = UnsafeRawBufferPointer(rebasing: scanner.bytes[(f.start + 1)..<(f.end - 1)])
+            return .string(String(decoding: raw, as: UTF8.self))
         default:
             return nil
         }

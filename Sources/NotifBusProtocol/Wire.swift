@@ -96,6 +96,8 @@ public enum Limits {
 /// The id a client gave a request, echoed in its reply.
 public enum RequestID: Sendable, Hashable {
     case integer(Int64)
+    /// The id's JSON text between its quotes, escapes kept as written, so that the echo is
+    /// byte for byte what the client sent.
     case string(String)
 }
 
@@ -104,7 +106,10 @@ extension FrameBuilder {
     public mutating func requestID(_ id: RequestID?) {
         switch id {
         case .integer(let i)?: int(i)
-        case .string(let s)?: string(s)
+        case .string(let s)?:
+            literal("\"")
+            bytes.append(contentsOf: s.utf8)
+            literal("\"")
         case nil: literal("null")
         }
     }

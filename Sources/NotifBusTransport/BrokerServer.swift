@@ -25,9 +25,13 @@ enum Trampolines {
     static let accept: event_callback_fn = { _, _, context in
         Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().acceptReady()
     }
-    static let read: event_callback_fn = { _, _, context in
+    static let read: event_callback_fn = { _, what, context in
         let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
-        connection.server.readable(connection)
+        if connection.state == .draining {
+            connection.server.drain(connection, timedOut: what & Int16(EV_TIMEOUT) != 0)
+        } else {
+            connection.server.readable(connection)
+        }
     }
     static let write: event_callback_fn = { _, what, context in
         let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
@@ -54,6 +58,8 @@ public final class BrokerServer {
     static let closeFlushTimeoutMs = 1000
     /// Shutdown must finish within 2 s; flushing stops short of that.
     static let shutdownDeadlineMs = 1500
+    /// How long a connection the broker closed may keep sending before it is cut.
+    static let drainTimeoutMs: UInt64 = 500
     /// Accepts per readiness callback, so a flood of connects cannot starve clients.
     static let acceptBatch = 64
 
@@ -309,6 +315,7 @@ public final class BrokerServer {
             }
         case .close(let id):
             guard let connection = connections[id] else { return }
+            connection.lingers = true
             startClosing(connection)
         case .persistSlot(let name, let value):
             journal?.recordSlot(name: name, value: value)
@@ -325,7 +332,7 @@ public final class BrokerServer {
                 event_del(e)
                 connection.writeArmed = false
             }
-            if connection.state == .closing { closeNow(connection) }
+            if connection.state == .closing { finishClosing(connection) }
         case .wouldBlock:
             armWrite(connection)
         case .failed(let e):
@@ -367,7 +374,7 @@ public final class BrokerServer {
         if let e = connection.readEvent { event_del(e) }
         connection.pendingInput = []
         if connection.pendingOutputBytes == 0 {
-            closeNow(connection)
+            finishClosing(connection)
         } else if connection.writeArmed, let e = connection.writeEvent {
             // Re-arm with the closing timeout.
             event_del(e)
@@ -377,6 +384,26 @@ public final class BrokerServer {
             connection.queuedForFlush = true
             toFlush.append(connection)
         }
+    }
+
+    /// Output is flushed: close, or first drain when the broker ended the connection.
+    func finishClosing(_ connection: Connection) {
+        guard connection.lingers, let readEvent = connection.readEvent else { return closeNow(connection) }
+        connection.state = .draining
+        shutdown(connection.fd, Int32(SHUT_WR))
+        connection.drainDeadline = monotonicNow() + BrokerServer.drainTimeoutMs * 1_000_000
+        var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.drainTimeoutMs) * 1000)
+        event_add(readEvent, &tv)
+    }
+
+    /// Reads and drops what a closed-by-the-broker peer still sends, until it closes too.
+    func drain(_ connection: Connection, timedOut: Bool) {
+        if !timedOut && monotonicNow() < connection.drainDeadline {
+            let n = read(connection.fd, scratch.baseAddress!, scratch.count)
+            if n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)) { return }
+        }
+        closeNow(connection)
+        settle()
     }
 
     func closeNow(_ connection: Connection) {

@@ -10,6 +10,10 @@ final class Connection {
         case open
         /// Reading stopped; queued output is flushed (bounded by a timeout), then closed.
         case closing
+        /// The broker closed it and has flushed: writing is shut down and input is read and
+        /// dropped until the peer closes (bounded), so that a peer still writing gets the last
+        /// frame instead of a reset.
+        case draining
         case closed
     }
 
@@ -28,6 +32,9 @@ final class Connection {
     var outputOffset = 0
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
+    /// Set when the broker, not the peer, ends the connection: it then drains before closing.
+    var lingers = false
+    var drainDeadline: UInt64 = 0
 
     init(id: ConnectionID, fd: Int32, server: BrokerServer) {
         self.id = id

@@ -1,0 +1,210 @@
+// Type declarations for the notifbus JavaScript client (src/index.js). Hand-written:
+// keep them in step with the JSDoc in src/.
+
+import { EventEmitter } from 'node:events';
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+export const PROTOCOL_VERSION: 1;
+/** Client-side bound on every wait, in ms (60 s). */
+export const DEFAULT_TIMEOUT: number;
+/** Code returned for a method call handler that threw something other than a `MethodCallError`: `"error"`. */
+export const HANDLER_ERROR_CODE: 'error';
+
+/** An observer's answer; build it only with `NEXT`, `STOP` or `complete()`. */
+export interface ChainAnswer {
+  readonly op: 'next' | 'stop' | 'complete';
+  readonly value: unknown;
+}
+/** Pass the event on to the next observer. */
+export const NEXT: ChainAnswer;
+/** End the chain without a value (outcome `stopped`). */
+export const STOP: ChainAnswer;
+/** End the chain with a value (outcome `completed`); no value is reported as null. */
+export function complete(value?: unknown): ChainAnswer;
+
+export interface ObserverEvent {
+  name: string;
+  /** null when the poster sent none */
+  payload: Json;
+  /** the broker's event id */
+  event: number;
+  /** the observer this hop is for */
+  observer: string;
+}
+
+/** Returns `NEXT`, `STOP` or `complete(value)`; nothing, a throw or a rejection answers `next`. */
+export type ObserverHandler = (event: ObserverEvent) => ChainAnswer | void | Promise<ChainAnswer | void>;
+
+export type Eviction = { observer: string; by: string } | { handler: string; by: string };
+
+export interface MethodCall {
+  method: string;
+  /** null when the invoker sent none */
+  arguments: Json;
+  channel: string;
+  /** the invoking client's id */
+  from: string;
+  /** the broker's call id */
+  call: number;
+}
+
+/** Returns the result (`undefined` is sent as null) or throws `MethodCallError`. */
+export type MethodCallHandler = (call: MethodCall) => unknown;
+
+export type HopReply = 'next' | 'complete' | 'stop' | 'gone' | 'timeout' | 'invalid';
+
+export interface PostResult {
+  event: number;
+  outcome: 'completed' | 'stopped' | 'unhandled';
+  by: string | null;
+  value: Json;
+  retained: string | null;
+  trace: { observer: string; reply: HopReply }[];
+}
+
+export interface CallOptions {
+  /** ms to wait for the reply instead of the client's default */
+  timeout?: number;
+}
+
+export interface ConnectOptions {
+  /** socket path; else NOTIFBUS_SOCKET, $XDG_RUNTIME_DIR/notifbus.sock, /tmp/notifbus-$UID/notifbus.sock */
+  socket?: string;
+  /** the name the broker lists this client under */
+  name?: string;
+  /** default ms for every wait, connecting included (default 60000) */
+  timeout?: number;
+}
+
+export interface ObserverOptions extends CallOptions {
+  /** lower runs first; default 100 */
+  priority?: number;
+  /** unique across the broker; taking it evicts the holder */
+  key?: string | null;
+  /** called when this observer is evicted */
+  onEvicted?: (eviction: { observer: string; by: string }) => void;
+}
+
+export interface HandlerOptions extends CallOptions {
+  /** the method; left out or null means the whole channel */
+  method?: string | null;
+  /** called when another registration displaces this handler */
+  onEvicted?: (eviction: { handler: string; by: string }) => void;
+}
+
+export interface NotificationAction {
+  identifier: string;
+  title: string;
+  options?: ('foreground' | 'destructive' | 'authenticationRequired')[];
+  textInput?: { buttonTitle: string; placeholder?: string | null } | null;
+}
+
+export interface NotificationCategory {
+  identifier: string;
+  actions: NotificationAction[];
+  options?: ('customDismissAction' | 'allowInCarPlay' | 'hiddenPreviewsShowTitle' | 'hiddenPreviewsShowSubtitle')[];
+  intentIdentifiers?: string[];
+}
+
+export interface Status {
+  server: string;
+  uptimeMs: number;
+  clients: { client: string; name: string | null; pid: number; uid: number }[];
+  observers: { observer: string; client: string; events: string[]; priority: number; key: string | null }[];
+  handlers: { handler: string; client: string; channel: string; method: string | null }[];
+  queue: { pending: number; current: number | null };
+  slots: string[];
+  counters: Record<string, number>;
+}
+
+export interface HandlerErrorReport {
+  error: unknown;
+  observer?: string;
+  event?: number;
+  handler?: string;
+  call?: number;
+}
+
+export interface ClientEvents {
+  evicted: [eviction: Eviction];
+  close: [error: ConnectionLostError];
+  errorFrame: [error: BrokerError];
+  handlerError: [report: HandlerErrorReport];
+  seen: [frame: { op: 'seen'; dir: 'in' | 'out'; client: string; frame: Record<string, Json> }];
+}
+
+export class Client extends EventEmitter<ClientEvents> {
+  static connect(options?: ConnectOptions): Promise<Client>;
+  /** The id the broker gave this client, such as `"c7"`. */
+  readonly id: string | null;
+  readonly server: string | null;
+  readonly maxFrame: number | null;
+  readonly closed: boolean;
+  close(): Promise<void>;
+  ping(options?: CallOptions): Promise<void>;
+  addObserver(events: string | string[], handler: ObserverHandler, options?: ObserverOptions): Promise<string>;
+  removeObserver(observer: string, options?: CallOptions): Promise<string[]>;
+  removeObserverByUniqueKey(key: string, options?: CallOptions): Promise<string[]>;
+  post(name: string, payload?: unknown, options?: CallOptions): Promise<PostResult>;
+  methodChannel(name: string): MethodChannel;
+  put(slot: string, value: unknown, options?: CallOptions): Promise<{ replaced: boolean; delivered: boolean }>;
+  take(slot: string, options?: { wait?: number } & CallOptions): Promise<Json>;
+  peek(slot: string, options?: CallOptions): Promise<Json>;
+  setNotificationCategories(categories: NotificationCategory[], options?: CallOptions): Promise<number>;
+  notificationCategories(options?: CallOptions): Promise<NotificationCategory[]>;
+  status(options?: CallOptions): Promise<Status>;
+  monitor(options?: CallOptions): Promise<void>;
+}
+
+export class MethodChannel {
+  readonly name: string;
+  invokeMethod<T = Json>(method: string, args?: unknown, options?: CallOptions): Promise<T>;
+  setMethodCallHandler(handler: MethodCallHandler | null, options?: HandlerOptions): Promise<string | null>;
+}
+
+export function connect(options?: ConnectOptions): Promise<Client>;
+
+export class NotifBusError extends Error {
+  constructor(code: string, message: string, options?: ErrorOptions);
+  code: string;
+}
+export class BrokerError extends NotifBusError {
+  constructor(code: string, message: string, details?: unknown);
+  /** undefined when the reply had no details, null when it carried null */
+  details: unknown;
+  static fromWire(error: { code?: unknown; message?: unknown; details?: unknown }): BrokerError;
+}
+export class MethodCallError extends BrokerError {
+  constructor(code: string, message?: string, details?: unknown);
+  static fromWire(error: { code?: unknown; message?: unknown; details?: unknown }): MethodCallError;
+}
+export class MissingPluginError extends MethodCallError {
+  constructor(message?: string, details?: unknown);
+  code: 'not_implemented';
+}
+export class ConnectionLostError extends NotifBusError {
+  constructor(message: string, options?: ErrorOptions);
+  code: 'connection_lost';
+}
+export class RequestTimeoutError extends NotifBusError {
+  constructor(op: string, ms: number);
+  code: 'request_timeout';
+  op: string;
+  timeoutMs: number;
+}
+
+export class FrameError extends Error {}
+export function encodeFrame(message: object): Buffer;
+export function decodeBody(body: Uint8Array): Record<string, unknown>;
+export class FrameDecoder {
+  readonly bufferedBytes: number;
+  push(chunk: Uint8Array): Record<string, unknown>[];
+}
+
+export function resolveSocketPath(
+  explicit: string | null | undefined,
+  env?: Record<string, string | undefined>,
+  uid?: number,
+): string;

@@ -1,0 +1,57 @@
+"""Python client for notifbus, the broker that shares one notification delegate
+across processes (protocol v1).
+
+This module is the blocking API; :mod:`notifbus.aio` has the same names for asyncio::
+
+    import notifbus
+
+    with notifbus.connect(name="mail-app") as bus:
+        bus.add_observer("didReceive", lambda event: notifbus.Complete(None), priority=10)
+        result = bus.post("ping-event", {"n": 1})
+"""
+
+from __future__ import annotations
+
+from ._blocking import DEFAULT_TIMEOUT, Client, MethodChannel, connect
+from ._errors import (
+    ABSENT,
+    BrokerError,
+    ConnectionLost,
+    MethodCallError,
+    MissingPluginError,
+    NotifbusError,
+    ProtocolViolation,
+    RequestTimeout,
+)
+from ._paths import resolve_socket_path
+from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
+from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry, Verdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ABSENT",
+    "DEFAULT_TIMEOUT",
+    "HANDLER_EXCEPTION_CODE",
+    "NEXT",
+    "PROTOCOL_VERSION",
+    "STOP",
+    "BrokerError",
+    "Client",
+    "Complete",
+    "ConnectionLost",
+    "Event",
+    "Eviction",
+    "MethodCallError",
+    "MethodChannel",
+    "MissingPluginError",
+    "NotifbusError",
+    "PostResult",
+    "ProtocolViolation",
+    "PutResult",
+    "RequestTimeout",
+    "TraceEntry",
+    "Verdict",
+    "connect",
+    "resolve_socket_path",
+]

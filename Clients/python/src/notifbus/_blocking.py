@@ -1,0 +1,426 @@
+"""The blocking client: one socket, one reader thread, handlers on threads of their own.
+
+Carries the frames of a ``Session`` over a Unix socket. The reader thread only reads,
+matches replies and hands work off: it never runs user code, so a slow handler holds
+up nothing else on the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket as _socket
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as _FutureTimeout
+from types import TracebackType
+from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union
+
+from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
+from ._framing import FrameDecoder
+from ._paths import resolve_socket_path
+from ._session import (
+    DeliverCall,
+    DeliverEvent,
+    NotifyEviction,
+    Request,
+    SendFrame,
+    Session,
+    Work,
+)
+from ._types import Event, Eviction, PostResult, PutResult, Verdict
+
+logger = logging.getLogger("notifbus")
+
+_T = TypeVar("_T")
+
+#: Default bound, in seconds, on every wait of a client: connecting and each reply.
+DEFAULT_TIMEOUT = 60.0
+
+#: Bytes asked of the socket per read.
+_READ_SIZE = 65536
+
+ObserverHandler = Callable[[Event], Verdict]
+MethodCallHandler = Callable[[str, Any], Any]
+EvictionCallback = Callable[[Eviction], Any]
+
+
+def connect(
+    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
+    name: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Client:
+    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
+
+    ``socket`` defaults to ``NOTIFBUS_SOCKET``, then ``$XDG_RUNTIME_DIR/notifbus.sock``,
+    then ``/tmp/notifbus-$UID/notifbus.sock``. ``name`` is shown in the broker's
+    status. ``timeout`` (seconds) bounds the connect and becomes the client's default
+    timeout for every call.
+
+    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) when
+    the socket cannot be reached, ``BrokerError`` when the broker refuses the
+    connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
+    ``RequestTimeout`` when it does not answer in time.
+    """
+    path = resolve_socket_path(socket)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+    except BaseException:
+        sock.close()
+        raise
+    client = Client(sock, path, timeout)
+    try:
+        client._perform(client._session.hello(name), None)
+    except ConnectionLost as exc:
+        # A refusing broker sends one error frame, then closes: let the reader take it
+        # in, so the caller learns why.
+        client._reader.join(timeout)
+        client.close()
+        reason = client._session.close_reason
+        if reason is not None:
+            raise reason from exc
+        raise
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+class Client:
+    """A connection to the broker. Use :func:`connect` to make one.
+
+    Thread-safe: any thread may call any method. A context manager: leaving the
+    ``with`` block closes the connection. Every method takes a keyword ``timeout``
+    (seconds) that overrides :attr:`timeout` for that call; when no reply comes in
+    time it raises ``RequestTimeout``. When the connection is lost, every waiting
+    and later call raises ``ConnectionLost``. Error replies raise ``BrokerError``.
+    """
+
+    def __init__(self, sock: _socket.socket, path: str, timeout: float) -> None:
+        self._sock = sock
+        self._session = Session()
+        self._send_lock = threading.Lock()
+        self._close_lock = threading.Lock()
+        self._closed = False
+        #: The socket path this client is connected to.
+        self.socket_path = path
+        #: Default timeout in seconds for every call.
+        self.timeout = timeout
+        self._reader = threading.Thread(target=self._read_loop, name="notifbus-reader", daemon=True)
+        self._reader.start()
+
+    # -- connection -------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> Optional[str]:
+        """The broker's id for this connection (``"c7"``)."""
+        return self._session.client_id
+
+    @property
+    def server(self) -> Optional[str]:
+        """The broker's version string (``"notifbus/<version>"``)."""
+        return self._session.server
+
+    @property
+    def max_frame(self) -> int:
+        """The largest frame the broker accepts, in bytes."""
+        return self._session.max_frame
+
+    @property
+    def connected(self) -> bool:
+        """False once the connection is closed or lost."""
+        return not self._session.lost
+
+    def close(self) -> None:
+        """Close the connection. Pending calls fail with ``ConnectionLost``. Idempotent.
+
+        The broker drops this connection's observers and handlers.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._sock.shutdown(_socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if threading.current_thread() is not self._reader:
+            self._reader.join(self.timeout)
+        self._session.connection_lost("connection closed by the client")
+        self._sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def ping(self, *, timeout: Optional[float] = None) -> None:
+        """Round-trip a ``ping`` to the broker."""
+        self._perform(self._session.ping(), timeout)
+
+    # -- observers --------------------------------------------------------------------
+
+    def add_observer(
+        self,
+        events: Union[str, Iterable[str]],
+        handler: ObserverHandler,
+        priority: int = 100,
+        key: Optional[str] = None,
+        *,
+        on_evicted: Optional[EvictionCallback] = None,
+        timeout: Optional[float] = None,
+    ) -> str:
+        """Subscribe ``handler`` to one event name or several; return the observer id.
+
+        Lower ``priority`` runs first; ties run in subscription order. A ``key`` is
+        unique across the broker: subscribing with a key that a live observer holds
+        removes that observer, and its owner's ``on_evicted`` gets an
+        :class:`Eviction`.
+
+        ``handler(event)`` receives an :class:`Event` and returns :data:`NEXT`,
+        :data:`STOP` or :class:`Complete` (``None`` counts as ``NEXT``). It runs on a
+        thread of its own and may take its time; if it raises, the error is logged
+        and the event is passed on with ``next``. ``on_evicted`` runs on such a thread
+        too.
+        """
+        request = self._session.subscribe(events, handler, priority, key, on_evicted)
+        return self._perform(request, timeout)
+
+    def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
+        """Remove an observer (of any connection) by id; return the removed ids.
+
+        Raises ``BrokerError`` with code ``not_found`` when there is none.
+        """
+        return self._perform(self._session.unsubscribe(observer=observer_id), timeout)
+
+    def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
+        """Remove the observer holding ``key``; return the removed ids.
+
+        Raises ``BrokerError`` with code ``not_found`` when there is none.
+        """
+        return self._perform(self._session.unsubscribe(key=key), timeout)
+
+    def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
+        """Post an event and wait until its chain has run; return the :class:`PostResult`.
+
+        The broker runs one event at a time, so the wait includes the events queued
+        before this one. Posting from an observer handler therefore waits for the
+        handler's own event to finish first.
+        """
+        return self._perform(self._session.post(name, payload), timeout)
+
+    # -- method channels --------------------------------------------------------------
+
+    def method_channel(self, name: str) -> MethodChannel:
+        """A :class:`MethodChannel` named ``name`` on this connection."""
+        return MethodChannel(self, name)
+
+    # -- slots ------------------------------------------------------------------------
+
+    def put(self, slot: str, value: Any, *, timeout: Optional[float] = None) -> PutResult:
+        """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once."""
+        return self._perform(self._session.put(slot, value), timeout)
+
+    def take(self, slot: str, wait: Optional[float] = None, *, timeout: Optional[float] = None) -> Any:
+        """Take the value out of ``slot``, or ``None`` if it is empty.
+
+        With ``wait`` (seconds, up to 600), an empty slot is waited on that long for a
+        ``put``. The call's timeout is ``timeout`` plus ``wait``.
+        """
+        return self._perform(self._session.take(slot, wait), timeout)
+
+    def peek(self, slot: str, *, timeout: Optional[float] = None) -> Any:
+        """The value in ``slot``, left in place, or ``None`` if it is empty."""
+        return self._perform(self._session.peek(slot), timeout)
+
+    # -- notification profile and introspection --------------------------------------
+
+    def set_notification_categories(
+        self, categories: Iterable[Dict[str, Any]], *, timeout: Optional[float] = None
+    ) -> int:
+        """Replace the notification categories (dicts as in protocol §3.6); return their count.
+
+        An invalid set raises ``BrokerError`` (``bad_request``) and leaves the set in
+        force unchanged.
+        """
+        return self._perform(self._session.set_categories(categories), timeout)
+
+    def notification_categories(self, *, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """The notification categories in force, exactly as they were set."""
+        return self._perform(self._session.get_categories(), timeout)
+
+    def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The broker's status object (clients, observers, handlers, queue, slots, counters)."""
+        return self._perform(self._session.status(), timeout)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
+        limit = (self.timeout if timeout is None else timeout) + request.extra_wait
+        waiter: "Future[_T]" = Future()
+        request_id, data = self._session.start(request, waiter)
+        try:
+            self._send(data)
+            return waiter.result(limit)
+        except _FutureTimeout:
+            if waiter.done():
+                return waiter.result(0)
+            raise RequestTimeout(f"no reply to {request.op} within {limit:g} s") from None
+        finally:
+            self._session.cancel(request_id)
+
+    def _send(self, data: bytes) -> None:
+        with self._send_lock:
+            if self._closed or self._session.lost:
+                raise self._session.lost_error()
+            try:
+                self._sock.sendall(data)
+            except OSError as exc:
+                # A partial send leaves the stream out of step: the connection is done for.
+                # Only the sending side is shut, so the reader still takes in whatever the
+                # broker said before it closed.
+                self._session.connection_lost(f"send failed: {exc}")
+                try:
+                    self._sock.shutdown(_socket.SHUT_WR)
+                except OSError:
+                    pass
+                raise self._session.lost_error() from exc
+
+    def _send_answer(self, data: bytes) -> None:
+        try:
+            self._send(data)
+        except ConnectionLost as exc:
+            logger.debug("notifbus: answer not sent: %s", exc)
+
+    def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        reason = "broker closed the connection"
+        try:
+            while True:
+                try:
+                    data = self._sock.recv(_READ_SIZE)
+                except _socket.timeout:
+                    continue
+                except OSError as exc:
+                    reason = f"connection error: {exc}"
+                    break
+                if not data:
+                    break
+                decoder.feed(data)
+                while True:
+                    frame = decoder.next_frame()
+                    if frame is None:
+                        break
+                    work = self._session.receive(frame)
+                    if work is not None:
+                        self._dispatch(work)
+        except ProtocolViolation as exc:
+            reason = f"broker broke the protocol: {exc}"
+        except Exception as exc:  # a bug here must not leave callers hanging
+            logger.exception("notifbus: reader thread failed")
+            reason = f"reader failed: {exc!r}"
+        finally:
+            if self._closed:
+                reason = "connection closed by the client"
+            self._session.connection_lost(reason)
+            try:
+                self._sock.shutdown(_socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _dispatch(self, work: Work) -> None:
+        # Even a bare answer is sent from another thread: the reader must never block
+        # on a full socket while the broker waits for it to read.
+        threading.Thread(target=self._run, args=(work,), name="notifbus-handler", daemon=True).start()
+
+    def _run(self, work: Work) -> None:
+        session = self._session
+        if isinstance(work, SendFrame):
+            self._send_answer(work.data)
+        elif isinstance(work, DeliverEvent):
+            try:
+                verdict = work.handler(work.event)
+            except Exception as exc:
+                data = session.answer_failure(work.event.event, exc)
+            else:
+                data = session.answer(work.event.event, verdict)
+            self._send_answer(data)
+        elif isinstance(work, DeliverCall):
+            try:
+                result = work.handler(work.method, work.arguments)
+            except Exception as exc:
+                data = session.method_failure(work.call, exc)
+            else:
+                data = session.method_return(work.call, result)
+            self._send_answer(data)
+        elif isinstance(work, NotifyEviction):
+            try:
+                work.callback(work.eviction)
+            except Exception:
+                logger.exception("notifbus: on_evicted callback failed for %s", work.eviction.id)
+
+
+class MethodChannel:
+    """A named channel for method calls between processes, as Flutter's ``MethodChannel``."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        #: The channel name.
+        self.name = name
+
+    def invoke_method(self, method: str, arguments: Any = None, *, timeout: Optional[float] = None) -> Any:
+        """Call ``method`` on whichever process handles it; return its result.
+
+        Raises ``MissingPluginError`` when no handler implements the method
+        (``not_implemented``) and ``MethodCallError`` for any other error reply, with
+        the handler's ``code``, ``message`` and ``details`` unchanged.
+        """
+        request = self._client._session.invoke(self.name, method, arguments)
+        return self._client._perform(request, timeout)
+
+    def set_method_call_handler(
+        self,
+        handler: Optional[MethodCallHandler],
+        method: Optional[str] = None,
+        *,
+        on_evicted: Optional[EvictionCallback] = None,
+        timeout: Optional[float] = None,
+    ) -> Optional[str]:
+        """Handle calls of ``method`` on this channel, or of every method without a
+        handler of its own when ``method`` is ``None``. Return the handler id.
+
+        ``handler(method, arguments)`` receives the method name (a ``str``) and the
+        call's arguments as decoded JSON (``None`` when the invoker sent none). It runs
+        on a thread of its own and returns the result (any JSON value). Raising
+        ``MethodCallError`` returns that error; ``NotImplementedError`` returns
+        ``not_implemented``; any other exception returns code ``"error"`` with the
+        exception's text as message.
+
+        The latest registration for a ``(channel, method)`` wins, across processes:
+        when another one takes this handler's place, ``on_evicted`` gets an
+        :class:`Eviction`. Replacing this connection's own handler is silent.
+
+        ``handler=None`` removes this connection's handler for ``(channel, method)``, if
+        it has one, and returns ``None``.
+        """
+        client = self._client
+        session = client._session
+        if handler is None:
+            current = session.current_handler(self.name, method)
+            if current is not None:
+                try:
+                    client._perform(session.unhandle(current), timeout)
+                except BrokerError as exc:
+                    if exc.code != "not_found":
+                        raise
+                    session.forget_handler(current)
+            return None
+        return client._perform(session.handle(self.name, method, handler, on_evicted), timeout)
