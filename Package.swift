@@ -29,6 +29,14 @@ let package = Package(
             path: "Benchmarks/notifbus-bench",
             linkerSettings: [.linkedLibrary("event_core")]
         ),
+        // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
+        .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
+        .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .executableTarget(name: "fuzz-core", dependencies: ["CFuzzerSupport", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
+        // Examples that are processes of their own.
+        .executableTarget(name: "mailclick-host", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),
+        .executableTarget(name: "mailclick-app", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
+        .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),

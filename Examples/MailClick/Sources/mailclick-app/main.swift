@@ -1,0 +1,2 @@
+// Placeholder until this program is written.
+print("not written yet")
