@@ -63,7 +63,9 @@ public final class BrokerServer {
     /// Accepts per readiness callback, so a flood of connects cannot starve clients.
     static let acceptBatch = 64
 
-    let options: ServerOptions
+    var options: ServerOptions
+    /// False when systemd owns the socket file (socket activation): it is not unlinked.
+    let ownsSocketFile: Bool
     let base: OpaquePointer
     var core: Broker
     var journal: StateJournal?
@@ -99,7 +101,14 @@ public final class BrokerServer {
             self.journal = journal
         }
         core = Broker(configuration: options.core, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
-        listenFD = try ListeningSocket.open(path: options.socketPath, mode: options.socketMode)
+        if let activated = try ListeningSocket.activated() {
+            listenFD = activated.fd
+            self.options.socketPath = activated.path
+            ownsSocketFile = false
+        } else {
+            listenFD = try ListeningSocket.open(path: options.socketPath, mode: options.socketMode)
+            ownsSocketFile = true
+        }
     }
 
     deinit {
@@ -259,7 +268,7 @@ public final class BrokerServer {
         if listenFD >= 0 {
             close(listenFD)
             listenFD = -1
-            unlink(options.socketPath)
+            if ownsSocketFile { unlink(options.socketPath) }
         }
         forceExitEvent = notifbus_evtimer_new(base, Trampolines.forceExit, context)
         var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.shutdownDeadlineMs) * 1000)

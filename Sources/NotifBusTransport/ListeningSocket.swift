@@ -77,6 +77,44 @@ public enum ListeningSocket {
         throw ListenError("cannot probe existing socket \(path): \(SystemError("connect", code: e))")
     }
 
+    /// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
+    static let activationFD: Int32 = 3
+
+    /// A listening socket passed by systemd socket activation (`LISTEN_FDS`, `LISTEN_PID`
+    /// naming this process), with its path; nil when the broker was not socket-activated.
+    /// The variables are removed so that children do not inherit them.
+    public static func activated() throws(ListenError) -> (fd: Int32, path: String)? {
+        guard let pidText = getenv("LISTEN_PID").map({ String(cString: $0) }),
+              let fdsText = getenv("LISTEN_FDS").map({ String(cString: $0) }) else { return nil }
+        unsetenv("LISTEN_PID")
+        unsetenv("LISTEN_FDS")
+        unsetenv("LISTEN_FDNAMES")
+        guard let pid = Int32(pidText), pid == getpid() else { return nil }
+        guard let count = Int(fdsText), count >= 1 else { throw ListenError("LISTEN_FDS=\(fdsText) passes no socket") }
+        if count > 1 { logLine("notifbus: socket activation passed \(count) sockets; using the first") }
+        let fd = activationFD
+        var accepting: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0, accepting == 1 else {
+            throw ListenError("descriptor \(fd) from socket activation is not a listening socket")
+        }
+        var address = sockaddr_un()
+        var addressLength = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let rc = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &addressLength) }
+        }
+        guard rc == 0, address.sun_family == sa_family_t(AF_UNIX) else {
+            throw ListenError("descriptor \(fd) from socket activation is not a Unix socket")
+        }
+        let path = withUnsafeBytes(of: &address.sun_path) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return (fd, path)
+    }
+
     /// Binds and listens at `path` with permission bits `mode`; returns the descriptor.
     public static func open(path: String, mode: mode_t) throws(ListenError) -> Int32 {
         try prepareFolder(for: path)
