@@ -35,6 +35,10 @@ static inline int notifbus_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+/* Socket type flags, spelled here because Glibc's enum members do not always import. */
+static inline int notifbus_stream_cloexec(void) { return SOCK_STREAM | SOCK_CLOEXEC; }
+static inline int notifbus_stream_cloexec_nonblocking(void) { return SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK; }
+
 static inline struct event *notifbus_evsignal_new(struct event_base *base, int signum,
                                                   event_callback_fn cb, void *arg) {
     return evsignal_new(base, signum, cb, arg);

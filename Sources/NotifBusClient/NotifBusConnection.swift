@@ -3,7 +3,6 @@
 // handlers), and blocking writes under a lock. Every wait is bounded by a timeout; a lost
 // connection fails every pending call at once.
 import Dispatch
-import Foundation
 import Glibc
 import NotifBusProtocol
 
@@ -31,8 +30,8 @@ public final class NotifBusConnection: @unchecked Sendable {
     public let requestTimeout: Duration
 
     let fd: Int32
-    let lock = NSLock()
-    let writeLock = NSLock()
+    let lock = Lock()
+    let writeLock = Lock()
     var nextRequestID: Int64 = 1
     var pending: [Int64: Completion] = [:]
     var observerHandlers: [String: ObserverHandler] = [:]
@@ -215,9 +214,11 @@ public final class NotifBusConnection: @unchecked Sendable {
     // MARK: Reading
 
     func startReader() {
-        let thread = Thread { [self] in readLoop() }
-        thread.name = "notifbus-reader"
-        thread.start()
+        if !DetachedThread.start({ [self] in readLoop() }) {
+            // Without a reader nothing can be answered: fail like a lost connection.
+            lock.withLock { closedReason = "cannot start the reader thread" }
+            shutdown(fd, Int32(SHUT_RDWR))
+        }
     }
 
     func readLoop() {

@@ -1,6 +1,7 @@
 // Prepares and binds the broker's Unix socket: checks the folder against planted paths,
 // refuses to steal a live broker's socket, replaces a stale one, applies the socket mode,
 // and listens. It does not accept connections; the server does.
+import CLibevent
 import Glibc
 import NotifBusProtocol
 
@@ -65,7 +66,7 @@ public enum ListeningSocket {
     /// Whether something accepts connections at `path`.
     static func isLive(_ path: String) throws(ListenError) -> Bool {
         var address = try makeAddress(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, notifbus_stream_cloexec(), 0)
         guard fd >= 0 else { throw ListenError("socket: \(SystemError("socket"))") }
         defer { close(fd) }
         let rc = withUnsafePointer(to: &address) {
@@ -131,7 +132,7 @@ public enum ListeningSocket {
                 throw ListenError("cannot replace stale socket \(path): \(SystemError("unlink"))")
             }
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(AF_UNIX, notifbus_stream_cloexec_nonblocking(), 0)
         guard fd >= 0 else { throw ListenError("socket: \(SystemError("socket"))") }
         // Bind under a umask that leaves no window with looser bits than asked for.
         let previous = umask(0o177)

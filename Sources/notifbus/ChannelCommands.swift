@@ -1,5 +1,5 @@
 // Probe subcommands for method channels and slots: invoke, handle, put, take, peek.
-import Foundation
+import Glibc
 import NotifBusClient
 import NotifBusProtocol
 
@@ -167,64 +167,24 @@ enum ExecRunner {
     static func run(_ command: String, call: MethodCall, timeoutMs: Int64) async throws -> JSONValue {
         let input = JSONValue.object(["call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
                                       "arguments": call.arguments, "from": .string(call.from)]).encoded
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        do {
-            try process.run()
-        } catch {
-            throw PlatformError(code: "exec_failed", message: "cannot run '\(command)': \(error)")
+        let result = await Subprocess.run(command, input: input, timeoutMs: timeoutMs)
+        guard let status = result.status else {
+            throw PlatformError(code: "exec_failed", message: "'\(command)' ran longer than \(timeoutMs) ms")
         }
-        let writer = stdin.fileHandleForWriting
-        DispatchQueue.global().async {
-            try? writer.write(contentsOf: input)
-            try? writer.close()
-        }
-        let out = Captured(stdout.fileHandleForReading)
-        let err = Captured(stderr.fileHandleForReading)
-        let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
-        while process.isRunning {
-            if ContinuousClock.now >= deadline {
-                process.terminate()
-                try? await Task.sleep(for: .milliseconds(200))
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                throw PlatformError(code: "exec_failed", message: "'\(command)' ran longer than \(timeoutMs) ms")
-            }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        let status = process.terminationStatus
-        let stdoutBytes = out.wait(), stderrBytes = err.wait()
         guard status == 0 else {
-            let message = String(decoding: stderrBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let message = trimmed(String(decoding: result.stderr, as: UTF8.self))
             throw PlatformError(code: "exec_failed", message: message.isEmpty ? "'\(command)' exited with status \(status)" : message,
                                 details: ["status": .integer(Int64(status))])
         }
         do {
-            return try JSONValue(parsing: stdoutBytes)
+            return try JSONValue(parsing: result.stdout)
         } catch {
             throw PlatformError(code: "exec_failed", message: "'\(command)' printed no valid JSON: \(error)")
         }
     }
 
-    /// Reads a pipe to its end on a background queue.
-    final class Captured: @unchecked Sendable {
-        private var data: [UInt8] = []
-        private let done = DispatchSemaphore(value: 0)
-
-        init(_ handle: FileHandle) {
-            DispatchQueue.global().async { [self] in
-                data = Array(handle.readDataToEndOfFile())
-                done.signal()
-            }
-        }
-
-        func wait() -> [UInt8] {
-            done.wait()
-            return data
-        }
+    static func trimmed(_ text: String) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }
+        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 }

@@ -26,3 +26,22 @@ enum Output {
         }
     }
 }
+
+/// Number formatting without Foundation.
+enum Format {
+    /// `value` with exactly `digits` digits after the point, rounded half away from zero.
+    static func fixed(_ value: Double, digits: Int) -> String {
+        guard value.isFinite else { return String(value) }
+        var scale = 1.0
+        for _ in 0..<digits { scale *= 10 }
+        let scaled = (abs(value) * scale).rounded()
+        let whole = Int64(scaled / scale)
+        let fraction = Int64(scaled) - whole * Int64(scale)
+        var text = (value < 0 && scaled > 0 ? "-" : "") + String(whole)
+        if digits > 0 {
+            let f = String(fraction)
+            text += "." + String(repeating: "0", count: digits - f.count) + f
+        }
+        return text
+    }
+}

@@ -1,11 +1,10 @@
 // Probe subcommands for observers and introspection: ping, post, observe, status, monitor.
-import Foundation
 import NotifBusClient
 import NotifBusProtocol
 
 /// A counter shared between a handler and the command waiting on it.
 final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value = 0
 
     func increment() -> Int { lock.withLock { value += 1; return value } }
@@ -30,7 +29,7 @@ enum ProbeCommands {
             for _ in 0..<count {
                 let rtt = try await bus.ping()
                 let us = Double(rtt.components.attoseconds) / 1e12 + Double(rtt.components.seconds) * 1e6
-                Output.line("pong from \(bus.server) (\(bus.clientID)): \(String(format: "%.1f", us)) µs")
+                Output.line("pong from \(bus.server) (\(bus.clientID)): \(Format.fixed(us, digits: 1)) µs")
             }
             return 0
         })
@@ -176,7 +175,7 @@ enum ProbeCommands {
 enum StatusTable {
     static func render(_ s: BrokerStatus) -> String {
         var lines: [String] = []
-        lines.append("server    \(s.server), up \(String(format: "%.1f", Double(s.uptimeMs) / 1000)) s")
+        lines.append("server    \(s.server), up \(Format.fixed(Double(s.uptimeMs) / 1000, digits: 1)) s")
         lines.append("clients   \(s.clients.count)")
         for c in s.clients {
             let name = c["name"]?.stringValue ?? "-"
