@@ -78,7 +78,9 @@ public struct NotificationContent: Sendable, Hashable {
     }
 }
 
-/// A delivered notification, as `UNNotification`.
+/// A delivered notification, as `UNNotification`. Foundation has a `Notification` of its
+/// own: in a file that imports both modules, write `NotifBusClient.Notification` where a
+/// type is named.
 public struct Notification: Sendable, Hashable {
     /// Where the notification came from, as the trigger of a `UNNotificationRequest` tells.
     public enum Source: String, Sendable, Hashable {

@@ -80,7 +80,10 @@ public struct BrokerCounters: Sendable, Equatable {
     public var callTimeouts = 0
 }
 
-struct ClientRecord {
+/// One connection's state. A class, so that the per-frame updates (calls in flight,
+/// observers held) change it in place instead of copying it out of the dictionary and back;
+/// the broker that holds these is owned by one transport and never copied.
+final class ClientRecord {
     let id: ConnectionID
     let credentials: PeerCredentials
     var greeted = false
@@ -92,6 +95,11 @@ struct ClientRecord {
     var callsReceived: Set<Int64> = []
     var callsInvoked = 0
     var takes: Set<Int> = []
+
+    init(id: ConnectionID, credentials: PeerCredentials) {
+        self.id = id
+        self.credentials = credentials
+    }
 }
 
 struct ObserverRecord {

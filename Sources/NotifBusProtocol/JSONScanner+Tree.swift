@@ -150,7 +150,7 @@ extension JSONScanner {
             sub.skipWhitespace()
             let start = sub.position
             guard let kind = try? sub.skipValue() else { return nil }
-            out.append(JSONField(key: "", start: start, end: sub.position, kind: kind))
+            out.append(JSONField(start: start, end: sub.position, kind: kind))
             sub.skipWhitespace()
             guard sub.position < bytes.count else { return nil }
             let b = bytes[sub.position]

@@ -1,18 +1,34 @@
 // Validates JSON over borrowed bytes and locates values without copying them. Containers
 // are skipped with an explicit stack, so nesting depth costs heap bits, never call stack.
 // It does no I/O and never retains the buffer past a call.
+import Glibc
 
 /// The kind of a JSON value, known from its first byte.
 public enum JSONKind: Sendable, Equatable {
     case object, array, string, number, bool, null
 }
 
-/// One member of an object: its key and where its value lies in the scanned buffer.
+/// One member of an object (or element of an array): where its key and value lie in the
+/// scanned buffer. Plain offsets, so scanning a frame creates no strings; read the key with
+/// `JSONScanner.key(of:)` or compare it with `JSONScanner.keyIs(_:_:)`.
 public struct JSONField: Sendable {
-    public let key: String
+    /// The key's bytes between its quotes (empty for array elements).
+    public let keyStart: Int
+    public let keyEnd: Int
+    /// Whether the key contains escapes, so that its bytes are not its text.
+    public let keyEscaped: Bool
     public let start: Int
     public let end: Int
     public let kind: JSONKind
+
+    public init(keyStart: Int = 0, keyEnd: Int = 0, keyEscaped: Bool = false, start: Int, end: Int, kind: JSONKind) {
+        self.keyStart = keyStart
+        self.keyEnd = keyEnd
+        self.keyEscaped = keyEscaped
+        self.start = start
+        self.end = end
+        self.kind = kind
+    }
 }
 
 /// A cursor over UTF-8 bytes. Every method validates what it passes over.
@@ -22,65 +38,101 @@ public struct JSONScanner {
 
     public let bytes: UnsafeRawBufferPointer
     public var position: Int = 0
+    /// The same bytes as a typed pointer, for the hot loops.
+    let base: UnsafePointer<UInt8>
+    let count: Int
+
+    /// Stands in for the base of an empty buffer; never read, since every read checks `count`.
+    nonisolated(unsafe) private static let empty: UnsafeMutablePointer<UInt8> = .allocate(capacity: 1)
 
     public init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
+        count = bytes.count
+        base = bytes.baseAddress.map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) } ?? UnsafePointer(JSONScanner.empty)
     }
 
-    @inline(__always) func byte(_ i: Int) -> UInt8 { bytes[i] }
+    /// The text of a member's key.
+    public func key(of field: JSONField) -> String {
+        let raw = UnsafeBufferPointer(start: base + field.keyStart, count: field.keyEnd - field.keyStart)
+        if !field.keyEscaped { return String(decoding: raw, as: UTF8.self) }
+        return decodeEscaped(field.keyStart, field.keyEnd)
+    }
+
+    /// Whether a member's key is `name`, comparing bytes (escaped keys are decoded first).
+    @inline(__always)
+    public func keyIs(_ field: JSONField, _ name: StaticString) -> Bool {
+        let n = name.utf8CodeUnitCount
+        if field.keyEscaped { return key(of: field) == name.description }
+        guard field.keyEnd - field.keyStart == n else { return false }
+        return memcmp(base + field.keyStart, name.utf8Start, n) == 0
+    }
+
+    /// Whether two members have the same key.
+    public func sameKey(_ a: JSONField, _ b: JSONField) -> Bool {
+        if a.keyEscaped || b.keyEscaped { return key(of: a) == key(of: b) }
+        let n = a.keyEnd - a.keyStart
+        guard b.keyEnd - b.keyStart == n else { return false }
+        return memcmp(base + a.keyStart, base + b.keyStart, n) == 0
+    }
 
     func fail(_ reason: String, at offset: Int? = nil) -> JSONError {
         JSONError(offset: offset ?? position, reason: reason)
     }
 
     @inline(__always) mutating func skipWhitespace() {
-        while position < bytes.count {
-            let b = bytes[position]
-            if b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { position += 1 } else { return }
+        var p = position
+        while p < count {
+            let b = base[p]
+            guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { break }
+            p += 1
         }
+        position = p
     }
 
     /// Scans a whole document that must be an object and returns its members in order.
     /// Duplicate keys are reported through `duplicateKey`.
     public mutating func scanTopLevelObject() throws(JSONError) -> [JSONField] {
         skipWhitespace()
-        guard position < bytes.count else { throw fail("empty document") }
-        guard bytes[position] == UInt8(ascii: "{") else {
+        guard position < count else { throw fail("empty document") }
+        guard base[position] == UInt8(ascii: "{") else {
             _ = try skipValue()
             skipWhitespace()
-            if position != bytes.count { throw fail("trailing bytes after the value") }
+            if position != count { throw fail("trailing bytes after the value") }
             throw fail("top-level value is not an object", at: 0)
         }
         let fields = try scanObjectMembers()
         skipWhitespace()
-        if position != bytes.count { throw fail("trailing bytes after the value") }
+        if position != count { throw fail("trailing bytes after the value") }
         return fields
     }
 
     /// Reads the members of the object that starts at `position`, validating every value.
     public mutating func scanObjectMembers() throws(JSONError) -> [JSONField] {
-        guard position < bytes.count, bytes[position] == UInt8(ascii: "{") else { throw fail("expected an object") }
+        guard position < count, base[position] == UInt8(ascii: "{") else { throw fail("expected an object") }
         position += 1
         var fields: [JSONField] = []
         skipWhitespace()
-        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+        if position < count, base[position] == UInt8(ascii: "}") {
             position += 1
             return fields
         }
+        fields.reserveCapacity(8)
         while true {
             skipWhitespace()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let key = try readString()
+            guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let keyStart = position + 1
+            let keyEscaped = try skipString()
+            let keyEnd = position - 1
             skipWhitespace()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             position += 1
             skipWhitespace()
             let start = position
             let kind = try skipValue()
-            fields.append(JSONField(key: key, start: start, end: position, kind: kind))
+            fields.append(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
             skipWhitespace()
-            guard position < bytes.count else { throw fail("unterminated object") }
-            let b = bytes[position]
+            guard position < count else { throw fail("unterminated object") }
+            let b = base[position]
             position += 1
             if b == UInt8(ascii: ",") { continue }
             if b == UInt8(ascii: "}") { return fields }
@@ -92,8 +144,8 @@ public struct JSONScanner {
     /// Returns the value's kind.
     @discardableResult
     public mutating func skipValue() throws(JSONError) -> JSONKind {
-        guard position < bytes.count else { throw fail("expected a value") }
-        let first = bytes[position]
+        guard position < count else { throw fail("expected a value") }
+        let first = base[position]
         let kind: JSONKind
         switch first {
         case UInt8(ascii: "{"): kind = .object
@@ -105,12 +157,12 @@ public struct JSONScanner {
         var stack = BitStack()
         valueLoop: while true {
             skipWhitespace()
-            guard position < bytes.count else { throw fail("unterminated value") }
-            let b = bytes[position]
+            guard position < count else { throw fail("unterminated value") }
+            let b = base[position]
             if b == UInt8(ascii: "{") {
                 position += 1
                 skipWhitespace()
-                if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+                if position < count, base[position] == UInt8(ascii: "}") {
                     position += 1
                 } else {
                     stack.push(true)
@@ -120,7 +172,7 @@ public struct JSONScanner {
             } else if b == UInt8(ascii: "[") {
                 position += 1
                 skipWhitespace()
-                if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+                if position < count, base[position] == UInt8(ascii: "]") {
                     position += 1
                 } else {
                     stack.push(false)
@@ -132,8 +184,8 @@ public struct JSONScanner {
             // After a value: close containers or move to the next element.
             while !stack.isEmpty {
                 skipWhitespace()
-                guard position < bytes.count else { throw fail("unterminated container") }
-                let c = bytes[position]
+                guard position < count else { throw fail("unterminated container") }
+                let c = base[position]
                 position += 1
                 if stack.top {
                     if c == UInt8(ascii: ",") {
@@ -155,17 +207,17 @@ public struct JSONScanner {
 
     private mutating func readKeyAndColon() throws(JSONError) {
         skipWhitespace()
-        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+        guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
         try skipString()
         skipWhitespace()
-        guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+        guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
         position += 1
     }
 
     @discardableResult
     private mutating func skipScalar() throws(JSONError) -> JSONKind {
-        guard position < bytes.count else { throw fail("expected a value") }
-        switch bytes[position] {
+        guard position < count else { throw fail("expected a value") }
+        switch base[position] {
         case UInt8(ascii: "\""):
             try skipString()
             return .string
@@ -188,9 +240,9 @@ public struct JSONScanner {
 
     private mutating func expectLiteral(_ word: StaticString) throws(JSONError) {
         let n = word.utf8CodeUnitCount
-        guard position + n <= bytes.count else { throw fail("truncated literal") }
+        guard position + n <= count else { throw fail("truncated literal") }
         let p = word.utf8Start
-        for i in 0..<n where bytes[position + i] != p[i] {
+        for i in 0..<n where base[position + i] != p[i] {
             throw fail("invalid literal")
         }
         position += n
@@ -199,33 +251,35 @@ public struct JSONScanner {
     /// Skips a number and says whether it was an integer (no fraction, no exponent).
     mutating func skipNumber() throws(JSONError) -> Bool {
         var integral = true
-        if bytes[position] == UInt8(ascii: "-") { position += 1 }
-        guard position < bytes.count else { throw fail("truncated number") }
-        let lead = bytes[position]
+        var p = position
+        defer { position = p }
+        if base[p] == UInt8(ascii: "-") { p += 1 }
+        guard p < count else { throw fail("truncated number", at: p) }
+        let lead = base[p]
         if lead == UInt8(ascii: "0") {
-            position += 1
+            p += 1
         } else if lead >= UInt8(ascii: "1") && lead <= UInt8(ascii: "9") {
-            position += 1
-            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+            p += 1
+            while p < count, isDigit(base[p]) { p += 1 }
         } else {
-            throw fail("invalid number")
+            throw fail("invalid number", at: p)
         }
-        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+        if p < count, base[p] == UInt8(ascii: ".") {
             integral = false
-            position += 1
-            let digitsStart = position
-            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
-            if position == digitsStart { throw fail("digits expected after '.'") }
+            p += 1
+            let digitsStart = p
+            while p < count, isDigit(base[p]) { p += 1 }
+            if p == digitsStart { throw fail("digits expected after '.'", at: p) }
         }
-        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+        if p < count, base[p] == UInt8(ascii: "e") || base[p] == UInt8(ascii: "E") {
             integral = false
-            position += 1
-            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
-                position += 1
+            p += 1
+            if p < count, base[p] == UInt8(ascii: "+") || base[p] == UInt8(ascii: "-") {
+                p += 1
             }
-            let digitsStart = position
-            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
-            if position == digitsStart { throw fail("digits expected in exponent") }
+            let digitsStart = p
+            while p < count, isDigit(base[p]) { p += 1 }
+            if p == digitsStart { throw fail("digits expected in exponent", at: p) }
         }
         return integral
     }
@@ -236,37 +290,42 @@ public struct JSONScanner {
     /// Returns whether it contained escapes.
     @discardableResult
     mutating func skipString() throws(JSONError) -> Bool {
-        position += 1
+        var p = position + 1
         var escaped = false
-        while position < bytes.count {
-            let b = bytes[position]
+        while p < count {
+            let b = base[p]
             if b == UInt8(ascii: "\"") {
-                position += 1
+                position = p + 1
                 return escaped
             }
+            if b >= 0x20 && b < 0x80 && b != UInt8(ascii: "\\") {
+                p += 1
+                continue
+            }
+            position = p
             if b == UInt8(ascii: "\\") {
                 escaped = true
                 try skipEscape()
             } else if b < 0x20 {
                 throw fail("control character in string")
-            } else if b < 0x80 {
-                position += 1
             } else {
                 try skipUTF8Sequence()
             }
+            p = position
         }
+        position = p
         throw fail("unterminated string")
     }
 
     private mutating func skipEscape() throws(JSONError) {
-        guard position + 1 < bytes.count else { throw fail("truncated escape") }
-        switch bytes[position + 1] {
+        guard position + 1 < count else { throw fail("truncated escape") }
+        switch base[position + 1] {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
             UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
             position += 2
         case UInt8(ascii: "u"):
-            guard position + 6 <= bytes.count else { throw fail("truncated \\u escape") }
-            for i in 2..<6 where hexValue(bytes[position + i]) == nil {
+            guard position + 6 <= count else { throw fail("truncated \\u escape") }
+            for i in 2..<6 where hexValue(base[position + i]) == nil {
                 throw fail("invalid \\u escape")
             }
             position += 6
@@ -287,27 +346,27 @@ public struct JSONScanner {
     /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates,
     /// nothing above U+10FFFF).
     private mutating func skipUTF8Sequence() throws(JSONError) {
-        let b0 = bytes[position]
-        let count: Int
+        let b0 = base[position]
+        let length: Int
         var low: UInt8 = 0x80
         var high: UInt8 = 0xBF
         switch b0 {
-        case 0xC2...0xDF: count = 2
-        case 0xE0: count = 3; low = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: count = 3
-        case 0xED: count = 3; high = 0x9F
-        case 0xF0: count = 4; low = 0x90
-        case 0xF1...0xF3: count = 4
-        case 0xF4: count = 4; high = 0x8F
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
         default: throw fail("invalid UTF-8")
         }
-        guard position + count <= bytes.count else { throw fail("truncated UTF-8") }
-        let b1 = bytes[position + 1]
+        guard position + length <= count else { throw fail("truncated UTF-8") }
+        let b1 = base[position + 1]
         guard b1 >= low && b1 <= high else { throw fail("invalid UTF-8") }
-        for i in 2..<count where bytes[position + i] & 0xC0 != 0x80 {
+        for i in 2..<length where base[position + i] & 0xC0 != 0x80 {
             throw fail("invalid UTF-8")
         }
-        position += count
+        position += length
     }
 
     /// Reads a string (at its opening quote) into a Swift `String`, decoding escapes.
@@ -317,23 +376,23 @@ public struct JSONScanner {
         let escaped = try skipString()
         let end = position - 1
         if !escaped {
-            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+            return String(decoding: UnsafeBufferPointer(start: base + start, count: end - start), as: UTF8.self)
         }
         return decodeEscaped(start, end)
     }
 
-    private func decodeEscaped(_ start: Int, _ end: Int) -> String {
+    func decodeEscaped(_ start: Int, _ end: Int) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(end - start)
         var i = start
         while i < end {
-            let b = bytes[i]
+            let b = base[i]
             guard b == UInt8(ascii: "\\") else {
                 out.append(b)
                 i += 1
                 continue
             }
-            let e = bytes[i + 1]
+            let e = base[i + 1]
             i += 2
             switch e {
             case UInt8(ascii: "b"): out.append(0x08)
@@ -344,8 +403,8 @@ public struct JSONScanner {
             case UInt8(ascii: "u"):
                 var scalar = hex4(i)
                 i += 4
-                if scalar >= 0xD800 && scalar <= 0xDBFF, i + 6 <= end, bytes[i] == UInt8(ascii: "\\"),
-                    bytes[i + 1] == UInt8(ascii: "u")
+                if scalar >= 0xD800 && scalar <= 0xDBFF, i + 6 <= end, base[i] == UInt8(ascii: "\\"),
+                    base[i + 1] == UInt8(ascii: "u")
                 {
                     let low = hex4(i + 2)
                     if low >= 0xDC00 && low <= 0xDFFF {
@@ -363,7 +422,7 @@ public struct JSONScanner {
 
     private func hex4(_ i: Int) -> UInt32 {
         var v: UInt32 = 0
-        for k in 0..<4 { v = v << 4 | (hexValue(bytes[i + k]) ?? 0) }
+        for k in 0..<4 { v = v << 4 | (hexValue(base[i + k]) ?? 0) }
         return v
     }
 }

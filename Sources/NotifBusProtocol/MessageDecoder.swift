@@ -4,32 +4,50 @@
 
 /// Decodes frame bodies sent by clients.
 public enum MessageDecoder {
-    /// Fields each request op accepts, `op` and `id` included.
-    static let requestFields: [String: [String]] = [
-        Op.hello: ["op", "id", "protocol", "name"],
-        Op.ping: ["op", "id"],
-        Op.subscribe: ["op", "id", "events", "priority", "key"],
-        Op.unsubscribe: ["op", "id", "observer", "key"],
-        Op.post: ["op", "id", "name", "payload"],
-        Op.handle: ["op", "id", "channel", "method"],
-        Op.unhandle: ["op", "id", "handler"],
-        Op.invoke: ["op", "id", "channel", "method", "arguments"],
-        Op.put: ["op", "id", "slot", "value"],
-        Op.take: ["op", "id", "slot", "wait"],
-        Op.peek: ["op", "id", "slot"],
-        Op.setCategories: ["op", "id", "categories"],
-        Op.getCategories: ["op", "id"],
-        Op.status: ["op", "id"],
-        Op.monitor: ["op", "id"],
-    ]
+    static let helloFields: [StaticString] = ["op", "id", "protocol", "name"]
+    static let bareFields: [StaticString] = ["op", "id"]
+    static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key"]
+    static let unsubscribeFields: [StaticString] = ["op", "id", "observer", "key"]
+    static let postFields: [StaticString] = ["op", "id", "name", "payload"]
+    static let handleFields: [StaticString] = ["op", "id", "channel", "method"]
+    static let unhandleFields: [StaticString] = ["op", "id", "handler"]
+    static let invokeFields: [StaticString] = ["op", "id", "channel", "method", "arguments"]
+    static let putFields: [StaticString] = ["op", "id", "slot", "value"]
+    static let takeFields: [StaticString] = ["op", "id", "slot", "wait"]
+    static let peekFields: [StaticString] = ["op", "id", "slot"]
+    static let setCategoriesFields: [StaticString] = ["op", "id", "categories"]
+    static let nextFields: [StaticString] = ["op", "event"]
+    static let completeFields: [StaticString] = ["op", "event", "value"]
+    static let returnFields: [StaticString] = ["op", "call", "result", "error"]
 
-    /// Fields each answer op accepts.
-    static let answerFields: [String: [String]] = [
-        Op.next: ["op", "event"],
-        Op.complete: ["op", "event", "value"],
-        Op.stop: ["op", "event"],
-        Op.return: ["op", "call", "result", "error"],
-    ]
+    /// Fields each request op accepts, `op` and `id` included; nil for an unknown op.
+    static func requestFields(_ op: String) -> [StaticString]? {
+        switch op {
+        case Op.invoke: return invokeFields
+        case Op.post: return postFields
+        case Op.ping, Op.getCategories, Op.status, Op.monitor: return bareFields
+        case Op.hello: return helloFields
+        case Op.subscribe: return subscribeFields
+        case Op.unsubscribe: return unsubscribeFields
+        case Op.handle: return handleFields
+        case Op.unhandle: return unhandleFields
+        case Op.put: return putFields
+        case Op.take: return takeFields
+        case Op.peek: return peekFields
+        case Op.setCategories: return setCategoriesFields
+        default: return nil
+        }
+    }
+
+    /// Fields each answer op accepts; nil when `op` is not an answer.
+    static func answerFields(_ op: String) -> [StaticString]? {
+        switch op {
+        case Op.next, Op.stop: return nextFields
+        case Op.complete: return completeFields
+        case Op.return: return returnFields
+        default: return nil
+        }
+    }
 
     public static func decode(_ body: [UInt8]) -> DecodeResult {
         body.withUnsafeBytes { decode($0) }
@@ -48,7 +66,7 @@ public enum MessageDecoder {
         let op = opField.flatMap { scanner.string(of: $0) }
         let isHello = op == Op.hello
 
-        if let op, let allowed = answerFields[op] {
+        if let op, let allowed = answerFields(op) {
             do {
                 try view.checkFields(allowed: allowed, id: nil)
                 return .decoded(try decodeAnswer(op: op, view), isHello: false)
@@ -63,7 +81,7 @@ public enum MessageDecoder {
         guard let op else {
             return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
         }
-        guard let allowed = requestFields[op] else {
+        guard let allowed = requestFields(op) else {
             return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(op)'"), isHello: isHello)
         }
         do {
@@ -101,17 +119,18 @@ public enum MessageDecoder {
 
     static func validateErrorObject(_ field: JSONField, _ v: FieldView) throws(Rejection) {
         guard let members = v.scanner.members(of: field) else { throw v.bad("'error' must be an object") }
-        var seen: [String] = []
+        var seen: [StaticString] = []
         for m in members {
-            guard m.key == "code" || m.key == "message" || m.key == "details" else {
-                throw v.bad("unknown field 'error.\(m.key)'")
+            let name: StaticString
+            if v.scanner.keyIs(m, "code") { name = "code" } else if v.scanner.keyIs(m, "message") { name = "message" } else if v.scanner.keyIs(m, "details") { name = "details" } else {
+                throw v.bad("unknown field 'error.\(v.scanner.key(of: m))'")
             }
-            guard !seen.contains(m.key) else { throw v.bad("duplicate field 'error.\(m.key)'") }
-            seen.append(m.key)
-            if m.key != "details" && m.kind != .string { throw v.bad("'error.\(m.key)' must be a string") }
+            guard !seen.contains(where: { $0.description == name.description }) else { throw v.bad("duplicate field 'error.\(name)'") }
+            seen.append(name)
+            if name.description != "details" && m.kind != .string { throw v.bad("'error.\(name)' must be a string") }
         }
-        guard seen.contains("code") else { throw v.bad("missing field 'error.code'") }
-        guard seen.contains("message") else { throw v.bad("missing field 'error.message'") }
+        guard seen.contains(where: { $0.description == "code" }) else { throw v.bad("missing field 'error.code'") }
+        guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
     static func decodeRequest(op: String, id: RequestID, _ v: FieldView) throws(Rejection) -> Request {
@@ -227,13 +246,13 @@ struct FieldView {
         self.fields = fields
     }
 
-    func field(_ name: String) -> JSONField? {
-        for f in fields where f.key == name { return f }
+    func field(_ name: StaticString) -> JSONField? {
+        for f in fields where scanner.keyIs(f, name) { return f }
         return nil
     }
 
     /// The field, or nil when absent or null.
-    func optional(_ name: String) -> JSONField? {
+    func optional(_ name: StaticString) -> JSONField? {
         guard let f = field(name), f.kind != .null else { return nil }
         return f
     }
@@ -261,27 +280,27 @@ struct FieldView {
     }
 
     /// Rejects unknown and duplicate fields, naming the first.
-    mutating func checkFields(allowed: [String], id: RequestID?) throws(Rejection) {
+    mutating func checkFields(allowed: [StaticString], id: RequestID?) throws(Rejection) {
         self.id = id
         for (i, f) in fields.enumerated() {
-            guard allowed.contains(f.key) else { throw bad("unknown field '\(f.key)'") }
-            for g in fields[..<i] where g.key == f.key { throw bad("duplicate field '\(f.key)'") }
+            guard allowed.contains(where: { scanner.keyIs(f, $0) }) else { throw bad("unknown field '\(scanner.key(of: f))'") }
+            for g in fields[..<i] where scanner.sameKey(g, f) { throw bad("duplicate field '\(scanner.key(of: f))'") }
         }
     }
 
-    func optionalString(_ name: String) throws(Rejection) -> String? {
+    func optionalString(_ name: StaticString) throws(Rejection) -> String? {
         guard let f = optional(name) else { return nil }
         guard let s = scanner.string(of: f) else { throw bad("'\(name)' must be a string") }
         return s
     }
 
-    func optionalName(_ name: String) throws(Rejection) -> String? {
+    func optionalName(_ name: StaticString) throws(Rejection) -> String? {
         guard let s = try optionalString(name) else { return nil }
         guard Names.isValid(s) else { throw bad("'\(name)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return s
     }
 
-    func requiredName(_ name: String) throws(Rejection) -> String {
+    func requiredName(_ name: StaticString) throws(Rejection) -> String {
         guard let s = try optionalName(name) else { throw bad("missing field '\(name)'") }
         return s
     }

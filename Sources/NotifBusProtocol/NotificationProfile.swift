@@ -30,28 +30,28 @@ public enum ProfilePayload: Sendable, Equatable {
         case .openSettings:
             guard let payload else { return .openSettings }
             let members = try objectMembers(payload, s, "payload")
-            if let n = member("notification", members), n.kind != .null {
+            if let n = member("notification", members, s), n.kind != .null {
                 _ = try checkNotification(n, s)
             }
             return .openSettings
         case .willPresent:
             guard let payload else { throw ProfileError("payload must be an object") }
             let members = try objectMembers(payload, s, "payload")
-            guard let n = member("notification", members) else { throw ProfileError("missing 'notification'") }
+            guard let n = member("notification", members, s) else { throw ProfileError("missing 'notification'") }
             _ = try checkNotification(n, s)
             return .willPresent
         case .didReceive:
             guard let payload else { throw ProfileError("payload must be an object") }
             let members = try objectMembers(payload, s, "payload")
-            guard let a = member("actionIdentifier", members), let action = s.string(of: a) else {
+            guard let a = member("actionIdentifier", members, s), let action = s.string(of: a) else {
                 throw ProfileError("'actionIdentifier' must be a string")
             }
             var hasUserText = false
-            if let t = member("userText", members), t.kind != .null {
+            if let t = member("userText", members, s), t.kind != .null {
                 guard t.kind == .string else { throw ProfileError("'userText' must be a string") }
                 hasUserText = true
             }
-            guard let n = member("notification", members) else { throw ProfileError("missing 'notification'") }
+            guard let n = member("notification", members, s) else { throw ProfileError("missing 'notification'") }
             let category = try checkNotification(n, s)
             return .didReceive(actionIdentifier: action, hasUserText: hasUserText, categoryIdentifier: category)
         }
@@ -60,22 +60,22 @@ public enum ProfilePayload: Sendable, Equatable {
     /// Checks a Notification object and returns its category identifier.
     static func checkNotification(_ field: JSONField, _ s: JSONScanner) throws(ProfileError) -> String? {
         let members = try objectMembers(field, s, "notification")
-        guard let id = member("identifier", members), id.kind == .string else {
+        guard let id = member("identifier", members, s), id.kind == .string else {
             throw ProfileError("'notification.identifier' must be a string")
         }
-        if let source = member("source", members), source.kind != .null {
+        if let source = member("source", members, s), source.kind != .null {
             let value = s.string(of: source)
             guard value == "remote" || value == "local" else {
                 throw ProfileError("'notification.source' must be \"remote\" or \"local\"")
             }
         }
-        guard let content = member("content", members) else { throw ProfileError("missing 'notification.content'") }
+        guard let content = member("content", members, s) else { throw ProfileError("missing 'notification.content'") }
         let fields = try objectMembers(content, s, "notification.content")
         var category: String? = nil
         for f in fields where f.kind != .null {
-            switch f.key {
+            switch s.key(of: f) {
             case "title", "subtitle", "body", "threadIdentifier", "sound":
-                guard f.kind == .string else { throw ProfileError("'notification.content.\(f.key)' must be a string") }
+                guard f.kind == .string else { throw ProfileError("'notification.content.\(s.key(of: f))' must be a string") }
             case "categoryIdentifier":
                 guard let c = s.string(of: f) else { throw ProfileError("'notification.content.categoryIdentifier' must be a string") }
                 category = c
@@ -95,8 +95,8 @@ public enum ProfilePayload: Sendable, Equatable {
         return members
     }
 
-    static func member(_ key: String, _ members: [JSONField]) -> JSONField? {
-        for m in members where m.key == key { return m }
+    static func member(_ key: StaticString, _ members: [JSONField], _ s: JSONScanner) -> JSONField? {
+        for m in members where s.keyIs(m, key) { return m }
         return nil
     }
 }
@@ -158,7 +158,7 @@ public struct CategorySet: Sendable, Equatable {
             scanner.skipWhitespace()
             guard scanner.position == buffer.count else { return .failure(ProfileError("trailing bytes after categories")) }
             do throws(ProfileError) {
-                return .success(try parse(JSONField(key: "categories", start: start, end: scanner.position, kind: kind), scanner))
+                return .success(try parse(JSONField(start: start, end: scanner.position, kind: kind), scanner))
             } catch {
                 return .failure(error)
             }
@@ -175,7 +175,7 @@ public struct CategorySet: Sendable, Equatable {
             let identifier = try name("identifier", members, s, at)
             guard categories[identifier] == nil else { throw ProfileError("duplicate category identifier '\(identifier)'") }
             let options = try optionList(members, s, at, allowed: categoryOptions)
-            if let intents = ProfilePayload.member("intentIdentifiers", members), intents.kind != .null {
+            if let intents = ProfilePayload.member("intentIdentifiers", members, s), intents.kind != .null {
                 guard let list = s.elements(of: intents) else { throw ProfileError("'\(at).intentIdentifiers' must be an array") }
                 for item in list {
                     guard let n = s.string(of: item), Names.isValid(n) else {
@@ -183,7 +183,7 @@ public struct CategorySet: Sendable, Equatable {
                     }
                 }
             }
-            guard let actionsField = ProfilePayload.member("actions", members), let actionList = s.elements(of: actionsField) else {
+            guard let actionsField = ProfilePayload.member("actions", members, s), let actionList = s.elements(of: actionsField) else {
                 throw ProfileError("'\(at).actions' must be an array")
             }
             var actions: [String: Action] = [:]
@@ -194,17 +194,17 @@ public struct CategorySet: Sendable, Equatable {
                 guard actions[aid] == nil else {
                     throw ProfileError("duplicate action identifier '\(aid)' in category '\(identifier)'")
                 }
-                guard let t = ProfilePayload.member("title", am), t.kind == .string else {
+                guard let t = ProfilePayload.member("title", am, s), t.kind == .string else {
                     throw ProfileError("'\(aat).title' must be a string")
                 }
                 let aopts = try optionList(am, s, aat, allowed: actionOptions)
                 var textInput = false
-                if let ti = ProfilePayload.member("textInput", am), ti.kind != .null {
+                if let ti = ProfilePayload.member("textInput", am, s), ti.kind != .null {
                     let tm = try strictMembers(ti, s, "\(aat).textInput", allowed: ["buttonTitle", "placeholder"])
-                    guard let b = ProfilePayload.member("buttonTitle", tm), b.kind == .string else {
+                    guard let b = ProfilePayload.member("buttonTitle", tm, s), b.kind == .string else {
                         throw ProfileError("'\(aat).textInput.buttonTitle' must be a string")
                     }
-                    if let p = ProfilePayload.member("placeholder", tm), p.kind != .null, p.kind != .string {
+                    if let p = ProfilePayload.member("placeholder", tm, s), p.kind != .null, p.kind != .string {
                         throw ProfileError("'\(aat).textInput.placeholder' must be a string")
                     }
                     textInput = true
@@ -216,24 +216,24 @@ public struct CategorySet: Sendable, Equatable {
         return CategorySet(raw: s.raw(of: field), categories: categories)
     }
 
-    static func strictMembers(_ f: JSONField, _ s: JSONScanner, _ at: String, allowed: [String]) throws(ProfileError) -> [JSONField] {
+    static func strictMembers(_ f: JSONField, _ s: JSONScanner, _ at: String, allowed: [StaticString]) throws(ProfileError) -> [JSONField] {
         guard let members = s.members(of: f) else { throw ProfileError("'\(at)' must be an object") }
         for (i, m) in members.enumerated() {
-            guard allowed.contains(m.key) else { throw ProfileError("unknown field '\(at).\(m.key)'") }
-            for n in members[..<i] where n.key == m.key { throw ProfileError("duplicate field '\(at).\(m.key)'") }
+            guard allowed.contains(where: { s.keyIs(m, $0) }) else { throw ProfileError("unknown field '\(at).\(s.key(of: m))'") }
+            for n in members[..<i] where s.sameKey(n, m) { throw ProfileError("duplicate field '\(at).\(s.key(of: m))'") }
         }
         return members
     }
 
-    static func name(_ key: String, _ members: [JSONField], _ s: JSONScanner, _ at: String) throws(ProfileError) -> String {
-        guard let f = ProfilePayload.member(key, members), let n = s.string(of: f), Names.isValid(n) else {
+    static func name(_ key: StaticString, _ members: [JSONField], _ s: JSONScanner, _ at: String) throws(ProfileError) -> String {
+        guard let f = ProfilePayload.member(key, members, s), let n = s.string(of: f), Names.isValid(n) else {
             throw ProfileError("'\(at).\(key)' must be a name of 1 to \(Limits.maxNameBytes) bytes")
         }
         return n
     }
 
     static func optionList(_ members: [JSONField], _ s: JSONScanner, _ at: String, allowed: Set<String>) throws(ProfileError) -> Set<String> {
-        guard let f = ProfilePayload.member("options", members), f.kind != .null else { return [] }
+        guard let f = ProfilePayload.member("options", members, s), f.kind != .null else { return [] }
         guard let list = s.elements(of: f) else { throw ProfileError("'\(at).options' must be an array") }
         var out = Set<String>()
         for item in list {

@@ -18,6 +18,7 @@ enum CLI {
         ProbeCommands.ping, ProbeCommands.post, ProbeCommands.observe, ProbeCommands.status, ProbeCommands.monitor,
         ChannelCommands.invoke, ChannelCommands.handle,
         ChannelCommands.put, ChannelCommands.take, ChannelCommands.peek,
+        ProfileCommands.categories, ProfileCommands.notify, ProfileCommands.click,
     ]
 
     static let overview = """

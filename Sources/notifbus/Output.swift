@@ -45,3 +45,24 @@ enum Format {
         return text
     }
 }
+
+/// Whole files and stdin, read without Foundation.
+enum Input {
+    /// The bytes of `path`, or of stdin for `-`; throws with errno's text.
+    static func readAll(_ path: String) throws -> [UInt8] {
+        let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        defer { if fd != 0 { close(fd) } }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return out }
+            out += chunk[0..<n]
+        }
+    }
+}

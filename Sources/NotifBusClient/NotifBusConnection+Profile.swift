@@ -1,0 +1,148 @@
+// The notification profile on a connection: the category set, typed observers for the
+// three delegate methods, typed posts, and the launch payload. Payload rules are the
+// broker's; this file only converts between Swift values and the §3.6 JSON.
+//
+//     UNUserNotificationCenterDelegate method              notifbus event   observer / post
+//     userNotificationCenter(_:willPresent:withCompletionHandler:)  willPresent  addWillPresentObserver / post(willPresent:)
+//     userNotificationCenter(_:didReceive:withCompletionHandler:)   didReceive   addDidReceiveObserver / post(didReceive:)
+//     userNotificationCenter(_:openSettingsFor:)                     openSettings addOpenSettingsObserver / post(openSettings:)
+import NotifBusProtocol
+
+extension NotifBusConnection {
+    /// The slot where the broker keeps an unhandled click that would launch the app (§3.6).
+    public static let launchSlot = "launch"
+
+    // MARK: Categories
+
+    /// Replaces the broker's whole category set, as
+    /// `UNUserNotificationCenter.setNotificationCategories(_:)`. Returns how many categories
+    /// are now in force. A set the broker refuses throws `bad_request` and leaves the old
+    /// set in force. The order is kept: `notificationCategories()` returns this array.
+    @discardableResult
+    public func setNotificationCategories(_ categories: [NotificationCategory]) async throws(NotifBusError) -> Int {
+        let result = try await request(Op.setCategories, ["categories": .array(categories.map(\.jsonValue))])
+        guard let count = result["count"]?.intValue else { throw .protocolViolation("setCategories result without 'count': \(result)") }
+        return Int(count)
+    }
+
+    /// The category set in force, exactly as it was accepted, as
+    /// `UNUserNotificationCenter.notificationCategories()`.
+    public func notificationCategories() async throws(NotifBusError) -> [NotificationCategory] {
+        let result = try await request(Op.getCategories)
+        guard let list = result["categories"] else { throw .protocolViolation("getCategories result without 'categories'") }
+        do {
+            return try NotificationCategory.list(json: list)
+        } catch {
+            throw .protocolViolation("the broker's categories do not read: \(error)")
+        }
+    }
+
+    // MARK: Typed observers
+
+    /// Observes `willPresent`, as `userNotificationCenter(_:willPresent:withCompletionHandler:)`.
+    /// Return the options to present with (this completes the event: the Apple completion
+    /// handler called with them; `[]` means "do not present"), or `nil` to pass the
+    /// notification on to the next observer.
+    @discardableResult
+    public func addWillPresentObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
+                                       onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+                                       _ willPresent: @escaping @Sendable (Notification) async -> PresentationOptions?)
+        async throws(NotifBusError) -> ObserverRegistration
+    {
+        try await addObserver(events: [ProfileEvent.willPresent.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
+            // The broker checked the payload; one that still does not read is not ours to decide.
+            guard let notification = try? NotifBusConnection.notification(inWillPresent: event.payload),
+                  let options = await willPresent(notification)
+            else { return .next }
+            return .complete(options.jsonValue)
+        }
+    }
+
+    /// Observes `didReceive`, as `userNotificationCenter(_:didReceive:withCompletionHandler:)`:
+    /// the user chose an action (or the default or dismiss action) on a notification.
+    /// `.handled` ends the chain; `.pass` gives the response to the next observer; `.stop`
+    /// ends it unhandled. A launching response nobody handles is retained for launch.
+    @discardableResult
+    public func addDidReceiveObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
+                                      onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+                                      _ didReceive: @escaping @Sendable (NotificationResponse) async -> DelegateReply)
+        async throws(NotifBusError) -> ObserverRegistration
+    {
+        try await addObserver(events: [ProfileEvent.didReceive.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
+            guard let response = try? NotificationResponse(json: event.payload) else { return .next }
+            return await didReceive(response).observerReply
+        }
+    }
+
+    /// Observes `openSettings`, as `userNotificationCenter(_:openSettingsFor:)`: the user
+    /// asked for the app's notification settings, from a notification (or from the system
+    /// settings, when it is `nil`). `.handled` means this observer showed them.
+    @discardableResult
+    public func addOpenSettingsObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
+                                        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+                                        _ openSettings: @escaping @Sendable (Notification?) async -> DelegateReply)
+        async throws(NotifBusError) -> ObserverRegistration
+    {
+        try await addObserver(events: [ProfileEvent.openSettings.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
+            guard let notification = try? NotifBusConnection.notification(inOpenSettings: event.payload) else { return .next }
+            return await openSettings(notification).observerReply
+        }
+    }
+
+    // MARK: Typed posts
+
+    /// Posts `willPresent`: the notification arrived while the app is in the foreground.
+    /// `PostResult.presentationOptions` is the decision.
+    public func post(willPresent notification: Notification, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
+        try await post(ProfileEvent.willPresent.rawValue, payload: ["notification": notification.jsonValue], timeout: timeout)
+    }
+
+    /// Posts `didReceive`: the user answered a notification. The broker refuses a response
+    /// its categories do not allow (`invalid_action`). `PostResult.isRetainedForLaunch`
+    /// says whether it was kept for an app that is not running.
+    public func post(didReceive response: NotificationResponse, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
+        try await post(ProfileEvent.didReceive.rawValue, payload: response.jsonValue, timeout: timeout)
+    }
+
+    /// Posts `openSettings`, from a notification or (with `nil`) from the system settings.
+    public func post(openSettings notification: Notification?, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
+        try await post(ProfileEvent.openSettings.rawValue, payload: ["notification": notification?.jsonValue ?? .null], timeout: timeout)
+    }
+
+    // MARK: Launch
+
+    /// Takes the response that launched the app — a launching click nobody handled — once;
+    /// nil when there is none. With `wait`, an empty slot is waited on for that long. A slot
+    /// value that is not a `didReceive` payload throws `protocolViolation` (and is gone).
+    public func launchNotificationResponse(wait: Duration? = nil) async throws(NotifBusError) -> NotificationResponse? {
+        guard let value = try await take(NotifBusConnection.launchSlot, wait: wait) else { return nil }
+        do {
+            return try NotificationResponse(json: value)
+        } catch {
+            throw .protocolViolation("slot '\(NotifBusConnection.launchSlot)' holds no notification response: \(error)")
+        }
+    }
+
+    static func notification(inWillPresent payload: JSONValue) throws(NotificationDecodingError) -> Notification {
+        try Notification(JSONObjectReader(payload, path: "payload").object("notification"))
+    }
+
+    static func notification(inOpenSettings payload: JSONValue) throws(NotificationDecodingError) -> Notification? {
+        if payload.isNull { return nil }
+        let r = try JSONObjectReader(payload, path: "payload")
+        guard r.optional("notification") != nil else { return nil }
+        return try Notification(r.object("notification"))
+    }
+}
+
+extension PostResult {
+    /// The presentation decided for a `willPresent`: the completing observer's options, or
+    /// nil when the event was stopped or unhandled (the notification is not presented).
+    public var presentationOptions: PresentationOptions? {
+        guard outcome == .completed else { return nil }
+        return try? PresentationOptions(json: value)
+    }
+
+    /// Whether the broker kept a `didReceive` payload for launch (`"retained":"launch"`).
+    public var isRetainedForLaunch: Bool { retained == NotifBusConnection.launchSlot }
+}

@@ -1,0 +1,195 @@
+// Profile subcommands: `categories set|get` for the category set, `notify` to post a
+// willPresent and show the presentation decision, `click` to post a didReceive and show who
+// handled it and whether it was retained for launch. The broker decides; these only report.
+import NotifBusClient
+import NotifBusProtocol
+
+enum ProfileCommands {
+    static let categories = Subcommand(
+        name: "categories",
+        summary: "set or show the notification categories",
+        usage: """
+            Usage: notifbus categories set FILE|- [--socket PATH]
+                   notifbus categories get [--socket PATH]
+
+            'set' replaces the broker's whole category set with the JSON array in FILE (- reads
+            stdin), as setNotificationCategories does, and prints {"count":N}. A set the broker
+            refuses (bad_request, exit 1) leaves the one in force unchanged. 'get' prints the
+            set in force as a JSON array. The format is the notification profile's:
+              [{"identifier":"INVITE","options":[],"actions":[
+                 {"identifier":"ACCEPT","title":"Accept","options":["foreground"]},
+                 {"identifier":"REPLY","title":"Reply","textInput":{"buttonTitle":"Send"}}]}]
+            """,
+        valueFlags: [], switchFlags: [],
+        run: { args in try await runCategories(args) })
+
+    static func runCategories(_ args: Arguments) async throws -> Int32 {
+        guard let verb = args.positionals.first else { throw UsageError("expected 'set FILE|-' or 'get'") }
+        switch verb {
+        case "set":
+            try CLI.expectPositionals(args, 2...2, "set FILE|-")
+            let categories = try readJSON(args.positionals[1])
+            let bus = try await CLI.connect(args, name: "notifbus-categories")
+            defer { bus.close() }
+            let result = try await bus.request(Op.setCategories, ["categories": categories])
+            Output.line(JSONValue.object(["count": result["count"] ?? .null]).text)
+        case "get":
+            try CLI.expectPositionals(args, 1...1, "get")
+            let bus = try await CLI.connect(args, name: "notifbus-categories")
+            defer { bus.close() }
+            let result = try await bus.request(Op.getCategories)
+            Output.line((result["categories"] ?? .array([])).text)
+        default:
+            throw UsageError("expected 'set FILE|-' or 'get', not '\(verb)'")
+        }
+        return 0
+    }
+
+    /// The JSON in FILE, or on stdin for `-`.
+    static func readJSON(_ file: String) throws -> JSONValue {
+        let bytes = try Input.readAll(file)
+        do {
+            return try JSONValue(parsing: Array(bytes))
+        } catch {
+            throw CommandError("\(file == "-" ? "stdin" : file) is not valid JSON: \(error)")
+        }
+    }
+
+    static let notify = Subcommand(
+        name: "notify",
+        summary: "post willPresent and show the presentation decision",
+        usage: """
+            Usage: notifbus notify --id ID [--title T] [--subtitle S] [--body B] [--category C]
+                                   [--thread T] [--badge N] [--sound NAME] [--user-info JSON]
+                                   [--source remote|local] [--json] [--timeout DUR] [--socket PATH]
+
+            Posts willPresent for notification ID, as if it arrived while the app is in the
+            foreground, and prints the observers' decision: 'present with banner, sound', or
+            'not presented' when an observer completed with no options, stopped the chain, or
+            nobody decided (unhandled). --user-info is a JSON object. --json prints the post's
+            raw result instead.
+            """,
+        valueFlags: notificationFlags.union(["subtitle", "thread", "badge", "sound", "timeout"]),
+        switchFlags: ["json"],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            var notification = try notificationFromFlags(args)
+            notification.content.subtitle = args.value("subtitle")
+            notification.content.threadIdentifier = args.value("thread")
+            notification.content.badge = try args.integer("badge").map { Int($0) }
+            notification.content.sound = args.value("sound")
+            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let bus = try await CLI.connect(args, name: "notifbus-notify")
+            defer { bus.close() }
+            let result = try await bus.post(willPresent: notification, timeout: timeout)
+            Output.line(args.has("json") ? result.raw.text : "willPresent \(notification.identifier): \(presentation(result))")
+            return 0
+        })
+
+    static let click = Subcommand(
+        name: "click",
+        summary: "post didReceive (a click) and show who handled it",
+        usage: """
+            Usage: notifbus click --id ID [--category C] [--action A|default|dismiss] [--text T]
+                                  [--title T] [--body B] [--user-info JSON] [--source remote|local]
+                                  [--json] [--timeout DUR] [--socket PATH]
+
+            Posts didReceive: the user chose action A on notification ID, or tapped the
+            notification itself when --action is absent. 'default' and 'dismiss' stand for
+            com.apple.UNNotificationDefaultActionIdentifier and
+            com.apple.UNNotificationDismissActionIdentifier. --text is what the user typed into
+            a text-input action. Prints who handled the click and whether the broker retained it
+            for launch (a click that would open the app, and that nobody handled). A click the
+            categories in force do not allow is refused before any observer sees it:
+            'invalid_action: ...' on stderr, exit 1. --json prints the post's raw result instead.
+            """,
+        valueFlags: notificationFlags.union(["action", "text", "timeout"]),
+        switchFlags: ["json"],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            let notification = try notificationFromFlags(args)
+            let action: String
+            switch args.value("action") ?? "default" {
+            case "default": action = NotificationResponse.defaultActionIdentifier
+            case "dismiss": action = NotificationResponse.dismissActionIdentifier
+            case let other: action = other
+            }
+            let response = NotificationResponse(actionIdentifier: action, notification: notification, userText: args.value("text"))
+            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let bus = try await CLI.connect(args, name: "notifbus-click")
+            defer { bus.close() }
+            let result = try await bus.post(didReceive: response, timeout: timeout)
+            Output.line(args.has("json") ? result.raw.text : "didReceive \(actionLabel(response)) on \(notification.identifier): \(clickOutcome(result))")
+            return 0
+        })
+
+    /// Flags that build the notification, shared by `notify` and `click`.
+    static let notificationFlags: Set<String> = ["id", "title", "body", "category", "user-info", "source"]
+
+    static func notificationFromFlags(_ args: Arguments) throws(UsageError) -> NotifBusClient.Notification {
+        guard let id = args.value("id") else { throw UsageError("--id is required") }
+        var source: NotifBusClient.Notification.Source? = nil
+        if let text = args.value("source") {
+            guard let s = NotifBusClient.Notification.Source(rawValue: text) else {
+                throw UsageError("--source must be remote or local, not '\(text)'")
+            }
+            source = s
+        }
+        var userInfo: [String: JSONValue] = [:]
+        if let text = args.value("user-info") {
+            guard let object = try args.json(text, what: "--user-info").objectValue else {
+                throw UsageError("--user-info must be a JSON object")
+            }
+            userInfo = object
+        }
+        let content = NotificationContent(title: args.value("title"), body: args.value("body"),
+                                          categoryIdentifier: args.value("category"), userInfo: userInfo)
+        return NotifBusClient.Notification(identifier: id, source: source, content: content)
+    }
+
+    /// `present with banner, sound (completed by o3; trace o1 next, o3 complete)`.
+    static func presentation(_ r: PostResult) -> String {
+        let decision: String
+        switch r.outcome {
+        case .completed:
+            if let options = r.presentationOptions, !options.isEmpty {
+                decision = "present with \(options.names.joined(separator: ", ")) (completed by \(r.by ?? "?")"
+            } else {
+                decision = "not presented (completed by \(r.by ?? "?") with no options"
+            }
+        case .stopped:
+            decision = "not presented (stopped by \(r.by ?? "?")"
+        case .unhandled:
+            decision = "not presented (unhandled: no observer decided"
+        }
+        return decision + (trace(r).map { "; " + $0 } ?? "") + ")"
+    }
+
+    /// `handled by o2, value {...}; not retained; trace o1 next, o2 complete`.
+    static func clickOutcome(_ r: PostResult) -> String {
+        var parts: [String] = []
+        switch r.outcome {
+        case .completed: parts.append("handled by \(r.by ?? "?")" + (r.value.isNull ? "" : ", value \(r.value.text)"))
+        case .stopped: parts.append("stopped by \(r.by ?? "?")")
+        case .unhandled: parts.append("unhandled")
+        }
+        if r.isRetainedForLaunch {
+            parts.append("retained for launch in slot '\(r.retained ?? "")'")
+        } else {
+            parts.append(r.outcome == .unhandled ? "not retained: the action does not launch the app" : "not retained")
+        }
+        if let hops = trace(r) { parts.append(hops) }
+        return parts.joined(separator: "; ")
+    }
+
+    /// `trace o1 next, o3 complete`, or nil when no observer was asked.
+    static func trace(_ r: PostResult) -> String? {
+        r.trace.isEmpty ? nil : "trace " + r.trace.map { "\($0.observer) \($0.reply)" }.joined(separator: ", ")
+    }
+
+    static func actionLabel(_ response: NotificationResponse) -> String {
+        if response.isDefaultAction { return "default" }
+        if response.isDismissAction { return "dismiss" }
+        return response.actionIdentifier
+    }
+}
