@@ -67,3 +67,52 @@ wait_status() {
     echo "example: timed out waiting for '$1' in status" >&2
     exit 1
 }
+
+# start_logged NAME LOG CMD...: as start_cmd, and also appends the raw output to LOG, so
+# the script can wait for a line with wait_log.
+start_logged() {
+    local name=$1 log=$2
+    shift 2
+    "$@" > >(tee -a "$log" | tag "$name") 2>&1 &
+    PIDS+=($!)
+}
+
+# log_lines LOG: the number of lines LOG holds now, to pass to wait_log as AFTER.
+log_lines() {
+    if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi
+}
+
+# wait_log TEXT LOG [AFTER]: polls LOG until TEXT (a fixed string without backslashes)
+# appears on a line after the first AFTER lines (default 0). Bounded: 30 s.
+wait_log() {
+    local after=${3:-0}
+    for _ in $(seq 1 600); do
+        [ -e "$2" ] && awk -v after="$after" -v text="$1" \
+            'NR > after && index($0, text) { found = 1 } END { exit !found }' "$2" && return 0
+        sleep 0.05
+    done
+    echo "example: timed out waiting for '$1' in $2" >&2
+    exit 1
+}
+
+# wait_status_gone TEXT: polls `notifbus status` until TEXT no longer appears (bounded).
+wait_status_gone() {
+    local status
+    for _ in $(seq 1 200); do
+        if status=$(nb status 2>/dev/null) && ! grep -q -- "$1" <<<"$status"; then return 0; fi
+        sleep 0.05
+    done
+    echo "example: timed out waiting for '$1' to leave status" >&2
+    exit 1
+}
+
+# stop_pid PID: sends SIGTERM to one helper and waits for it to end; SIGKILL after 2 s.
+stop_pid() {
+    kill "$1" 2>/dev/null || true
+    for _ in $(seq 1 40); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}

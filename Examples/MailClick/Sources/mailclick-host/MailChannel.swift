@@ -1,0 +1,16 @@
+// The names the MailClick host and app agree on, as a mail app's native and Flutter sides
+// share their channel and method names. mailclick-app declares the same names; the two
+// programs share no code, only the wire.
+
+/// The channel between the native host and the app, its two methods and the launch slot.
+enum MailChannel {
+    static let name = "notification_interaction"
+    /// Host → app: a click arrived while the app runs. Arguments: the notification's userInfo.
+    static let openClickedEmail = "current_email_id_in_notification_click_when_app_foreground_or_background"
+    /// App → host: the id of the email whose click launched the app, or null.
+    static let launchEmailID = "current_email_id_in_notification_click_when_app_terminated"
+    /// The broker keeps an unhandled click here for the app to take at launch (protocol §3.6).
+    static let launchSlot = "launch"
+    /// The observed event: a tap on a notification, `userNotificationCenter(_:didReceive:)`.
+    static let clickEvent = "didReceive"
+}
