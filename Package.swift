@@ -37,6 +37,7 @@ let package = Package(
             path: "Benchmarks/notifbus-bench",
             linkerSettings: [.linkedLibrary("event_core")]
         ),
+        .executableTarget(name: "notifbus-microbench", dependencies: ["NotifBusCore", "NotifBusProtocol"], path: "Benchmarks/microbench"),
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
         .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),

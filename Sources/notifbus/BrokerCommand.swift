@@ -35,7 +35,8 @@ enum BrokerCommand {
         valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
                      "socket-mode", "allow-uid", "max-output"],
         switchFlags: [],
-        run: { args in try run(args) }
+        run: { args in try run(args) },
+        runOnMainThread: { args in try run(args) }
     )
 
     static func run(_ args: Arguments) throws -> Int32 {

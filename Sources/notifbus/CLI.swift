@@ -10,6 +10,9 @@ struct Subcommand: Sendable {
     let valueFlags: Set<String>
     let switchFlags: Set<String>
     let run: @Sendable (Arguments) async throws -> Int32
+    /// Set for subcommands that run on the main thread without the concurrency runtime
+    /// (the broker: its event loop owns the thread).
+    var runOnMainThread: (@Sendable (Arguments) throws -> Int32)? = nil
 }
 
 enum CLI {
@@ -34,38 +37,54 @@ enum CLI {
         Exit status: 0 success, 1 error, 2 bad usage.
         """
 
-    static func run(_ args: [String]) async -> Int32 {
+    /// What the command line asks for: an immediate exit status, or a subcommand to run.
+    enum Plan {
+        case exit(Int32)
+        case run(Subcommand, Arguments)
+    }
+
+    /// Parses the command line; help, version and usage errors end here.
+    static func plan(_ args: [String]) -> Plan {
         guard let first = args.first else {
             Output.error(overview)
-            return 2
+            return .exit(2)
         }
         if first == "--help" || first == "-h" || first == "help" {
             Output.line(overview)
-            return 0
+            return .exit(0)
         }
         if first == "--version" {
             Output.line(BrokerCommand.serverName)
-            return 0
+            return .exit(0)
         }
         guard let command = subcommands.first(where: { $0.name == first }) else {
             Output.error("notifbus: unknown command '\(first)'; see 'notifbus --help'")
-            return 2
+            return .exit(2)
         }
         do {
             let parsed = try Arguments(Array(args.dropFirst()), valueFlags: command.valueFlags.union(["socket"]),
                                        switchFlags: command.switchFlags)
             if parsed.has("help") {
                 Output.line(command.usage)
-                return 0
+                return .exit(0)
             }
-            return try await command.run(parsed)
-        } catch let error as UsageError {
+            return .run(command, parsed)
+        } catch {
+            Output.error("notifbus \(command.name): \(error.message)")
+            return .exit(2)
+        }
+    }
+
+    /// Maps what a subcommand threw to its exit status and one-line message.
+    static func status(of error: any Error, in command: Subcommand) -> Int32 {
+        switch error {
+        case let error as UsageError:
             Output.error("notifbus \(command.name): \(error.message)")
             return 2
-        } catch let error as CommandError {
+        case let error as CommandError:
             Output.error("notifbus \(command.name): \(error.message)")
             return 1
-        } catch {
+        default:
             Output.error("notifbus \(command.name): \(error)")
             return 1
         }
