@@ -84,7 +84,13 @@ extension NotifBusConnection {
         async throws(NotifBusError) -> ObserverRegistration
     {
         try await addObserver(events: [ProfileEvent.openSettings.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
-            guard let notification = try? NotifBusConnection.notification(inOpenSettings: event.payload) else { return .next }
+            // `try?` would flatten "no notification" into "unreadable"; keep them apart.
+            let notification: Notification?
+            do {
+                notification = try NotifBusConnection.notification(inOpenSettings: event.payload)
+            } catch {
+                return .next
+            }
             return await openSettings(notification).observerReply
         }
     }

@@ -28,6 +28,7 @@ public struct NotificationAction: NotificationActionProtocol, Hashable {
     public struct Options: OptionSet, Sendable, Hashable {
         public let rawValue: UInt8
 
+        /// Options from their bits; prefer the named constants.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
 
         /// The action opens the app; an unhandled click is retained for launch.
@@ -52,10 +53,14 @@ public struct NotificationAction: NotificationActionProtocol, Hashable {
         var jsonValue: JSONValue { .array(names.map { .string($0) }) }
     }
 
+    /// Unique within its category.
     public let identifier: String
+    /// The button's title.
     public let title: String
+    /// How choosing the action behaves.
     public let options: Options
 
+    /// An action titled `title`, named `identifier` in `didReceive` responses.
     public init(identifier: String, title: String, options: Options = []) {
         self.identifier = identifier
         self.title = title
@@ -70,14 +75,18 @@ public struct NotificationAction: NotificationActionProtocol, Hashable {
 /// An action that asks the user for text, as `UNTextInputNotificationAction`. A
 /// `didReceive` for it carries the text in `NotificationResponse.userText`.
 public struct TextInputNotificationAction: NotificationActionProtocol, Hashable {
+    /// Unique within its category.
     public let identifier: String
+    /// The button's title.
     public let title: String
+    /// How choosing the action behaves.
     public let options: NotificationAction.Options
     /// The title of the button that sends the text.
     public let textInputButtonTitle: String
     /// The hint shown in the empty text field; `nil` writes no placeholder.
     public let textInputPlaceholder: String?
 
+    /// An action whose button opens a text field; `textInputButtonTitle` sends the text.
     public init(identifier: String, title: String, options: NotificationAction.Options = [], textInputButtonTitle: String,
                 textInputPlaceholder: String? = nil) {
         self.identifier = identifier
@@ -102,13 +111,17 @@ public struct NotificationCategory: Sendable, Hashable {
     public struct Options: OptionSet, Sendable, Hashable {
         public let rawValue: UInt8
 
+        /// Options from their bits; prefer the named constants.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
 
         /// Dismissing the notification is reported as a `didReceive` with
         /// `NotificationResponse.dismissActionIdentifier`; without it, that action is refused.
         public static let customDismissAction = Options(rawValue: 1 << 0)
+        /// Notifications of the category may show in CarPlay.
         public static let allowInCarPlay = Options(rawValue: 1 << 1)
+        /// With previews hidden, the title still shows.
         public static let hiddenPreviewsShowTitle = Options(rawValue: 1 << 2)
+        /// With previews hidden, the subtitle still shows.
         public static let hiddenPreviewsShowSubtitle = Options(rawValue: 1 << 3)
 
         static let wireNames: [(Options, String)] = [
@@ -133,8 +146,10 @@ public struct NotificationCategory: Sendable, Hashable {
     public let actions: [any NotificationActionProtocol]
     /// Siri intents the category stands for; written only when not empty.
     public let intentIdentifiers: [String]
+    /// How notifications of the category behave.
     public let options: Options
 
+    /// A category named `identifier`, offering `actions` in that order.
     public init(identifier: String, actions: [any NotificationActionProtocol], intentIdentifiers: [String] = [],
                 options: Options = []) {
         self.identifier = identifier

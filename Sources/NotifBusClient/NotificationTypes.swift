@@ -10,6 +10,7 @@ public struct NotificationDecodingError: Error, Sendable, Equatable, CustomStrin
     /// What is wrong there.
     public let reason: String
 
+    /// An error at `path`.
     public init(path: String, reason: String) {
         self.path = path
         self.reason = reason
@@ -21,8 +22,11 @@ public struct NotificationDecodingError: Error, Sendable, Equatable, CustomStrin
 /// The content of a notification, as `UNNotificationContent`. Every member is optional on the
 /// wire; `nil` (and an empty `userInfo`) is written as absent.
 public struct NotificationContent: Sendable, Hashable {
+    /// The headline.
     public var title: String?
+    /// The line below the title.
     public var subtitle: String?
+    /// The message.
     public var body: String?
     /// The identifier of the category whose actions the notification offers.
     public var categoryIdentifier: String?
@@ -30,10 +34,12 @@ public struct NotificationContent: Sendable, Hashable {
     public var threadIdentifier: String?
     /// The app's own data; the broker never looks inside.
     public var userInfo: [String: JSONValue]
+    /// The number on the app icon; `nil` leaves it as it is.
     public var badge: Int?
     /// A sound name.
     public var sound: String?
 
+    /// Content with the given members; all optional.
     public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, categoryIdentifier: String? = nil,
                 threadIdentifier: String? = nil, userInfo: [String: JSONValue] = [:], badge: Int? = nil, sound: String? = nil) {
         self.title = title
@@ -94,8 +100,10 @@ public struct Notification: Sendable, Hashable {
     public var identifier: String
     /// `nil` when the poster did not say.
     public var source: Source?
+    /// What the notification shows and carries.
     public var content: NotificationContent
 
+    /// A notification with the request identifier `identifier`.
     public init(identifier: String, source: Source? = nil, content: NotificationContent = NotificationContent()) {
         self.identifier = identifier
         self.source = source
@@ -139,10 +147,12 @@ public struct NotificationResponse: Sendable, Hashable {
 
     /// The chosen action: one of the category's, or the default or dismiss action.
     public var actionIdentifier: String
+    /// The notification the user answered.
     public var notification: Notification
     /// The typed text, exactly when the action is a `TextInputNotificationAction`.
     public var userText: String?
 
+    /// A response; without `actionIdentifier`, the user opened the notification itself.
     public init(actionIdentifier: String = NotificationResponse.defaultActionIdentifier, notification: Notification,
                 userText: String? = nil) {
         self.actionIdentifier = actionIdentifier
@@ -176,11 +186,16 @@ public struct NotificationResponse: Sendable, Hashable {
 public struct PresentationOptions: OptionSet, Sendable, Hashable {
     public let rawValue: UInt8
 
+    /// Options from their bits; prefer the named constants.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// Update the app icon's badge.
     public static let badge = PresentationOptions(rawValue: 1 << 0)
+    /// Play the notification's sound.
     public static let sound = PresentationOptions(rawValue: 1 << 1)
+    /// Show it in Notification Center.
     public static let list = PresentationOptions(rawValue: 1 << 2)
+    /// Show it as a banner.
     public static let banner = PresentationOptions(rawValue: 1 << 3)
     /// Deprecated by Apple in favour of `.list` and `.banner`; still a valid wire name.
     public static let alert = PresentationOptions(rawValue: 1 << 4)

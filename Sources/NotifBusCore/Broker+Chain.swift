@@ -113,15 +113,17 @@ extension Broker {
 
     mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
         if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
-        if current != nil && queue.count >= configuration.maxQueue {
-            return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
-        }
+        // A click the categories refuse is refused as such even when the queue is full:
+        // retrying it could never succeed, while queue_full invites a retry.
         var launches = false
         if case .didReceive(let action, let hasUserText, let categoryID)? = profile {
             switch checkAction(action, hasUserText: hasUserText, categoryID: categoryID) {
             case .failure(let error): return reply(to: c, rid, error: .invalidAction, error.message)
             case .success(let l): launches = l
             }
+        }
+        if current != nil && queue.count >= configuration.maxQueue {
+            return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
         }
         let event = nextEventID
         nextEventID += 1

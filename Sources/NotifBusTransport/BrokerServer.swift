@@ -81,6 +81,8 @@ public final class BrokerServer {
     var actionBuffer: [BrokerAction] = []
     var toFlush: [Connection] = []
     var stopping = false
+    /// Set when the loop must end: shutdown finished, or its deadline passed.
+    var finished = false
     let scratch: UnsafeMutableRawBufferPointer
 
     /// Opens the state folder and binds the socket; prints nothing yet.
@@ -137,7 +139,16 @@ public final class BrokerServer {
             }
         }
         logLine("notifbus: listening on \(options.socketPath)")
-        event_base_dispatch(base)
+        // One loop iteration runs every callback that is ready; the output they queued is
+        // then written in one go, one send per connection, however many frames it holds.
+        while !finished {
+            let rc = event_base_loop(base, EVLOOP_ONCE)
+            flushPending()
+            if rc != 0 {
+                if rc < 0 { logLine("notifbus: event loop failed") }
+                break
+            }
+        }
         for connection in Array(connections.values) { closeNow(connection) }
         return 0
     }
@@ -283,18 +294,28 @@ public final class BrokerServer {
 
     func forceExit() {
         logLine("notifbus: shutdown: \(connections.count) connection(s) did not take their output in time; closing them")
+        finished = true
         event_base_loopbreak(base)
     }
 
     // MARK: Carrying out actions
 
-    /// Applies the core's actions, makes persisted state durable, then writes output;
-    /// repeats while writing produced new inputs (a peer found gone).
+    /// Applies the core's actions after a callback. Output is only queued here; it is
+    /// written once per loop iteration by `flushPending`.
     func settle() {
         while true {
             core.takeActions(swappingWith: &actionBuffer)
-            if actionBuffer.isEmpty && toFlush.isEmpty { break }
+            if actionBuffer.isEmpty { break }
             for action in actionBuffer { apply(action) }
+        }
+    }
+
+    /// Makes persisted state durable, then writes queued output; repeats while writing
+    /// produced new inputs (a peer found gone). Called after every loop iteration.
+    func flushPending() {
+        while true {
+            settle()
+            if toFlush.isEmpty { break }
             journal?.syncIfNeeded()
             let pending = toFlush
             toFlush.removeAll(keepingCapacity: true)
@@ -304,7 +325,7 @@ public final class BrokerServer {
             }
         }
         rearmTimer()
-        if stopping && connections.isEmpty { event_base_loopbreak(base) }
+        if stopping && connections.isEmpty { finished = true }
     }
 
     func apply(_ action: BrokerAction) {

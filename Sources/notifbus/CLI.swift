@@ -30,7 +30,7 @@ enum CLI {
         Usage: notifbus <command> [options]
 
         Commands:
-        \(subcommands.map { "  " + StatusTable.pad($0.name, 9) + $0.summary }.joined(separator: "\n"))
+        \(subcommands.map { "  " + StatusTable.pad($0.name, 12) + $0.summary }.joined(separator: "\n"))
 
         Every command takes --socket PATH (default: $NOTIFBUS_SOCKET, then
         $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help.
