@@ -42,7 +42,7 @@ extension Broker {
         if let key { observerKeys[key] = id }
         for name in events { insertIntoChain(name, id, priority) }
 
-        var f = replyHead(rid)
+        var f = Broker.replyHead(rid)
         f.literal("{\"observer\":\"o")
         f.int(Int64(id))
         f.literal("\",\"replaced\":[")
@@ -78,7 +78,7 @@ extension Broker {
         }
         guard let id else { return reply(to: c, rid, error: .notFound, "no such observer") }
         removeObserver(id, now: now, pump: false)
-        var f = replyHead(rid)
+        var f = Broker.replyHead(rid)
         f.literal("{\"removed\":[\"o")
         f.int(Int64(id))
         f.literal("\"]}}")
@@ -184,11 +184,12 @@ extension Broker {
             current!.hopObserver = target.id
             current!.hopClient = target.client
             current!.hopDeadline = now &+ UInt64(configuration.hopTimeoutMs) * 1_000_000
-            emit(to: target.client, eventFrame(current!.post, observer: target.id))
+            let frame = Broker.eventFrame(current!.post, observer: target.id)
+            emit(to: target.client, frame)
         }
     }
 
-    func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {
+    static func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {
         var f = FrameBuilder(capacity: 80 + post.name.utf8.count + (post.payload?.count ?? 4))
         f.literal("{\"op\":\"event\",\"event\":")
         f.int(post.event)
@@ -253,7 +254,7 @@ extension Broker {
             storeLaunchPayload(cur.post.payload)
         }
         guard clients[cur.post.poster] != nil else { return }
-        var f = replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
+        var f = Broker.replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
         f.literal("{\"event\":")
         f.int(cur.post.event)
         f.literal(",\"outcome\":\"")

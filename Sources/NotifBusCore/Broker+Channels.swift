@@ -26,7 +26,7 @@ extension Broker {
         handlers[id] = HandlerRecord(id: id, client: c, key: key)
         routes[key] = id
         clients[c]?.handlers.append(id)
-        var f = replyHead(rid)
+        var f = Broker.replyHead(rid)
         f.literal("{\"handler\":\"h")
         f.int(Int64(id))
         f.literal("\",\"replaced\":")
@@ -47,7 +47,7 @@ extension Broker {
         }
         if routes[record.key] == id { routes[record.key] = nil }
         clients[record.client]?.handlers.removeAll { $0 == id }
-        var f = replyHead(rid)
+        var f = Broker.replyHead(rid)
         f.literal("{\"removed\":[\"h")
         f.int(Int64(id))
         f.literal("\"]}}")

@@ -31,7 +31,7 @@ extension Broker {
     }
 
     /// `{"op":"reply","id":<id>,"result":` — the caller writes the result and `}`.
-    func replyHead(_ rid: RequestID, capacity: Int = 96) -> FrameBuilder {
+    static func replyHead(_ rid: RequestID, capacity: Int = 96) -> FrameBuilder {
         var f = FrameBuilder(capacity: capacity)
         f.literal("{\"op\":\"reply\",\"id\":")
         f.requestID(rid)
@@ -40,7 +40,7 @@ extension Broker {
     }
 
     mutating func replyLiteral(to c: ConnectionID, _ rid: RequestID, _ result: StaticString) {
-        var f = replyHead(rid, capacity: 48 + result.utf8CodeUnitCount)
+        var f = Broker.replyHead(rid, capacity: 48 + result.utf8CodeUnitCount)
         f.literal(result)
         f.literal("}")
         emit(to: c, f.finish())
@@ -49,7 +49,7 @@ extension Broker {
     /// A reply whose result is raw JSON, or null.
     mutating func replyRaw(to c: ConnectionID, _ rid: RequestID, result: RawJSON?) {
         guard clients[c] != nil else { return }
-        var f = replyHead(rid, capacity: 40 + (result?.count ?? 4))
+        var f = Broker.replyHead(rid, capacity: 40 + (result?.count ?? 4))
         f.optionalRaw(result)
         f.literal("}")
         emit(to: c, f.finish())
@@ -79,7 +79,7 @@ extension Broker {
     }
 
     func statusReply(_ rid: RequestID, now: Instant) -> [UInt8] {
-        var f = replyHead(rid, capacity: 512 + clients.count * 64 + observers.count * 96)
+        var f = Broker.replyHead(rid, capacity: 512 + clients.count * 64 + observers.count * 96)
         f.literal("{\"server\":")
         f.string(configuration.serverName)
         f.literal(",\"uptimeMs\":")

@@ -206,7 +206,7 @@ public struct Broker {
             }
             clients[c]?.greeted = true
             clients[c]?.name = name
-            var f = replyHead(rid)
+            var f = Broker.replyHead(rid)
             f.literal("{\"protocol\":1,\"server\":")
             f.string(configuration.serverName)
             f.literal(",\"client\":\"c")
@@ -238,19 +238,20 @@ public struct Broker {
         case .setCategories(let set):
             categories = set
             actions.append(.persistCategories(set.raw))
-            var f = replyHead(rid)
+            var f = Broker.replyHead(rid)
             f.literal("{\"count\":")
             f.int(Int64(set.categories.count))
             f.literal("}}")
             emit(to: c, f.finish())
         case .getCategories:
-            var f = replyHead(rid)
+            var f = Broker.replyHead(rid)
             f.literal("{\"categories\":")
             f.raw(categories.raw)
             f.literal("}}")
             emit(to: c, f.finish())
         case .status:
-            emit(to: c, statusReply(rid, now: now))
+            let frame = statusReply(rid, now: now)
+            emit(to: c, frame)
         case .monitor:
             if clients[c]?.monitoring == false {
                 clients[c]?.monitoring = true
