@@ -102,21 +102,145 @@ public enum JSONWriter {
 }
 
 /// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it.
-public struct FrameBuilder {
-    public var bytes: [UInt8]
+/// It writes into memory of its own through a pointer (each append is a bounds check and
+/// a copy, not a trip through Array's generic append), and `finish` hands the bytes over
+/// as one exactly sized array. Noncopyable, so its memory has exactly one owner.
+public struct FrameBuilder: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count: Int
 
     public init(capacity: Int = 128) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
-        bytes.append(contentsOf: [0, 0, 0, 0])
+        let size = Swift.max(capacity, 32)
+        base = .allocate(capacity: size)
+        self.capacity = size
+        count = Limits.headerBytes
     }
 
-    @inline(__always) public mutating func literal(_ text: StaticString) { JSONWriter.appendLiteral(text, to: &bytes) }
-    @inline(__always) public mutating func string(_ text: String) { JSONWriter.appendString(text, to: &bytes) }
-    @inline(__always) public mutating func int(_ value: Int64) { JSONWriter.appendInt(value, to: &bytes) }
-    @inline(__always) public mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
-    @inline(__always) public mutating func raw(_ value: UnsafeRawBufferPointer) { bytes.append(contentsOf: value) }
-    @inline(__always) public mutating func value(_ value: JSONValue) { JSONWriter.append(value, to: &bytes) }
+    deinit {
+        base.deallocate()
+    }
+
+    /// Bytes written so far, the length prefix included.
+    public var byteCount: Int { count }
+
+    @inline(__always)
+    private mutating func reserve(_ n: Int) {
+        if count + n > capacity { grow(count + n) }
+    }
+
+    private mutating func grow(_ needed: Int) {
+        var size = capacity * 2
+        while size < needed { size *= 2 }
+        let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
+        bigger.update(from: base, count: count)
+        base.deallocate()
+        base = bigger
+        capacity = size
+    }
+
+    @inline(__always)
+    private mutating func write(_ source: UnsafePointer<UInt8>, _ n: Int) {
+        reserve(n)
+        (base + count).update(from: source, count: n)
+        count += n
+    }
+
+    @inline(__always)
+    public mutating func byte(_ b: UInt8) {
+        reserve(1)
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always)
+    public mutating func literal(_ text: StaticString) {
+        write(text.utf8Start, text.utf8CodeUnitCount)
+    }
+
+    /// A JSON string, escaped per RFC 8259.
+    public mutating func string(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            reserve(utf8.count * 6 + 2)
+            var p = count
+            base[p] = UInt8(ascii: "\"")
+            p += 1
+            for b in utf8 {
+                if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
+                    base[p] = b
+                    p += 1
+                    continue
+                }
+                base[p] = UInt8(ascii: "\\")
+                switch b {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): base[p + 1] = b; p += 2
+                case 0x0A: base[p + 1] = UInt8(ascii: "n"); p += 2
+                case 0x0D: base[p + 1] = UInt8(ascii: "r"); p += 2
+                case 0x09: base[p + 1] = UInt8(ascii: "t"); p += 2
+                case 0x08: base[p + 1] = UInt8(ascii: "b"); p += 2
+                case 0x0C: base[p + 1] = UInt8(ascii: "f"); p += 2
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    base[p + 1] = UInt8(ascii: "u")
+                    base[p + 2] = 0x30
+                    base[p + 3] = 0x30
+                    base[p + 4] = hex.utf8Start[Int(b >> 4)]
+                    base[p + 5] = hex.utf8Start[Int(b & 0xF)]
+                    p += 6
+                }
+            }
+            base[p] = UInt8(ascii: "\"")
+            count = p + 1
+        }
+    }
+
+    public mutating func int(_ value: Int64) {
+        reserve(20)
+        var magnitude = value.magnitude
+        if value < 0 {
+            base[count] = UInt8(ascii: "-")
+            count += 1
+        }
+        if magnitude < 10 {
+            base[count] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
+            count += 1
+            return
+        }
+        var digits = 0
+        var probe = magnitude
+        while probe > 0 { digits += 1; probe /= 10 }
+        var p = count + digits - 1
+        while magnitude > 0 {
+            base[p] = UInt8(truncatingIfNeeded: magnitude % 10) &+ 0x30
+            magnitude /= 10
+            p -= 1
+        }
+        count += digits
+    }
+
+    public mutating func raw(_ value: [UInt8]) {
+        value.withUnsafeBufferPointer { buffer in
+            if let start = buffer.baseAddress { write(start, buffer.count) }
+        }
+    }
+
+    public mutating func raw(_ value: UnsafeRawBufferPointer) {
+        guard let start = value.baseAddress else { return }
+        write(start.assumingMemoryBound(to: UInt8.self), value.count)
+    }
+
+    /// UTF-8 bytes of text written as they are (for text known to be valid JSON).
+    public mutating func rawText(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            if let start = utf8.baseAddress { write(start, utf8.count) }
+        }
+    }
+
+    public mutating func value(_ value: JSONValue) {
+        raw(value.encoded)
+    }
 
     /// A string, or `null` for nil.
     public mutating func optionalString(_ text: String?) {
@@ -129,12 +253,17 @@ public struct FrameBuilder {
     }
 
     /// Patches the length prefix and returns the frame.
-    public mutating func finish() -> [UInt8] {
-        let n = UInt32(bytes.count - 4)
-        bytes[0] = UInt8(truncatingIfNeeded: n >> 24)
-        bytes[1] = UInt8(truncatingIfNeeded: n >> 16)
-        bytes[2] = UInt8(truncatingIfNeeded: n >> 8)
-        bytes[3] = UInt8(truncatingIfNeeded: n)
-        return bytes
+    public consuming func finish() -> [UInt8] {
+        let n = UInt32(count - Limits.headerBytes)
+        base[0] = UInt8(truncatingIfNeeded: n >> 24)
+        base[1] = UInt8(truncatingIfNeeded: n >> 16)
+        base[2] = UInt8(truncatingIfNeeded: n >> 8)
+        base[3] = UInt8(truncatingIfNeeded: n)
+        let total = count
+        let source = base
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            buffer.baseAddress!.update(from: source, count: total)
+            initialized = total
+        }
     }
 }

@@ -107,9 +107,9 @@ extension FrameBuilder {
         switch id {
         case .integer(let i)?: int(i)
         case .string(let s)?:
-            literal("\"")
-            bytes.append(contentsOf: s.utf8)
-            literal("\"")
+            byte(UInt8(ascii: "\""))
+            rawText(s)
+            byte(UInt8(ascii: "\""))
         case nil: literal("null")
         }
     }
