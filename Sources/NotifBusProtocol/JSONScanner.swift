@@ -205,6 +205,7 @@ public struct JSONScanner {
         }
     }
 
+    @inline(__always)
     private mutating func readKeyAndColon() throws(JSONError) {
         skipWhitespace()
         guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
@@ -214,7 +215,7 @@ public struct JSONScanner {
         position += 1
     }
 
-    @discardableResult
+    @discardableResult @inline(__always)
     private mutating func skipScalar() throws(JSONError) -> JSONKind {
         guard position < count else { throw fail("expected a value") }
         switch base[position] {
@@ -249,6 +250,7 @@ public struct JSONScanner {
     }
 
     /// Skips a number and says whether it was an integer (no fraction, no exponent).
+    @inline(__always)
     mutating func skipNumber() throws(JSONError) -> Bool {
         var integral = true
         var p = position
@@ -288,7 +290,7 @@ public struct JSONScanner {
 
     /// Skips a string (at its opening quote), validating escapes and UTF-8.
     /// Returns whether it contained escapes.
-    @discardableResult
+    @discardableResult @inline(__always)
     mutating func skipString() throws(JSONError) -> Bool {
         var p = position + 1
         var escaped = false

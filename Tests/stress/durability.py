@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Durability of `--state-dir`: acknowledged writes survive SIGKILL, and a damaged
+journal is detected, reported, kept aside, and does not stop the broker.
+
+Rounds (`--rounds`, default 5): a client streams pipelined `put`s (some large, so that
+the journal compacts), `put null`s, `take`s and `setCategories` on one connection, and
+records which were acknowledged. The broker is SIGKILLed at a random moment. After a
+restart on the same folder the state must be exactly the state after some prefix of the
+sent writes that includes every acknowledged one (the broker handles one connection's
+requests in order, so nothing acknowledged may be missing and nothing may be reordered).
+
+Journal damage (the format is in Sources/NotifBusTransport/StateJournal.swift): a journal
+cut in the middle of its last record, one with bytes flipped inside a record in the middle,
+and one with a bad header. Each time the broker must say so on stderr, start with the
+records before the damage, and keep the damaged file as state.journal.corrupt-*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stresslib as sl  # noqa: E402
+
+SLOTS = [f"s{i}" for i in range(40)]
+MAGIC = b"NBJRNL01"
+KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES = 1, 2, 3
+WINDOW = 32
+
+
+# MARK: the journal format, independently of the broker
+
+
+def parse_journal(data: bytes) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+    """The valid records, in order, and a description of the first bad one (or None)."""
+    if not data:
+        return [], None
+    if data[:8] != MAGIC:
+        return [], "bad header"
+    records, offset = [], 8
+    while offset < len(data):
+        if len(data) - offset < 8:
+            return records, f"truncated record header at byte {offset}"
+        length, crc = struct.unpack(">II", data[offset:offset + 8])
+        if length < 3 or length > 64 << 20:
+            return records, f"bad record length {length} at byte {offset}"
+        if len(data) - offset - 8 < length:
+            return records, f"truncated record at byte {offset}"
+        body = data[offset + 8:offset + 8 + length]
+        if zlib.crc32(body) != crc:
+            return records, f"checksum mismatch at byte {offset}"
+        kind, name_length = body[0], struct.unpack(">H", body[1:3])[0]
+        if 3 + name_length > len(body):
+            return records, f"bad name length at byte {offset}"
+        if kind not in (KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES):
+            return records, f"unknown record kind {kind} at byte {offset}"
+        records.append({"offset": offset, "size": 8 + length, "kind": kind,
+                        "name": body[3:3 + name_length].decode(), "value": body[3 + name_length:]})
+        offset += 8 + length
+    return records, None
+
+
+def replay(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], Optional[list]]:
+    slots: Dict[str, Any] = {}
+    categories = None
+    for r in records:
+        if r["kind"] == KIND_SLOT:
+            slots[r["name"]] = json.loads(r["value"])
+        elif r["kind"] == KIND_EMPTIED:
+            slots.pop(r["name"], None)
+        else:
+            categories = json.loads(r["value"])
+    return slots, categories
+
+
+# MARK: reading a broker's state back
+
+
+def read_state(path: str, names: List[str]) -> Tuple[Dict[str, Any], list, List[str]]:
+    """Slots (via peek, which changes nothing), categories and status's slot list."""
+    with sl.Conn(path, timeout=10) as c:
+        c.hello("durability-check")
+        slots = {}
+        for name in names:
+            value = c.request("peek", slot=name)["result"]
+            if value is not None:
+                slots[name] = value
+        categories = c.request("getCategories")["result"]["categories"]
+        listed = c.request("status")["result"]["slots"]
+    return slots, categories, listed
+
+
+def category_set(tag: int) -> list:
+    return [{"identifier": f"C{tag}", "options": ["customDismissAction"],
+             "actions": [{"identifier": "OPEN", "title": f"Open {tag}", "options": ["foreground"]}]},
+            {"identifier": "PLAIN", "actions": []}]
+
+
+# MARK: kill rounds
+
+
+class Stream:
+    """Pipelined writes on one connection; the model of every state a prefix can give."""
+
+    def __init__(self, path: str, slots: Dict[str, Any], categories: list, rng: random.Random, tag: int) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(path)
+        self.sock.sendall(sl.encode({"op": "hello", "id": "hello", "protocol": 1, "name": "durability"}))
+        self.buf = bytearray()
+        while len(self.buf) < 4 or len(self.buf) < 4 + struct.unpack(">I", self.buf[:4])[0]:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise sl.Closed("closed before the hello reply")
+            self.buf += data
+        del self.buf[:4 + struct.unpack(">I", self.buf[:4])[0]]
+        self.rng = rng
+        self.tag = tag
+        self.writes: List[Dict[str, Any]] = []  # in send order
+        self.acked = 0                          # writes[:acked] are acknowledged
+        self.start_state = (copy.deepcopy(slots), copy.deepcopy(categories))
+        self.model_slots = copy.deepcopy(slots)  # the state after every sent write
+        self.model_categories = copy.deepcopy(categories)
+        self.problems: List[str] = []
+        self.large = 0
+
+    def next_write(self, n: int) -> Dict[str, Any]:
+        roll = self.rng.random()
+        slot = self.rng.choice(SLOTS)
+        if roll < 0.07:
+            self.model_categories = category_set(self.tag * 100000 + n)
+            return {"op": "setCategories", "categories": self.model_categories}
+        if roll < 0.12:
+            self.model_slots.pop(slot, None)
+            return {"op": "put", "slot": slot, "value": None}
+        if roll < 0.15:
+            expect = self.model_slots.pop(slot, None)
+            return {"op": "take", "slot": slot, "expect": expect}
+        size = self.rng.randint(0, 200)
+        if self.rng.random() < 0.03:
+            size = self.rng.randint(50_000, 200_000)  # grows the journal: compaction runs
+            self.large += 1
+        value = {"round": self.tag, "write": n, "pad": "p" * size}
+        self.model_slots[slot] = value
+        return {"op": "put", "slot": slot, "value": value}
+
+    def run(self, limit: float) -> str:
+        """Writes until the connection breaks (the broker was killed) or `limit` passes."""
+        n = 0
+        deadline = time.monotonic() + limit
+        try:
+            while time.monotonic() < deadline:
+                while len(self.writes) - self.acked < WINDOW:
+                    w = self.next_write(n)
+                    message = {k: v for k, v in w.items() if k != "expect"}
+                    self.sock.sendall(sl.encode({**message, "id": n}))
+                    self.writes.append(w)
+                    n += 1
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    return "closed"
+                self.buf += data
+                while len(self.buf) >= 4:
+                    size = struct.unpack(">I", self.buf[:4])[0]
+                    if len(self.buf) < 4 + size:
+                        break
+                    frame = json.loads(bytes(self.buf[4:4 + size]))
+                    del self.buf[:4 + size]
+                    self.acknowledge(frame)
+            return "time"
+        except (ConnectionResetError, BrokenPipeError):
+            return "reset"
+        finally:
+            self.sock.close()
+
+    def acknowledge(self, frame: Dict[str, Any]) -> None:
+        if frame.get("id") != self.acked:
+            self.problems.append(f"reply out of order: expected id {self.acked}, got {frame}"[:300])
+            return
+        w = self.writes[self.acked]
+        if "result" not in frame:
+            self.problems.append(f"write {self.acked} refused: {frame}"[:300])
+        elif w["op"] == "take" and frame["result"] != w["expect"]:
+            self.problems.append(f"take {w['slot']} gave {str(frame['result'])[:80]}, expected {str(w['expect'])[:80]}")
+        self.acked += 1
+
+    def candidate_states(self) -> List[Tuple[int, Dict[str, Any], list]]:
+        """(prefix length, slots, categories) for every prefix from the acknowledged on."""
+        slots, categories = copy.deepcopy(self.start_state[0]), copy.deepcopy(self.start_state[1])
+        out = []
+        for i, w in enumerate(self.writes):
+            if i >= self.acked:
+                out.append((i, copy.deepcopy(slots), copy.deepcopy(categories)))
+            if w["op"] == "setCategories":
+                categories = w["categories"]
+            elif w["op"] == "take" or w.get("value") is None:
+                slots.pop(w["slot"], None)
+            else:
+                slots[w["slot"]] = w["value"]
+        out.append((len(self.writes), slots, categories))
+        return out
+
+
+def kill_rounds(checks: sl.Checks, binary: str, folder: str, rounds: int, rng: random.Random) -> Dict[str, Any]:
+    state_dir = os.path.join(folder, "state")
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir]).start()
+    slots: Dict[str, Any] = {}
+    categories: list = []
+    figures = {"rounds": 0, "acked": 0, "sent": 0, "unacked_landed": 0, "large": 0, "torn_tails": 0}
+    for r in range(1, rounds + 1):
+        stream = Stream(broker.socket, slots, categories, rng, r)
+        kill_after = rng.uniform(0.4, 2.0)
+        timer = threading.Timer(kill_after, lambda b=broker: os.kill(b.pid, signal.SIGKILL))
+        timer.start()
+        how = stream.run(kill_after + 10)
+        timer.join()
+        broker.wait_exit(5)
+        checks.check(f"round {r}: broker killed mid-stream", how in ("closed", "reset") and stream.acked > 0,
+                     f"stream ended by {how} after {len(stream.writes)} sent, {stream.acked} acknowledged")
+        checks.check(f"round {r}: replies consistent while streaming", not stream.problems, "; ".join(stream.problems[:3]))
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir]).start()
+        restart_log = broker.log()
+        if "state journal" in restart_log:
+            # A kill in the middle of a large write may leave a torn last record. That is
+            # allowed (it was not acknowledged); what counts is the check below.
+            figures["torn_tails"] += 1
+            print(f"    (round {r}: the kill left a torn tail: {restart_log.strip()[:200]})")
+        got_slots, got_categories, listed = read_state(broker.socket, SLOTS)
+        matches = [i for i, s, c in stream.candidate_states() if s == got_slots and c == got_categories]
+        checks.check(f"round {r}: every acknowledged write survived SIGKILL", bool(matches),
+                     f"{stream.acked} acknowledged of {len(stream.writes)} sent; restored state is "
+                     + (f"the state after {matches[0]} writes" if matches else
+                        f"no prefix >= {stream.acked}: {describe_diff(stream, got_slots, got_categories)}"))
+        checks.check(f"round {r}: status lists the restored slots", listed == sorted(got_slots),
+                     f"{len(listed)} listed, {len(got_slots)} peeked")
+        figures["rounds"] += 1
+        figures["acked"] += stream.acked
+        figures["sent"] += len(stream.writes)
+        figures["large"] += stream.large
+        if matches:
+            figures["unacked_landed"] += matches[0] - stream.acked
+        slots, categories = got_slots, got_categories
+    rc = broker.terminate()
+    checks.check("broker with --state-dir exits 0 on SIGTERM", rc == 0, f"exit status {rc}")
+    return figures
+
+
+def describe_diff(stream: Stream, got_slots: Dict[str, Any], got_categories: list) -> str:
+    acked_state = stream.candidate_states()[0]
+    want_slots, want_categories = acked_state[1], acked_state[2]
+    diffs = []
+    for name in sorted(set(want_slots) | set(got_slots)):
+        a, b = want_slots.get(name), got_slots.get(name)
+        if a != b:
+            short = lambda v: None if v is None else {k: v[k] for k in ("round", "write") if k in v}  # noqa: E731
+            diffs.append(f"{name}: want {short(a)} got {short(b)}")
+    if want_categories != got_categories:
+        diffs.append(f"categories want {want_categories[:1]} got {got_categories[:1]}")
+    return "; ".join(diffs[:5])
+
+
+# MARK: damaged journals
+
+
+def seed_journal(binary: str, folder: str, state_dir: str) -> None:
+    """A clean journal with a known history: categories, slots set, replaced, emptied."""
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="seed.log").start()
+    with sl.Conn(broker.socket) as c:
+        c.hello("seed")
+        c.request("setCategories", categories=category_set(1))
+        for i in range(12):
+            c.request("put", slot=f"j{i}", value={"v": 1, "i": i, "text": "first" * 20})
+        c.request("setCategories", categories=category_set(2))
+        for i in range(0, 12, 3):
+            c.request("put", slot=f"j{i}", value={"v": 2, "i": i})
+        c.request("put", slot="j1", value=None)
+        c.request("put", slot="j5", value={"v": 3, "last": True})
+    broker.terminate()
+
+
+def damaged_journal(checks: sl.Checks, binary: str, folder: str, name: str, damage: Any, expect_word: str) -> None:
+    state_dir = os.path.join(folder, f"state-{name}")
+    seed_journal(binary, folder, state_dir)
+    path = os.path.join(state_dir, "state.journal")
+    with open(path, "rb") as f:
+        original = f.read()
+    records, problem = parse_journal(original)
+    if not checks.check(f"{name}: the seeded journal parses with the documented format",
+                        problem is None and len(records) >= 16, f"{len(records)} records, problem {problem}"):
+        return
+    damaged, valid_records = damage(original, records)
+    with open(path, "wb") as f:
+        f.write(damaged)
+    want_slots, want_categories = replay(valid_records)
+    _, found = parse_journal(damaged)
+
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name=f"{name}.log")
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        checks.check(f"{name}: broker starts despite the damaged journal", False, str(exc)[:300])
+        return
+    log = broker.log()
+    checks.check(f"{name}: broker starts despite the damaged journal", broker.alive())
+    checks.check(f"{name}: the damage is reported on stderr", "state journal" in log and expect_word in log,
+                 " ".join(line for line in log.splitlines() if "journal" in line)[:300] or f"nothing (expected {found})")
+    got_slots, got_categories, _ = read_state(broker.socket, [f"j{i}" for i in range(12)])
+    checks.check(f"{name}: the state is what was valid before the damage",
+                 got_slots == want_slots and got_categories == (want_categories or []),
+                 f"{len(valid_records)} of {len(records)} records valid; got {sorted(got_slots)} "
+                 f"want {sorted(want_slots)}; categories match: {got_categories == (want_categories or [])}")
+    aside = glob.glob(path + ".corrupt-*")
+    kept = False
+    if len(aside) == 1:
+        with open(aside[0], "rb") as f:
+            kept = f.read() == damaged
+    checks.check(f"{name}: the damaged file is kept aside unchanged", kept,
+                 f"{[os.path.basename(a) for a in aside]}")
+    # The broker goes on with a clean journal: a write now survives another restart, quietly.
+    with sl.Conn(broker.socket) as c:
+        c.hello()
+        c.request("put", slot="after", value={"fresh": name})
+    broker.kill()
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name=f"{name}-again.log").start()
+    again_log = broker.log()
+    got_after, _, _ = read_state(broker.socket, ["after"])
+    checks.check(f"{name}: after recovery the journal is clean and keeps new writes",
+                 "state journal" not in again_log and got_after == {"after": {"fresh": name}},
+                 again_log.strip()[:200])
+    broker.terminate()
+
+
+def cut_last_record(data: bytes, records: List[Dict[str, Any]]) -> Tuple[bytes, List[Dict[str, Any]]]:
+    last = records[-1]
+    return data[:last["offset"] + last["size"] // 2], records[:-1]
+
+
+def flip_middle_record(data: bytes, records: List[Dict[str, Any]]) -> Tuple[bytes, List[Dict[str, Any]]]:
+    i = len(records) // 2
+    r = records[i]
+    at = r["offset"] + r["size"] // 2
+    damaged = bytearray(data)
+    for k in range(3):
+        damaged[at + k] ^= 0x5A
+    return bytes(damaged), records[:i]
+
+
+def bad_header(data: bytes, records: List[Dict[str, Any]]) -> Tuple[bytes, List[Dict[str, Any]]]:
+    return b"NBJRNL99" + data[8:], []
+
+
+def aside_never_replaces(checks: sl.Checks, binary: str, folder: str) -> None:
+    """Files named like earlier set-aside journals (one per second around now) must survive
+    a new one being set aside: the name has one-second resolution."""
+    state_dir = os.path.join(folder, "state-aside")
+    seed_journal(binary, folder, state_dir)
+    path = os.path.join(state_dir, "state.journal")
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:-5])
+    now = int(time.time())
+    earlier = {}
+    for t in range(now - 1, now + 15):
+        earlier[f"{path}.corrupt-{t}"] = f"earlier evidence {t}".encode()
+        with open(f"{path}.corrupt-{t}", "wb") as f:
+            f.write(earlier[f"{path}.corrupt-{t}"])
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="aside.log").start()
+    broker.terminate()
+    kept = all(open(p, "rb").read() == content for p, content in earlier.items())
+    new = [p for p in glob.glob(path + ".corrupt-*") if p not in earlier]
+    checks.check("setting a damaged journal aside never replaces an earlier one", kept and len(new) == 1,
+                 f"earlier files intact: {kept}; new: {[os.path.basename(p) for p in new]}; "
+                 + broker.log().strip().splitlines()[0][-120:])
+
+
+# MARK: a full disk
+
+
+def disk_full(checks: sl.Checks, binary: str, folder: str) -> None:
+    """The journal's file system fills up: a write that could not be stored must not be
+    acknowledged. Needs root to mount a small tmpfs; skipped otherwise."""
+    mount_point = os.path.join(folder, "small-fs")
+    os.mkdir(mount_point)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount_point],
+                                            capture_output=True).returncode != 0:
+        return checks.skip("disk full", "cannot mount a small tmpfs (needs root)")
+    try:
+        state_dir = os.path.join(mount_point, "state")
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full.log").start()
+        acked, refused = [], []
+        with sl.Conn(broker.socket) as c:
+            c.hello("filler")
+            for i in range(12):  # 12 x 30 kB into 256 kB
+                reply = c.request("put", slot=f"f{i}", value="f" * 30_000)
+                (acked if "result" in reply else refused).append(f"f{i}")
+        log = broker.log()
+        checks.check("disk full: the broker stays up and says so on stderr", broker.alive() and "No space" in log,
+                     " ".join(line for line in log.splitlines() if "journal" in line)[:200])
+        broker.kill()
+        # Room again, so that the restart can compact; then count what survived.
+        subprocess.run(["mount", "-o", "remount,size=4m", mount_point], check=True)
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-again.log").start()
+        got, _, _ = read_state(broker.socket, [f"f{i}" for i in range(12)])
+        lost = [name for name in acked if name not in got]
+        checks.check("disk full: every acknowledged write survives (none acknowledged that was not stored)",
+                     not lost, f"{len(acked)} acknowledged, {len(refused)} refused; acknowledged but lost: {lost}")
+        broker.terminate()
+    finally:
+        sl.kill_children()
+        subprocess.run(["umount", mount_point], capture_output=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="SIGKILL rounds (default 5)")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else int(time.time())
+    sl.install_signal_cleanup()
+    rng = random.Random(seed)
+    checks = sl.Checks("durability")
+    folder = sl.fresh_folder("nb-dur-")
+    binary = sl.snapshot_binary(folder)
+    print(f"durability: {args.rounds} SIGKILL rounds, seed {seed}", flush=True)
+    figures = kill_rounds(checks, binary, folder, args.rounds, rng)
+    damaged_journal(checks, binary, folder, "truncated", cut_last_record, "truncated")
+    damaged_journal(checks, binary, folder, "corrupt", flip_middle_record, "checksum")
+    damaged_journal(checks, binary, folder, "bad-header", bad_header, "header")
+    aside_never_replaces(checks, binary, folder)
+    disk_full(checks, binary, folder)
+    print()
+    print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
+          f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
+          f"{figures['torn_tails']} torn tails after SIGKILL")
+    code = checks.report()
+    if code == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        os.remove(binary)
+        print(f"(state folders and logs kept in {folder})")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
