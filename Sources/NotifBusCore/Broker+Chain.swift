@@ -125,9 +125,14 @@ extension Broker {
         if current != nil && queue.count >= configuration.maxQueue {
             return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
         }
+        let size = payload?.count ?? 0
+        if current != nil && queuedBytes + size > configuration.maxQueueBytes {
+            return reply(to: c, rid, error: .queueFull, "waiting posts may hold at most \(configuration.maxQueueBytes) payload bytes")
+        }
         let event = nextEventID
         nextEventID += 1
         counters.posted += 1
+        queuedBytes += size
         queue.append(QueuedPost(event: event, poster: c, requestID: rid, name: name, payload: payload,
                                 isWillPresent: profile == .willPresent, launchesApp: launches))
         pump(now: now)
@@ -165,6 +170,7 @@ extension Broker {
         while true {
             if current == nil {
                 guard !shuttingDown, let post = queue.popFirst() else { return }
+                queuedBytes -= post.payload?.count ?? 0
                 current = RunningEvent(post: post, chain: chains[post.name] ?? [])
             }
             if current!.hopObserver != nil { return }

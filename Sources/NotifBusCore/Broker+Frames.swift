@@ -67,15 +67,7 @@ extension Broker {
     }
 
     static func errorFrame(_ rid: RequestID?, code: ErrorCode, message: String) -> [UInt8] {
-        var f = FrameBuilder(capacity: 64 + message.utf8.count)
-        f.literal("{\"op\":\"reply\",\"id\":")
-        f.requestID(rid)
-        f.literal(",\"error\":{\"code\":")
-        f.string(code.rawValue)
-        f.literal(",\"message\":")
-        f.string(message)
-        f.literal("}}")
-        return f.finish()
+        code.frame(rid, message: message)
     }
 
     func statusReply(_ rid: RequestID, now: Instant) -> [UInt8] {

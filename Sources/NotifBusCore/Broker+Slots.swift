@@ -9,7 +9,7 @@ extension Broker {
     mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID) {
         guard let value else {
             let old = removeSlot(slot)
-            if old { actions.append(.persistSlot(name: slot, value: nil)) }
+            if old { actions.append(.persistSlot(name: slot, value: nil, acknowledges: Acknowledgement(connection: c, requestID: rid))) }
             return replyLiteral(to: c, rid, old ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
         }
         if deliverToWaiter(slot: slot, value: value) {
@@ -22,14 +22,14 @@ extension Broker {
         if slotBytes - (oldSize ?? 0) + value.count > configuration.maxSlotBytes {
             return reply(to: c, rid, error: .badRequest, "slot values may take at most \(configuration.maxSlotBytes) bytes in all")
         }
-        storeSlot(slot, value)
+        storeSlot(slot, value, acknowledges: Acknowledgement(connection: c, requestID: rid))
         replyLiteral(to: c, rid, oldSize != nil ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
     }
 
     mutating func take(slot: String, waitMs: Int64?, rid: RequestID, from c: ConnectionID, now: Instant) {
         if let value = slots[slot] {
             _ = removeSlot(slot)
-            actions.append(.persistSlot(name: slot, value: nil))
+            actions.append(.persistSlot(name: slot, value: nil, acknowledges: nil))
             return replyRaw(to: c, rid, result: value)
         }
         guard let waitMs, waitMs > 0 else { return replyRaw(to: c, rid, result: nil) }
@@ -49,13 +49,13 @@ extension Broker {
     mutating func storeLaunchPayload(_ payload: RawJSON?) {
         let value = payload ?? Array("null".utf8)
         if deliverToWaiter(slot: Broker.launchSlot, value: value) { return }
-        storeSlot(Broker.launchSlot, value)
+        storeSlot(Broker.launchSlot, value, acknowledges: nil)
     }
 
-    mutating func storeSlot(_ slot: String, _ value: RawJSON) {
+    mutating func storeSlot(_ slot: String, _ value: RawJSON, acknowledges: Acknowledgement?) {
         slotBytes += value.count - (slots[slot]?.count ?? 0)
         slots[slot] = value
-        actions.append(.persistSlot(name: slot, value: value))
+        actions.append(.persistSlot(name: slot, value: value, acknowledges: acknowledges))
     }
 
     mutating func removeSlot(_ slot: String) -> Bool {

@@ -31,6 +31,8 @@ public struct Broker {
 
     // The single broker-wide event queue.
     var queue = FIFO<QueuedPost>()
+    /// Payload bytes of the posts in `queue`.
+    var queuedBytes = 0
     var current: RunningEvent? = nil
     var nextEventID: Int64 = 1
 
@@ -157,6 +159,7 @@ public struct Broker {
             reply(to: cur.post.poster, cur.post.requestID, error: .shuttingDown, "the broker is shutting down")
         }
         while let post = queue.popFirst() {
+            queuedBytes -= post.payload?.count ?? 0
             reply(to: post.poster, post.requestID, error: .shuttingDown, "the broker is shutting down")
         }
         for (_, call) in calls.sorted(by: { $0.key < $1.key }) {
@@ -237,7 +240,7 @@ public struct Broker {
             replyRaw(to: c, rid, result: slots[slot])
         case .setCategories(let set):
             categories = set
-            actions.append(.persistCategories(set.raw))
+            actions.append(.persistCategories(set.raw, acknowledges: Acknowledgement(connection: c, requestID: rid)))
             var f = Broker.replyHead(rid)
             f.literal("{\"count\":")
             f.int(Int64(set.categories.count))

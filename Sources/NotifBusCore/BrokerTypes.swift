@@ -41,8 +41,18 @@ public struct BrokerConfiguration: Sendable {
     public var maxCallsPerConnection = 65_536
     /// Waiting `take`s one connection may hold.
     public var maxTakesPerConnection = 1024
+    /// Payload bytes of posts waiting in the queue (64 MiB): `--max-queue` counts posts,
+    /// and without this one client could park max-queue × max-frame bytes.
+    public var maxQueueBytes = 64 << 20
 
     public init() {}
+}
+
+/// The reply that acknowledges a durable write: if the write fails, the transport answers
+/// the request with `storage_failed` instead of the reply the core sent.
+public struct Acknowledgement: Sendable, Equatable {
+    public let connection: ConnectionID
+    public let requestID: RequestID
 }
 
 /// What the transport must do, in order.
@@ -52,9 +62,10 @@ public enum BrokerAction: Sendable {
     /// Stop reading, flush what was queued, then close.
     case close(ConnectionID)
     /// Durably record a slot's value (nil: the slot is empty) before sending later frames.
-    case persistSlot(name: String, value: RawJSON?)
+    /// `acknowledges` names the request whose reply (the connection's next frame) confirms it.
+    case persistSlot(name: String, value: RawJSON?, acknowledges: Acknowledgement?)
     /// Durably record the category set before sending later frames.
-    case persistCategories(RawJSON)
+    case persistCategories(RawJSON, acknowledges: Acknowledgement?)
 }
 
 /// How one hop of a chain ended, as the trace names it.

@@ -22,6 +22,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case invalidPayload = "invalid_payload"
     case invalidAction = "invalid_action"
     case shuttingDown = "shutting_down"
+    /// Not in the contract's list: a write to `--state-dir` failed (disk full, I/O error),
+    /// so the `put` or `setCategories` it would have acknowledged is refused.
+    case storageFailed = "storage_failed"
 
     /// Whether the broker closes the connection after sending this error (§3).
     public var closesConnection: Bool {
@@ -112,5 +115,20 @@ extension FrameBuilder {
             byte(UInt8(ascii: "\""))
         case nil: literal("null")
         }
+    }
+}
+
+extension ErrorCode {
+    /// An error reply (`rid` given) or error frame (`rid` nil), length-prefixed.
+    public func frame(_ rid: RequestID?, message: String) -> [UInt8] {
+        var f = FrameBuilder(capacity: 64 + message.utf8.count)
+        f.literal("{\"op\":\"reply\",\"id\":")
+        f.requestID(rid)
+        f.literal(",\"error\":{\"code\":")
+        f.string(rawValue)
+        f.literal(",\"message\":")
+        f.string(message)
+        f.literal("}}")
+        return f.finish()
     }
 }

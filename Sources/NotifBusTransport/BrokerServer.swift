@@ -79,6 +79,11 @@ public final class BrokerServer {
     var signalEvents: [OpaquePointer] = []
     var forceExitEvent: OpaquePointer? = nil
     var actionBuffer: [BrokerAction] = []
+    /// With `--state-dir`: the reply acknowledging a durable write, and everything sent to
+    /// its connection after it, waits here until the journal is synced; a write that failed
+    /// is answered with `storage_failed` instead.
+    var held: [ConnectionID: [HeldFrame]] = [:]
+    var awaitingAcknowledgement: [ConnectionID: (acknowledgement: Acknowledgement, written: Bool)] = [:]
     var toFlush: [Connection] = []
     var stopping = false
     /// Set when the loop must end: shutdown finished, or its deadline passed.
@@ -315,8 +320,8 @@ public final class BrokerServer {
     func flushPending() {
         while true {
             settle()
+            releaseHeld(synced: journal?.syncIfNeeded() ?? true)
             if toFlush.isEmpty { break }
-            journal?.syncIfNeeded()
             let pending = toFlush
             toFlush.removeAll(keepingCapacity: true)
             for connection in pending {
@@ -328,29 +333,65 @@ public final class BrokerServer {
         if stopping && connections.isEmpty { finished = true }
     }
 
+    /// Queues held frames now that the journal's fate is known.
+    func releaseHeld(synced: Bool) {
+        guard !held.isEmpty else { return }
+        let frames = held
+        held.removeAll()
+        awaitingAcknowledgement.removeAll()
+        for (id, list) in frames {
+            for item in list {
+                if let acknowledgement = item.acknowledges, !(item.written && synced) {
+                    queue(ErrorCode.storageFailed.frame(acknowledgement.requestID,
+                                                        message: "the state could not be written to disk; nothing was changed durably"), to: id)
+                } else {
+                    queue(item.frame, to: id)
+                }
+            }
+        }
+    }
+
+    func holdAcknowledgement(_ acknowledgement: Acknowledgement?, written: Bool) {
+        guard journal != nil, let acknowledgement else { return }
+        awaitingAcknowledgement[acknowledgement.connection] = (acknowledgement, written)
+        if held[acknowledgement.connection] == nil { held[acknowledgement.connection] = [] }
+    }
+
     func apply(_ action: BrokerAction) {
         switch action {
         case .send(let id, let frame):
-            guard let connection = connections[id], connection.state != .closed else { return }
-            connection.enqueue(frame)
-            if connection.pendingOutputBytes > options.maxOutputBytes {
-                logLine("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read")
-                if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
-                closeNow(connection)
+            if held[id] != nil {
+                let pending = awaitingAcknowledgement.removeValue(forKey: id)
+                held[id]!.append(HeldFrame(frame: frame, acknowledges: pending?.acknowledgement, written: pending?.written ?? true))
                 return
             }
-            if !connection.queuedForFlush && !connection.writeArmed {
-                connection.queuedForFlush = true
-                toFlush.append(connection)
-            }
+            queue(frame, to: id)
         case .close(let id):
             guard let connection = connections[id] else { return }
             connection.lingers = true
             startClosing(connection)
-        case .persistSlot(let name, let value):
-            journal?.recordSlot(name: name, value: value)
-        case .persistCategories(let raw):
-            journal?.recordCategories(raw)
+        case .persistSlot(let name, let value, let acknowledges):
+            let written = journal?.recordSlot(name: name, value: value) ?? true
+            holdAcknowledgement(acknowledges, written: written)
+        case .persistCategories(let raw, let acknowledges):
+            let written = journal?.recordCategories(raw) ?? true
+            holdAcknowledgement(acknowledges, written: written)
+        }
+    }
+
+    /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
+    func queue(_ frame: [UInt8], to id: ConnectionID) {
+        guard let connection = connections[id], connection.state != .closed else { return }
+        connection.enqueue(frame)
+        if connection.pendingOutputBytes > options.maxOutputBytes {
+            logLine("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read")
+            if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
+            closeNow(connection)
+            return
+        }
+        if !connection.queuedForFlush && !connection.writeArmed {
+            connection.queuedForFlush = true
+            toFlush.append(connection)
         }
     }
 
@@ -456,4 +497,12 @@ public final class BrokerServer {
         var tv = timeval(tv_sec: Int(delayUs / 1_000_000), tv_usec: Int(delayUs % 1_000_000))
         event_add(timerEvent, &tv)
     }
+}
+
+/// A frame held back until the journal is synced.
+struct HeldFrame {
+    let frame: [UInt8]
+    /// Set when this frame is the reply acknowledging a durable write.
+    let acknowledges: Acknowledgement?
+    let written: Bool
 }

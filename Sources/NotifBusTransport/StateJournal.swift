@@ -40,8 +40,17 @@ public final class StateJournal {
             throw SystemError("mkdir \(directory)")
         }
         var st = stat()
-        guard stat(directory, &st) == 0 else { throw SystemError("stat \(directory)") }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw SystemError("\(directory) is not a folder", code: ENOTDIR) }
+        guard lstat(directory, &st) == 0 else { throw SystemError("lstat \(directory)") }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw StateDirectoryError("\(directory) is not a folder (a symbolic link is refused too)")
+        }
+        // Another user who owns or can write the folder could plant links or forge state.
+        guard st.st_uid == getuid() || st.st_uid == 0 else {
+            throw StateDirectoryError("refusing state folder \(directory): owned by uid \(st.st_uid), not by \(getuid())")
+        }
+        guard st.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+            throw StateDirectoryError("refusing state folder \(directory): other users can write to it")
+        }
         try load()
         try compact()
     }
@@ -52,33 +61,51 @@ public final class StateJournal {
 
     // MARK: Recording
 
-    public func recordSlot(name: String, value: RawJSON?) {
-        append(value == nil ? .slotEmptied : .slotValue, name: name, value: value ?? [])
+    /// Appends a slot's new value; false when it could not be written.
+    @discardableResult
+    public func recordSlot(name: String, value: RawJSON?) -> Bool {
+        guard append(value == nil ? .slotEmptied : .slotValue, name: name, value: value ?? []) else { return false }
         if let value { slots[name] = value } else { slots[name] = nil }
+        return true
     }
 
-    public func recordCategories(_ raw: RawJSON) {
-        append(.categories, name: "", value: raw)
+    /// Appends the category set; false when it could not be written.
+    @discardableResult
+    public func recordCategories(_ raw: RawJSON) -> Bool {
+        guard append(.categories, name: "", value: raw) else { return false }
         categories = try? CategorySet.parse(raw)
+        return true
     }
 
-    /// Makes every recorded change durable. Called once per batch, before replies go out.
-    public func syncIfNeeded() {
-        guard unsynced else { return }
+    /// Makes every recorded change durable. Called once per batch, before replies go out;
+    /// false when the changes since the last sync may not be on disk.
+    public func syncIfNeeded() -> Bool {
+        guard unsynced else { return true }
         unsynced = false
-        if fdatasync(fd) != 0 { logLine("notifbus: state journal: \(SystemError("fdatasync \(path)"))") }
+        guard fdatasync(fd) == 0 else {
+            logLine("notifbus: state journal: \(SystemError("fdatasync \(path)"))")
+            return false
+        }
         if fileBytes > 4 * liveBytes + (1 << 20) {
             do { try compact() } catch { logLine("notifbus: state journal: compaction failed: \(error)") }
         }
+        return true
     }
 
-    private func append(_ kind: Kind, name: String, value: [UInt8]) {
+    /// Writes one record; on failure cuts the file back, so no torn record hides later ones.
+    private func append(_ kind: Kind, name: String, value: [UInt8]) -> Bool {
         let record = StateJournal.encode(kind, name: name, value: value)
-        let ok = record.withUnsafeBytes { writeAll(fd, $0) }
-        if !ok { logLine("notifbus: state journal: \(SystemError("write \(path)"))") }
+        guard record.withUnsafeBytes({ writeAll(fd, $0) }) else {
+            logLine("notifbus: state journal: \(SystemError("write \(path)")); the write is refused")
+            if ftruncate(fd, off_t(fileBytes)) != 0 {
+                logLine("notifbus: state journal: \(SystemError("ftruncate \(path)"))")
+            }
+            return false
+        }
         fileBytes += record.count
         unsynced = true
         liveBytes = currentLiveBytes()
+        return true
     }
 
     private func currentLiveBytes() -> Int {
@@ -105,7 +132,7 @@ public final class StateJournal {
     // MARK: Loading and compaction
 
     private func load() throws {
-        let fileFD = open(path, O_RDONLY | O_CLOEXEC)
+        let fileFD = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         if fileFD < 0 {
             if errno == ENOENT { return }
             throw SystemError("open \(path)")
@@ -114,11 +141,28 @@ public final class StateJournal {
         close(fileFD)
         guard let data else { throw SystemError("read \(path)") }
         if let problem = replay(data) {
-            let aside = path + ".corrupt-\(time(nil))"
-            if rename(path, aside) == 0 {
+            // link() never replaces an existing file, so earlier bad files are all kept.
+            var aside = path + ".corrupt-\(time(nil))"
+            var n = 1
+            var kept = false
+            while true {
+                if link(path, aside) == 0 {
+                    kept = unlink(path) == 0
+                    break
+                }
+                if errno == EEXIST && n < 1000 {
+                    aside = path + ".corrupt-\(time(nil))-\(n)"
+                    n += 1
+                    continue
+                }
+                // A file system without hard links: rename, having checked the name is free.
+                kept = access(aside, F_OK) != 0 && rename(path, aside) == 0
+                break
+            }
+            if kept {
                 warnings.append("state journal \(path): \(problem); kept what was valid before it, moved the file to \(aside)")
             } else {
-                warnings.append("state journal \(path): \(problem); could not move it aside: \(SystemError("rename"))")
+                throw StateDirectoryError("state journal \(path): \(problem); it could not be set aside (\(SystemError("link"))), so it is left untouched")
             }
         }
     }
@@ -166,7 +210,9 @@ public final class StateJournal {
             data += StateJournal.encode(.slotValue, name: name, value: slots[name]!)
         }
         let tmp = path + ".tmp"
-        let tmpFD = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // A fresh file, never through a link someone planted.
+        unlink(tmp)
+        let tmpFD = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard tmpFD >= 0 else { throw SystemError("open \(tmp)") }
         let written = data.withUnsafeBytes { writeAll(tmpFD, $0) }
         guard written, fsync(tmpFD) == 0 else {
@@ -182,7 +228,7 @@ public final class StateJournal {
             close(dirFD)
         }
         if fd >= 0 { close(fd) }
-        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw SystemError("open \(path)") }
         fileBytes = data.count
         liveBytes = data.count
@@ -215,4 +261,10 @@ func readAll(_ fd: Int32) -> [UInt8]? {
         if n == 0 { return out }
         out.append(contentsOf: chunk[0..<n])
     }
+}
+
+/// Why a `--state-dir` cannot be used.
+public struct StateDirectoryError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

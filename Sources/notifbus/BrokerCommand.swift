@@ -14,7 +14,7 @@ enum BrokerCommand {
             Usage: notifbus broker [--socket PATH] [--hop-timeout DUR] [--call-timeout DUR]
                                    [--max-frame BYTES] [--max-queue N] [--max-clients N]
                                    [--state-dir DIR] [--socket-mode OCTAL] [--allow-uid UID]...
-                                   [--max-output BYTES]
+                                   [--max-queue-bytes BYTES] [--max-output BYTES]
 
             Runs the broker on a Unix socket until SIGINT or SIGTERM.
 
@@ -23,6 +23,7 @@ enum BrokerCommand {
               --call-timeout DUR   how long a method handler may take to return (default 30s)
               --max-frame BYTES    largest frame read from a client (default 1048576)
               --max-queue N        posts that may wait behind the running one (default 10000)
+              --max-queue-bytes B  payload bytes those posts may hold (default 67108864)
               --max-clients N      connections served at once (default 1024)
               --state-dir DIR      keep slots and categories durably in DIR (mode 0700)
               --socket-mode OCTAL  permission bits of the socket file (default 0600)
@@ -33,7 +34,7 @@ enum BrokerCommand {
             DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
             """,
         valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
-                     "socket-mode", "allow-uid", "max-output"],
+                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes"],
         switchFlags: [],
         run: { args in try run(args) },
         runOnMainThread: { args in try run(args) }
@@ -50,6 +51,7 @@ enum BrokerCommand {
         if let n = try args.integer("max-queue", min: 0, max: Int64(Int32.max)) { options.core.maxQueue = Int(n) }
         if let n = try args.integer("max-clients", min: 1, max: Int64(Int32.max)) { options.core.maxClients = Int(n) }
         if let n = try args.integer("max-output", min: 1, max: Int64(Int32.max)) { options.maxOutputBytes = Int(n) }
+        if let n = try args.integer("max-queue-bytes", min: 0, max: Int64.max / 2) { options.core.maxQueueBytes = Int(n) }
         if let dir = args.value("state-dir") {
             guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }
             options.stateDirectory = dir

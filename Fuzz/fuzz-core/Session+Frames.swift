@@ -1,0 +1,377 @@
+// Checks each action the broker returns, in order: frames go only to open connections, carry
+// exactly the fields the spec shows, and agree with the model — replies match a request
+// that awaits one, events reach the observer's own connection, traces match the hops.
+import NotifBusCore
+import NotifBusProtocol
+
+extension Session {
+    /// Error codes after which the broker closes the connection (§3).
+    static let closingCodes: Set<String> = ["hello_required", "unsupported_protocol", "frame_too_large", "forbidden", "too_many_clients"]
+    static let brokerCodes = Set(ErrorCode.allCases.map(\.rawValue))
+
+    func check(_ action: BrokerAction) {
+        context.actionCount += 1
+        switch action {
+        case .send(let id, let frame):
+            guard (1...peers.count).contains(id) else { violation("a frame for c\(id), which never connected") }
+            guard peers[id - 1].open else { violation("a frame for c\(id) after it was closed: \(Session.text(frame))") }
+            sequence += 1
+            checkFrame(frame, to: id)
+        case .close(let id):
+            guard (1...peers.count).contains(id) else { violation("close for c\(id), which never connected") }
+            guard peers[id - 1].open else { violation("c\(id) closed twice") }
+            if context.shuttingDown {
+                if let pending = peers[id - 1].outstanding.first { violation("shutdown closed c\(id) with request \(pending.id) unanswered") }
+            } else if !context.closingErrors.contains(id) {
+                violation("c\(id) closed without an error that closes")
+            }
+            markClosed(id)
+        case .persistSlot(let name, let value, _):
+            if let value { slots[name] = value } else { slots[name] = nil }
+            context.persistedSlots.append((name, value))
+        case .persistCategories(let raw, _):
+            guard (try? CategorySet.parse(raw)) != nil else { violation("persisted categories that do not parse: \(Session.text(raw))") }
+            context.persistedCategories = true
+        }
+    }
+
+    func checkFrame(_ frame: [UInt8], to id: ConnectionID) {
+        guard frame.count > 4 else { violation("a frame of \(frame.count) bytes") }
+        let length = Int(frame[0]) << 24 | Int(frame[1]) << 16 | Int(frame[2]) << 8 | Int(frame[3])
+        guard length == frame.count - 4 else { violation("length prefix \(length) on a \(frame.count - 4)-byte body") }
+        guard let view = FrameView(Array(frame[4...])) else { violation("c\(id) was sent a body that is not a JSON object: \(Session.text(frame))") }
+        switch view.string("op") {
+        case "reply": checkReply(view, to: id)
+        case "event": checkEvent(view, to: id)
+        case "evicted": checkEvicted(view, to: id)
+        case "call": checkCall(view, to: id)
+        case "seen": checkSeen(view, to: id)
+        default: violation("c\(id) was sent a frame with an unknown op: \(Session.text(frame))")
+        }
+    }
+
+    // MARK: Replies
+
+    func checkReply(_ view: FrameView, to id: ConnectionID) {
+        let isError = view["error"] != nil
+        guard view.hasExactly(["op", "id", isError ? "error" : "result"]) else { violation("reply fields \(view.keys)") }
+        var code: String? = nil
+        if isError {
+            guard case .object(let error)? = view["error"]?.value, let c = error["code"]?.stringValue,
+                  error["message"]?.stringValue != nil
+            else { violation("reply error without code or message: \(view.keys)") }
+            code = c
+            if Session.closingCodes.contains(c) { context.closingErrors.insert(id) }
+        }
+        guard let idMember = view["id"], let rid = idMember.value else { violation("reply without a readable id") }
+        if rid == .null {
+            guard let code else { violation("a result with id null") }
+            guard context.input == id else { violation("error frame \(code) for c\(id) on input from \(String(describing: context.input))") }
+            if code == "forbidden" || code == "too_many_clients" {
+                guard context.refusal == code else { violation("c\(id) refused with \(code), expected \(String(describing: context.refusal))") }
+            }
+            return
+        }
+        guard let index = peers[id - 1].outstanding.firstIndex(where: { $0.id == rid }) else {
+            violation("reply with id \(rid) for c\(id), where no request awaits one")
+        }
+        let pending = peers[id - 1].outstanding.remove(at: index)
+        if pending.step == stepNumber, let request = context.request, request.connection == id, request.id == rid {
+            context.requestReplied = true
+            context.requestError = code
+        }
+        if let code {
+            checkErrorReply(code, view["error"]?.raw ?? [], pending, to: id)
+        } else if let result = view["result"] {
+            checkResult(result, pending, to: id)
+        }
+    }
+
+    /// An error answering a request: a code the spec gives that request, at the time it may.
+    func checkErrorReply(_ code: String, _ raw: [UInt8], _ pending: Pending, to id: ConnectionID) {
+        let atOnce = pending.step == stepNumber
+        switch (pending.request, code) {
+        case (nil, "bad_request"), (nil, "unknown_op"), (nil, "invalid_payload"):
+            if !atOnce { violation("a rejected request answered late") }
+        case (nil, _):
+            violation("a rejected request answered with \(code)")
+        case (.invoke?, _):
+            checkInvokeReply(pending, error: raw, result: nil, to: id)
+        case (let request?, "bad_request"):
+            if !atOnce { violation("\(String(describing: pending.request)) got bad_request late") }
+            if !overLimit(request, from: id) { violation("\(request) refused with bad_request below every limit") }
+        case (.post?, "shutting_down"), (.take?, "shutting_down"):
+            if !context.shuttingDown { violation("\(String(describing: pending.request)) got shutting_down outside shutdown") }
+        case (.hello?, "unsupported_protocol"):
+            context.mustClose.insert(id)
+        case (.unsubscribe?, "not_found"), (.unhandle?, "not_found"), (.post?, "queue_full"), (.post?, "invalid_action"):
+            if !atOnce { violation("\(String(describing: pending.request)) got \(code) late") }
+        default:
+            violation("\(String(describing: pending.request)) answered with \(code)")
+        }
+    }
+
+    func checkResult(_ result: FrameView.Member, _ pending: Pending, to id: ConnectionID) {
+        guard let request = pending.request else { violation("a rejected request got a result") }
+        let view = FrameView(result.raw)
+        switch request {
+        case .hello:
+            guard let view, view.string("client") == "c\(id)", view.integer("protocol") == 1,
+                  view.integer("maxFrame") == Int64(configuration.maxFrame)
+            else { violation("hello result \(Session.text(result.raw)) for c\(id)") }
+            peers[id - 1].greeted = true
+        case .subscribe:
+            guard let view, let observer = view.number("observer", prefix: "o"), observers[observer] == nil,
+                  case .array(let replaced)? = view["replaced"]?.value
+            else { violation("subscribe result \(Session.text(result.raw))") }
+            for r in replaced where !context.evicted.contains(r.stringValue ?? "") {
+                violation("subscribe replaced \(r) but no evicted frame went out for it")
+            }
+            observers[observer] = id
+        case .unsubscribe:
+            guard let view, case .array(let removed)? = view["removed"]?.value, removed.count == 1,
+                  let o = removed[0].stringValue, o.first == "o", let n = Int(o.dropFirst()), observers[n] != nil
+            else { violation("unsubscribe result \(Session.text(result.raw)) with observers \(observers)") }
+            observers[n] = nil
+        case .handle:
+            guard let view, let handler = view.number("handler", prefix: "h"), handlers[handler] == nil else {
+                violation("handle result \(Session.text(result.raw))")
+            }
+            if let replaced = view.string("replaced"), !context.evicted.contains(replaced) {
+                violation("handle replaced \(replaced) but no evicted frame went out for it")
+            }
+            handlers[handler] = id
+        case .unhandle:
+            guard let view, case .array(let removed)? = view["removed"]?.value, removed.count == 1,
+                  let h = removed[0].stringValue, h.first == "h", let n = Int(h.dropFirst()), handlers[n] != nil
+            else { violation("unhandle result \(Session.text(result.raw)) with handlers \(handlers)") }
+            handlers[n] = nil
+        case .post(let name, _, _):
+            guard let view else { violation("post result \(Session.text(result.raw))") }
+            checkPostResult(view, name: name, to: id)
+        case .invoke:
+            checkInvokeReply(pending, error: nil, result: result.raw, to: id)
+        case .put(let slot, let value):
+            guard let view, case .bool(let delivered)? = view["delivered"]?.value, view["replaced"]?.value?.boolValue != nil else {
+                violation("put result \(Session.text(result.raw))")
+            }
+            if !delivered, !context.persistedSlots.contains(where: { $0.name == slot && $0.value == value }),
+               value != nil || view["replaced"]?.value == .bool(true)
+            {
+                violation("put into '\(slot)' replied before it was persisted")
+            }
+        case .take(let slot, let wait):
+            if pending.step == stepNumber {
+                if result.kind != .null, !context.persistedSlots.contains(where: { $0.name == slot && $0.value == nil }) {
+                    violation("take from '\(slot)' replied before the emptied slot was persisted")
+                }
+            } else if result.kind == .null, now < pending.sentAt + UInt64(wait ?? 0) * 1_000_000 {
+                violation("a take waiting \(wait ?? 0) ms answered null early")
+            }
+        case .setCategories:
+            if !context.persistedCategories { violation("setCategories replied before the set was persisted") }
+        case .monitor:
+            peers[id - 1].monitoring = true
+        case .status:
+            checkStatus(result.value)
+        case .ping, .peek, .getCategories:
+            break
+        }
+    }
+
+    /// Whether the broker may refuse a well-formed request with bad_request: a second hello,
+    /// or a per-connection or slot limit the model sees reached (the refused request itself
+    /// is no longer outstanding).
+    func overLimit(_ request: Request, from id: ConnectionID) -> Bool {
+        let outstanding = peers[id - 1].outstanding
+        switch request {
+        case .hello:
+            return peers[id - 1].greeted
+        case .subscribe:
+            return observers.values.filter { $0 == id }.count >= Limits.maxObserversPerConnection
+        case .handle:
+            return handlers.values.filter { $0 == id }.count >= Limits.maxHandlersPerConnection
+        case .invoke:
+            return outstanding.filter { if case .invoke? = $0.request { true } else { false } }.count >= configuration.maxCallsPerConnection
+        case .take:
+            return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
+        case .put(let slot, let value?):
+            let old = slots[slot]?.count
+            let bytes = slots.values.reduce(0) { $0 + $1.count }
+            return (old == nil && slots.count >= configuration.maxSlots) || bytes - (old ?? 0) + value.count > configuration.maxSlotBytes
+        default:
+            return false
+        }
+    }
+
+    /// A post's result: the trace is exactly the hops its `event` frames started, each hop
+    /// ended in a way the clients caused, and the outcome follows from the last hop.
+    func checkPostResult(_ view: FrameView, name: String, to id: ConnectionID) {
+        guard view.hasExactly(["event", "outcome", "by", "value", "retained", "trace"]), let event = view.integer("event"),
+              let outcome = view.string("outcome"), case .array(let trace)? = view["trace"]?.value
+        else { violation("post result fields \(view.keys)") }
+        guard finishedEvents.insert(event).inserted else { violation("event \(event) finished twice") }
+        let started = hops[event] ?? []
+        let listed = trace.map { ($0["observer"]?.stringValue ?? "?", $0["reply"]?.stringValue ?? "?") }
+        guard listed.map(\.0) == started.map({ "o\($0.observer)" }) else {
+            violation("event \(event) traced \(listed) but its event frames went to \(started.map(\.observer))")
+        }
+        for (i, (hop, entry)) in zip(started, listed).enumerated() {
+            let reply = entry.1
+            let isLast = i == started.count - 1
+            let sent = (answers[event] ?? []).filter { $0.connection == hop.connection && $0.sequence > hop.sequence }
+            switch reply {
+            case "next":
+                guard sent.contains(where: { if case .next = $0.answer { true } else { false } }) else { violation("hop o\(hop.observer) of event \(event) traced next unanswered") }
+            case "stop", "complete":
+                guard isLast else { violation("event \(event) went on after \(reply)") }
+                let matches = sent.contains { answer in
+                    switch answer.answer {
+                    case .stop: reply == "stop"
+                    case .complete: reply == "complete"
+                    case .next: false
+                    }
+                }
+                if !matches { violation("hop o\(hop.observer) of event \(event) traced \(reply) unanswered") }
+            case "invalid":
+                seenInvalid += 1
+                guard sent.contains(where: { if case .complete = $0.answer { true } else { false } }) else { violation("hop o\(hop.observer) of event \(event) traced invalid without a completion") }
+            case "timeout":
+                seenHopTimeouts += 1
+                let limit = UInt64(configuration.hopTimeoutMs) * 1_000_000
+                if now < hop.sentAt + limit { violation("hop o\(hop.observer) of event \(event) timed out early") }
+            case "gone":
+                seenGone += 1
+                if let holder = observers[hop.observer], holder != context.input {
+                    violation("hop o\(hop.observer) of event \(event) traced gone, but it is held by c\(holder)")
+                }
+            default:
+                violation("trace reply \(reply)")
+            }
+        }
+        let last = listed.last
+        let by = view.string("by")
+        let value = view["value"]?.raw ?? []
+        switch outcome {
+        case "completed":
+            guard last?.1 == "complete", by == last?.0 else { violation("completed by \(String(describing: by)) after \(listed)") }
+            let hop = started[started.count - 1]
+            let offered = (answers[event] ?? []).compactMap { answer -> [UInt8]? in
+                guard answer.connection == hop.connection, answer.sequence > hop.sequence, case .complete(_, let v) = answer.answer else { return nil }
+                return v ?? Array("null".utf8)
+            }
+            if !offered.contains(value) { violation("event \(event) completed with \(Session.text(value)), which its observer did not send") }
+        case "stopped":
+            guard last?.1 == "stop", by == last?.0, value == Array("null".utf8) else { violation("stopped by \(String(describing: by)) after \(listed)") }
+        case "unhandled":
+            guard view["by"]?.kind == .null, value == Array("null".utf8), !listed.contains(where: { $0.1 == "complete" || $0.1 == "stop" }) else {
+                violation("unhandled with by \(String(describing: by)) after \(listed)")
+            }
+        default:
+            violation("outcome \(outcome)")
+        }
+        if view["retained"]?.kind != .null && !(outcome == "unhandled" && name == "didReceive") {
+            violation("event \(event) (\(name), \(outcome)) retained its payload")
+        }
+    }
+
+    /// An invoke's reply: a relayed return byte for byte, or an error the broker makes for
+    /// a reason the model can see. `error` is the raw error object, `result` the raw result.
+    func checkInvokeReply(_ pending: Pending, error: [UInt8]?, result: [UInt8]?, to id: ConnectionID) {
+        let callID = calls.first { $0.value.invoker == id && $0.value.requestID == pending.id }?.key
+        if let relay = context.relay, relay.call == callID {
+            context.relay?.done = true
+            calls[relay.call] = nil
+            let relayed: [UInt8]?
+            switch relay.body {
+            case .result(let raw): relayed = result == raw ? raw : nil
+            case .error(let raw): relayed = error == raw ? raw : nil
+            }
+            if relayed == nil { violation("call \(relay.call) returned \(relay.body) but the invoker got \(Session.text(result ?? error ?? []))") }
+            return
+        }
+        guard let error, let code = FrameView(error)?.string("code") else {
+            violation("invoke \(pending.id) got a result no return carried")
+        }
+        switch code {
+        case "not_implemented":
+            if pending.step != stepNumber { violation("invoke \(pending.id) got \(code) late") }
+        case "bad_request":
+            if pending.step != stepNumber { violation("invoke \(pending.id) got \(code) late") }
+            if let request = pending.request, !overLimit(request, from: id) { violation("invoke \(pending.id) refused below the call limit") }
+        case "shutting_down":
+            if !context.shuttingDown { violation("invoke \(pending.id) got shutting_down outside shutdown") }
+        case "timeout":
+            guard let callID, let call = calls[callID] else { violation("invoke \(pending.id) timed out without a call") }
+            if now < call.sentAt + UInt64(configuration.callTimeoutMs) * 1_000_000 { violation("call \(callID) timed out early") }
+            calls[callID] = nil
+        case "handler_gone":
+            guard let callID, let call = calls[callID] else { violation("invoke \(pending.id) got handler_gone without a call") }
+            if peers[call.handlerConnection - 1].open && context.input != call.handlerConnection {
+                violation("call \(callID) got handler_gone while c\(call.handlerConnection) is open")
+            }
+            calls[callID] = nil
+        default:
+            violation("invoke \(pending.id) answered with \(code)")
+        }
+    }
+
+    // MARK: Frames that are not replies
+
+    func checkEvent(_ view: FrameView, to id: ConnectionID) {
+        guard view.hasExactly(["op", "event", "observer", "name", "payload"]), let event = view.integer("event"),
+              let observer = view.number("observer", prefix: "o"), view.string("name") != nil
+        else { violation("event fields \(view.keys)") }
+        guard observers[observer] == id else {
+            violation("event \(event) for o\(observer) went to c\(id); the observer is held by \(String(describing: observers[observer]))")
+        }
+        if finishedEvents.contains(event) { violation("event \(event) sent to o\(observer) after it finished") }
+        hops[event, default: []].append(Hop(observer: observer, connection: id, sequence: sequence, sentAt: now))
+        remember(&peers[id - 1].events, event)
+    }
+
+    func checkEvicted(_ view: FrameView, to id: ConnectionID) {
+        let kind = view["observer"] != nil ? "observer" : "handler"
+        guard view.hasExactly(["op", kind, "by"]), let old = view.string(kind), let by = view.string("by"),
+              let n = Int(old.dropFirst()), old.first == by.first
+        else { violation("evicted fields \(view.keys)") }
+        if kind == "observer" {
+            guard observers[n] == id else { violation("c\(id) told of evicting \(old), which it does not hold") }
+            observers[n] = nil
+        } else {
+            guard handlers[n] == id else { violation("c\(id) told of evicting \(old), which it does not hold") }
+            handlers[n] = nil
+        }
+        context.evicted.insert(old)
+    }
+
+    func checkCall(_ view: FrameView, to id: ConnectionID) {
+        guard view.hasExactly(["op", "call", "handler", "channel", "method", "arguments", "from"]),
+              let call = view.integer("call"), let handler = view.number("handler", prefix: "h")
+        else { violation("call fields \(view.keys)") }
+        guard handlers[handler] == id else { violation("call \(call) for h\(handler) went to c\(id), which does not hold it") }
+        guard let request = context.request, case .invoke? = request.request, view.string("from") == "c\(request.connection)" else {
+            violation("call \(call) from \(String(describing: view.string("from"))) without an invoke in this step")
+        }
+        guard calls[call] == nil else { violation("call id \(call) used twice") }
+        calls[call] = CallRecord(invoker: request.connection, requestID: request.id, handlerConnection: id, sentAt: now)
+        remember(&peers[id - 1].calls, call)
+    }
+
+    func checkSeen(_ view: FrameView, to id: ConnectionID) {
+        guard view.hasExactly(["op", "dir", "client", "frame"]), let dir = view.string("dir"), dir == "in" || dir == "out",
+              view["frame"]?.kind == .object
+        else { violation("seen fields \(view.keys)") }
+        guard peers[id - 1].monitoring else { violation("c\(id) was sent a seen frame without monitoring") }
+        if view.string("client") == "c\(id)" { violation("c\(id) was mirrored its own frame") }
+    }
+
+    func remember(_ list: inout [Int64], _ value: Int64) {
+        list.append(value)
+        if list.count > Session.remembered { list.removeFirst() }
+    }
+
+    static func text(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes.prefix(300), as: UTF8.self)
+    }
+}

@@ -1,0 +1,366 @@
+// One fuzz-core run: a fresh Broker with small limits, driven by a program as the transport
+// would drive it, with every action it returns checked against a model of what each client
+// was promised (Session+Frames.swift) and broker-wide invariants checked after every step
+// and at the end (Session+Checks.swift). A broken invariant stops the process.
+import NotifBusCore
+import NotifBusProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A connection as the program's clients see it.
+struct Peer {
+    let id: ConnectionID
+    var open = true
+    var greeted = false
+    var monitoring = false
+    /// Requests sent and not yet answered.
+    var outstanding: [Pending] = []
+    /// Events and calls received, newest last, for answers and returns to aim at.
+    var events: [Int64] = []
+    var calls: [Int64] = []
+}
+
+struct Pending {
+    let id: JSONValue
+    /// Nil when the decoder rejected the request (its reply is an error, at once).
+    let request: Request?
+    let step: Int
+    let sentAt: Instant
+}
+
+/// One `event` frame: a hop of an event's chain.
+struct Hop {
+    let observer: Int
+    let connection: ConnectionID
+    let sequence: Int
+    let sentAt: Instant
+}
+
+struct SentAnswer {
+    let connection: ConnectionID
+    let answer: Answer
+    let sequence: Int
+}
+
+struct CallRecord {
+    let invoker: ConnectionID
+    let requestID: JSONValue
+    let handlerConnection: ConnectionID
+    let sentAt: Instant
+    var open = true
+}
+
+/// What one broker input did, gathered while its actions are checked.
+struct StepContext {
+    /// The connection whose input this is (nil for ticks, shutdown and hang-ups).
+    var input: ConnectionID? = nil
+    var ticked = false
+    var shuttingDown = false
+    var actionCount = 0
+    /// For a connect: the error the broker must refuse it with, if any.
+    var refusal: String? = nil
+    /// Connections that must be closed when the step ends, and those sent an error that closes.
+    var mustClose: Set<ConnectionID> = []
+    var closingErrors: Set<ConnectionID> = []
+    /// "o3" or "h2" for every evicted frame of this step.
+    var evicted: Set<String> = []
+    var persistedSlots: [(name: String, value: RawJSON?)] = []
+    var persistedCategories = false
+    /// The request this step sent, and the error code it got back at once, if any.
+    var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
+    var requestReplied = false
+    var requestError: String? = nil
+    /// A return the broker accepted: its invoker must get exactly this result or error.
+    var relay: (call: Int64, body: CallReturn.Body, done: Bool)? = nil
+}
+
+final class Session {
+    static let uids: [UInt32] = [1000, 0, 1001, 4242]
+    static let allowedUIDs: Set<UInt32> = [1000, 0, 1001]
+    static let start: Instant = 1_000_000_000
+    /// Every tick ends at least one hop, call or take, and a program sets up fewer than this.
+    static let maxDrainTicks = 100_000
+    /// Events and calls a peer remembers for answers and returns to aim at.
+    static let remembered = 8
+    /// FUZZ_CORE_TRACE=1 prints every input and action, to read what a crashing program did.
+    static let tracing = getenv("FUZZ_CORE_TRACE") != nil
+
+    let configuration: BrokerConfiguration
+    var broker: Broker
+    var now = Session.start
+    private var buffer: [BrokerAction] = []
+
+    var peers: [Peer] = []
+    /// Live observers and handlers, each with the connection that holds it.
+    var observers: [Int: ConnectionID] = [:]
+    var handlers: [Int: ConnectionID] = [:]
+    var hops: [Int64: [Hop]] = [:]
+    var answers: [Int64: [SentAnswer]] = [:]
+    var calls: [Int64: CallRecord] = [:]
+    var finishedEvents: Set<Int64> = []
+    /// Slots as the persist actions describe them: what a restarted broker would restore.
+    var slots: [String: RawJSON] = [:]
+    var acceptedPosts = 0
+    var acceptedInvokes = 0
+    var seenHopTimeouts = 0
+    var seenGone = 0
+    var seenInvalid = 0
+    var shutDown = false
+    var serial = 0
+    var sequence = 0
+    var stepNumber = 0
+    var context = StepContext()
+
+    /// Small limits, so that a short program reaches them: the first program byte picks
+    /// the queue length (0 to 3) and the client limit (2 to 5).
+    init(configurationByte k: UInt8) {
+        var c = BrokerConfiguration()
+        c.brokerUID = 1000
+        c.allowedUIDs = [1001]
+        c.hopTimeoutMs = 50
+        c.callTimeoutMs = 80
+        c.maxFrame = 4096
+        c.maxQueue = Int(k % 4)
+        c.maxClients = 2 + Int((k / 4) % 4)
+        c.maxSlots = 3
+        c.maxSlotBytes = 256
+        c.maxCallsPerConnection = 2
+        c.maxTakesPerConnection = 2
+        configuration = c
+        broker = Broker(configuration: c, now: Session.start)
+    }
+
+    /// Runs a whole program, then the end checks.
+    static func run(_ program: [UInt8]) {
+        var reader = ProgramReader(program)
+        let session = Session(configurationByte: reader.byte())
+        while !reader.isAtEnd {
+            session.execute(Instruction.decode(&reader))
+        }
+        session.finish()
+    }
+
+    // MARK: Instructions
+
+    func execute(_ instruction: Instruction) {
+        if shutDown {
+            // The transport has stopped reading and accepting; only its timer still fires.
+            switch instruction {
+            case .advance, .tickAtDeadline: break
+            default: return
+            }
+        }
+        switch instruction {
+        case .connect(let uid, let flags):
+            let id = connect(uid: Session.uids[Int(uid % 4)])
+            if flags & 1 != 0 {
+                let name = flags & 2 != 0 ? ",\"name\":\"app\(id)\"" : ""
+                deliver(id, "{\"op\":\"hello\",\"id\":\"hello\(nextSerial())\",\"protocol\":1\(name)}")
+            }
+        case .send(let selector, let template, let idChoice, let a, let b, let c):
+            guard let id = connection(selector) else { return }
+            let text = FrameTemplates.request(template, id: FrameTemplates.id(idChoice, serial: nextSerial()), a: a, b: b, c: c,
+                                              observers: observers.keys.sorted(), handlers: handlers.keys.sorted())
+            deliver(id, text)
+        case .raw(let selector, let body):
+            guard let id = connection(selector), !body.isEmpty else { return }
+            deliver(id, body)
+        case .answer(let selector, let pick, let kind):
+            guard let id = connection(selector) else { return }
+            let events = peers[id - 1].events
+            let event = events.isEmpty ? Int64(pick) : events[Int(pick) % events.count]
+            deliver(id, FrameTemplates.answer(event: event, kind: kind))
+        case .return(let selector, let pick, let kind):
+            guard let id = connection(selector) else { return }
+            let received = peers[id - 1].calls
+            let call = received.isEmpty ? Int64(pick) : received[Int(pick) % received.count]
+            deliver(id, FrameTemplates.callReturn(call: call, kind: kind))
+        case .disconnect(let selector):
+            guard let id = connection(selector) else { return }
+            hangUp(id)
+            probeStatus()
+        case .advance(let ms, let flags):
+            now += (ms == 255 ? 600_000 : UInt64(ms)) * 1_000_000
+            if flags & 1 != 0 { tick() }
+        case .tickAtDeadline:
+            if let deadline = broker.nextDeadline { now = Swift.max(now, deadline) }
+            tick()
+        case .oversized(let selector, let choice):
+            guard let id = connection(selector) else { return }
+            let length = choice & 1 == 0 ? 0 : UInt32(configuration.maxFrame) + 1 + UInt32(choice)
+            begin(input: id)
+            if peers[id - 1].open { context.mustClose.insert(id) }
+            broker.receiveOversizedFrame(from: id, length: length, now: now)
+            end()
+        case .shutdown:
+            shutDown = true
+            begin(input: nil)
+            context.shuttingDown = true
+            for peer in peers where peer.open { context.mustClose.insert(peer.id) }
+            broker.shutdown(now: now)
+            end()
+            if let deadline = broker.nextDeadline { violation("deadline \(deadline) still set after shutdown") }
+        }
+    }
+
+    /// A connection for a selector: an open one when any is open (a high selector may pick
+    /// one already closed, whose input the broker must ignore), else any made so far.
+    func connection(_ selector: UInt8) -> ConnectionID? {
+        let open = peers.filter(\.open)
+        if selector < 0xF0, !open.isEmpty { return open[Int(selector) % open.count].id }
+        return peers.isEmpty ? nil : peers[Int(selector) % peers.count].id
+    }
+
+    func nextSerial() -> Int {
+        serial += 1
+        return serial
+    }
+
+    // MARK: Broker inputs, one step each
+
+    @discardableResult
+    func connect(uid: UInt32) -> ConnectionID {
+        let id = peers.count + 1
+        let openCount = peers.filter(\.open).count
+        peers.append(Peer(id: id))
+        begin(input: id)
+        trace("c\(id) connects with uid \(uid)")
+        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now)
+        let refusal = Session.allowedUIDs.contains(uid) ? (openCount >= configuration.maxClients ? "too_many_clients" : nil) : "forbidden"
+        if refusal != nil { context.mustClose.insert(id) }
+        context.refusal = refusal
+        end()
+        if refusal == nil && !peers[id - 1].open { violation("c\(id) (uid \(uid)) refused with \(openCount) of \(configuration.maxClients) clients") }
+        return id
+    }
+
+    func deliver(_ id: ConnectionID, _ text: String) {
+        deliver(id, Array(text.utf8))
+    }
+
+    func deliver(_ id: ConnectionID, _ body: [UInt8]) {
+        begin(input: id)
+        trace("c\(id) -> \(String(decoding: body, as: UTF8.self))")
+        noteSent(body, from: id)
+        body.withUnsafeBytes { broker.receive($0, from: id, now: now) }
+        end()
+    }
+
+    func hangUp(_ id: ConnectionID) {
+        begin(input: nil)
+        trace("c\(id) hangs up")
+        markClosed(id)
+        broker.disconnected(id, now: now)
+        end()
+    }
+
+    func tick() {
+        begin(input: nil)
+        context.ticked = true
+        trace("tick")
+        broker.tick(now: now)
+        end()
+    }
+
+    /// Asks for `status` from an open greeted connection, whose reply `checkStatus` compares
+    /// with the model. Nothing to do when no such connection is left.
+    func probeStatus() {
+        guard let peer = peers.first(where: { $0.open && $0.greeted }) else { return }
+        deliver(peer.id, "{\"op\":\"status\",\"id\":\"probe\(nextSerial())\"}")
+    }
+
+    func begin(input: ConnectionID?) {
+        stepNumber += 1
+        trace("step \(stepNumber) at \((now - Session.start) / 1_000_000) ms")
+        context = StepContext()
+        context.input = input
+    }
+
+    /// Takes the step's actions, checks each in order, then the step as a whole.
+    func end() {
+        broker.takeActions(swappingWith: &buffer)
+        let actions = buffer
+        for action in actions {
+            if Session.tracing { trace("  \(Session.describe(action))") }
+            check(action)
+        }
+        checkStep()
+    }
+
+    /// What the clients learn from their own frames: requests now await replies, answers
+    /// and returns may end hops and calls. Judged with the protocol's own decoder.
+    func noteSent(_ body: [UInt8], from id: ConnectionID) {
+        sequence += 1
+        guard peers[id - 1].open else { return }
+        let greeted = peers[id - 1].greeted
+        switch MessageDecoder.decode(body) {
+        case .badJSON:
+            return
+        case .rejected(let rejection, let isHello):
+            guard greeted || isHello else {
+                context.mustClose.insert(id)
+                return
+            }
+            guard let rid = rejection.id else { return }
+            expectReply(Session.json(rid), nil, from: id)
+        case .decoded(let inbound, let isHello):
+            guard greeted || isHello else {
+                context.mustClose.insert(id)
+                return
+            }
+            switch inbound {
+            case .request(let rid, let request):
+                expectReply(Session.json(rid), request, from: id)
+            case .answer(let answer):
+                answers[answer.event, default: []].append(SentAnswer(connection: id, answer: answer, sequence: sequence))
+            case .callReturn(let ret):
+                guard var call = calls[ret.call], call.open, call.handlerConnection == id else { return }
+                call.open = false
+                calls[ret.call] = call
+                if peers[call.invoker - 1].open { context.relay = (ret.call, ret.body, false) }
+            }
+        }
+    }
+
+    private func expectReply(_ rid: JSONValue, _ request: Request?, from id: ConnectionID) {
+        peers[id - 1].outstanding.append(Pending(id: rid, request: request, step: stepNumber, sentAt: now))
+        context.request = (id, rid, request)
+    }
+
+    /// The transport will deliver nothing more for `id`, and the broker must send nothing more.
+    func markClosed(_ id: ConnectionID) {
+        guard peers[id - 1].open else { return }
+        peers[id - 1].open = false
+        peers[id - 1].outstanding.removeAll()
+        observers = observers.filter { $0.value != id }
+        handlers = handlers.filter { $0.value != id }
+    }
+
+    func trace(_ line: @autoclosure () -> String) {
+        if Session.tracing { print(line()) }
+    }
+
+    static func describe(_ action: BrokerAction) -> String {
+        switch action {
+        case .send(let id, let frame): return "c\(id) <- \(String(decoding: frame.dropFirst(4), as: UTF8.self))"
+        case .close(let id): return "close c\(id)"
+        case .persistSlot(let name, let value, _): return "persist slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
+        case .persistCategories(let raw, _): return "persist categories \(String(decoding: raw, as: UTF8.self))"
+        }
+    }
+
+    static func json(_ id: RequestID) -> JSONValue {
+        switch id {
+        case .integer(let i): return .integer(i)
+        case .string(let raw):
+            guard let value = try? JSONValue(parsing: Array("\"\(raw)\"".utf8)) else { violation("request id \(raw) is not string text") }
+            return value
+        }
+    }
+}
+
+/// Reports a broken invariant and stops; libFuzzer keeps the input as a crash artifact.
+func violation(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
+    fatalError("invariant broken: \(message)", file: file, line: line)
+}
