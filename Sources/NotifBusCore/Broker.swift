@@ -19,6 +19,8 @@ public struct Broker {
     let startedAt: Instant
 
     var clients: [ConnectionID: ClientRecord] = [:]
+    /// Greeting deadlines in accept order (one timeout for all keeps them sorted).
+    var helloDeadlines = FIFO<(deadline: Instant, connection: ConnectionID)>()
     var monitors: [ConnectionID] = []
     var shuttingDown = false
 
@@ -87,6 +89,7 @@ public struct Broker {
             return
         }
         clients[id] = ClientRecord(id: id, credentials: credentials)
+        helloDeadlines.append((now &+ UInt64(configuration.helloTimeoutMs) * 1_000_000, id))
     }
 
     /// One complete frame body arrived on `id`.
@@ -130,6 +133,13 @@ public struct Broker {
 
     /// Time passed: expire hops, calls and waiting takes whose deadline is at or before `now`.
     public mutating func tick(now: Instant) {
+        while let front = helloDeadlines.first, front.deadline <= now {
+            _ = helloDeadlines.popFirst()
+            guard let client = clients[front.connection], !client.greeted else { continue }
+            sendErrorFrame(to: front.connection, code: .helloRequired,
+                           message: "no 'hello' within \(configuration.helloTimeoutMs) ms of connecting")
+            close(front.connection, now: now)
+        }
         if let cur = current, cur.hopObserver != nil, cur.hopDeadline <= now {
             counters.hopTimeouts += 1
             endHop(.timeout, now: now)
@@ -173,6 +183,7 @@ public struct Broker {
         takeWaiters.removeAll()
         takeQueues.removeAll()
         takeDeadlines = DeadlineHeap()
+        helloDeadlines.removeAll()
         for id in clients.keys.sorted() { actions.append(.close(id)) }
     }
 
@@ -182,6 +193,7 @@ public struct Broker {
     public var nextDeadline: Instant? {
         var best: Instant? = nil
         if let cur = current, cur.hopObserver != nil { best = cur.hopDeadline }
+        if let h = helloDeadlines.first { best = Swift.min(best ?? h.deadline, h.deadline) }
         if let c = callDeadlines.first { best = Swift.min(best ?? c.deadline, c.deadline) }
         if let t = takeDeadlines.min { best = Swift.min(best ?? t.deadline, t.deadline) }
         return best

@@ -39,6 +39,9 @@ public struct BrokerConfiguration: Sendable {
     /// Calls one connection may have in flight as invoker (a client that floods invokes
     /// at a handler that never answers would otherwise hold memory for a call timeout).
     public var maxCallsPerConnection = 65_536
+    /// A connection must send `hello` within this time (10 s), or it is closed with
+    /// `hello_required`: otherwise silent sockets could hold every `--max-clients` place.
+    public var helloTimeoutMs: Int64 = 10_000
     /// Waiting `take`s one connection may hold.
     public var maxTakesPerConnection = 1024
     /// Payload bytes of posts waiting in the queue (64 MiB): `--max-queue` counts posts,

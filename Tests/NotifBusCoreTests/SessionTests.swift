@@ -41,6 +41,18 @@ import Testing
         #expect(h.closed == [c])
     }
 
+    @Test func silentConnectionsAreClosedAfterTheHelloTimeout() {
+        var h = CoreHarness { $0.helloTimeoutMs = 500 }
+        let silent = h.connect(greet: false)
+        let greeted = h.connect()
+        h.advance(ms: 499)
+        #expect(h.closed.isEmpty)
+        h.advance(ms: 1)
+        #expect(errorCode(h.take(silent).frame) == "hello_required")
+        #expect(h.closed == [silent])
+        #expect(h.request(greeted, #"{"op":"ping","id":1}"#)["result"] == [:])
+    }
+
     @Test func unsupportedProtocolCloses() {
         var h = CoreHarness()
         let c = h.connect(greet: false)
