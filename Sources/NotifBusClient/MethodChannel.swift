@@ -5,21 +5,8 @@ import NotifBusProtocol
 
 /// An error with a code, a message and optional details, as Flutter's `PlatformException`.
 /// Handlers throw it to answer a call with an error; `invokeMethod` throws it inside
-/// `MethodChannelError.platform`.
-public struct PlatformError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let code: String
-    public let message: String
-    /// `nil` when absent; `.null` when the handler sent `null`.
-    public let details: JSONValue?
-
-    public init(code: String, message: String, details: JSONValue? = nil) {
-        self.code = code
-        self.message = message
-        self.details = details
-    }
-
-    public var description: String { "\(code): \(message)" }
-}
+/// `MethodChannelError.platform`. It is the same value as a broker's error reply.
+public typealias PlatformError = BrokerError
 
 /// Why `invokeMethod` failed.
 public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -3,33 +3,8 @@
 # (Swift and Python app) and early-ask paths of a notification click.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-
-check() {
-    if ! grep -qF -- "$1" "$out"; then
-        echo "MailClick output lacks: $1"
-        cat "$out"
-        exit 1
-    fi
-}
-
-# check_count N TEXT: TEXT appears on exactly N lines.
-check_count() {
-    local n
-    n=$(grep -cF -- "$2" "$out" || true)
-    if [ "$n" -ne "$1" ]; then
-        echo "MailClick output has $n lines with '$2', expected $1"
-        cat "$out"
-        exit 1
-    fi
-}
-
-if ! timeout 120 bash Examples/MailClick/run.sh >"$out" 2>&1; then
-    echo "Examples/MailClick/run.sh failed"
-    cat "$out"
-    exit 1
-fi
+source scripts/lib/check-output.sh
+run_example MailClick 120 Examples/MailClick/run.sh
 # (1) foreground/background: the host relays the click, the app opens it, nothing retained.
 check "[app] launched normally (no click)"
 check "[host] click on mail-e-1 (event 1, userInfo {\"emailId\":\"e-1\"}): asking the app to open it"

@@ -3,22 +3,8 @@
 # through a Swift, a Python and a JavaScript observer, and the JavaScript one completes it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-
-check() {
-    if ! grep -qF -- "$1" "$out"; then
-        echo "ThreeLanguages output lacks: $1"
-        cat "$out"
-        exit 1
-    fi
-}
-
-if ! timeout 60 bash Examples/ThreeLanguages/run.sh >"$out" 2>&1; then
-    echo "Examples/ThreeLanguages/run.sh failed"
-    cat "$out"
-    exit 1
-fi
+source scripts/lib/check-output.sh
+run_example ThreeLanguages 60 Examples/ThreeLanguages/run.sh
 check '[swift] {"event":1,"name":"willPresent","observer":"o1","payload":{"notification":'
 check '[python] python observer o2 saw willPresent event 1: title "Ana", body "Lunch on Friday?"; answering next'
 check '[js] js observer o3 saw willPresent event 1: title "Ana", thread "chat-ana"; completing with ["banner","sound"]'

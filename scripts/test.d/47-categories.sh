@@ -3,18 +3,8 @@
 # clicks routed by action to the right process, refused clicks, launch retention.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-
-check() {
-    if ! grep -qF -- "$1" "$out"; then
-        echo "Categories example output lacks: $1"
-        cat "$out"
-        exit 1
-    fi
-}
-
-timeout 60 bash Examples/Categories/run.sh >"$out" 2>&1
+source scripts/lib/check-output.sh
+run_example Categories 60 Examples/Categories/run.sh
 check "registered 3 categories: INVITE: ACCEPT [foreground], DECLINE [destructive]; MESSAGE {customDismissAction, hiddenPreviewsShowTitle}: REPLY [text input]; REMINDER: SNOOZE, OPEN [foreground]"
 check "read back from the bus: identical"
 check "the bus holds INVITE, MESSAGE, REMINDER"
@@ -43,9 +33,9 @@ check "the launch slot after the background Snooze: null"
 check "didReceive OPEN on rem-2: unhandled; retained for launch in slot 'launch'"
 check "didReceive default on msg-4: unhandled; retained for launch in slot 'launch'"
 check "the launch slot holds the newest launching click: msg-4 com.apple.UNNotificationDefaultActionIdentifier"
-if grep -qF "UNEXPECTED" "$out"; then
+if grep -qF "UNEXPECTED" "$OUT"; then
     echo "Categories example reported something unexpected"
-    cat "$out"
+    cat "$OUT"
     exit 1
 fi
 echo "Categories: ok"
