@@ -95,9 +95,8 @@ public final class BrokerServer {
         self.options = options
         signal(SIGPIPE, SIG_IGN)
         notifbus_unblock_termination_signals()
-        guard let base = event_base_new() else { throw SystemError("event_base_new", code: ENOMEM) }
-        self.base = base
-        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: BrokerServer.scratchBytes, alignment: 16)
+        // Everything that can fail comes first: memory a failed init never hands to deinit
+        // would leak.
         var restoredSlots: [String: RawJSON] = [:]
         var restoredCategories: CategorySet? = nil
         if let dir = options.stateDirectory {
@@ -116,6 +115,13 @@ public final class BrokerServer {
             listenFD = try ListeningSocket.open(path: options.socketPath, mode: options.socketMode)
             ownsSocketFile = true
         }
+        guard let base = event_base_new() else {
+            close(listenFD)
+            if ownsSocketFile { unlink(self.options.socketPath) }
+            throw SystemError("event_base_new", code: ENOMEM)
+        }
+        self.base = base
+        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: BrokerServer.scratchBytes, alignment: 16)
     }
 
     deinit {
