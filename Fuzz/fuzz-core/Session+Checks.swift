@@ -1,0 +1,156 @@
+// Invariants of a whole step, of `status` against the model, and of the end of a program:
+// with the clock run past every deadline every request is answered and every event ends,
+// and once everyone hangs up the broker holds nothing of any of them.
+import NotifBusCore
+import NotifBusProtocol
+
+extension Session {
+    /// Frames one input may cause: replies to everything pending (posts, waiting takes and
+    /// calls per connection), evictions, closes and an event, each mirrored to every monitor.
+    var maxActionsPerStep: Int {
+        let c = configuration
+        let frames = 16 + c.maxQueue + c.maxClients * (c.maxTakesPerConnection + c.maxCallsPerConnection + 2)
+        return frames * (c.maxClients + 1)
+    }
+
+    func checkStep() {
+        if context.ticked, let deadline = broker.nextDeadline, deadline <= now {
+            violation("next deadline \(deadline) is not after now \(now) right after a tick")
+        }
+        for id in context.mustClose where peers[id - 1].open {
+            violation("c\(id) should have been closed")
+        }
+        if context.actionCount > maxActionsPerStep {
+            violation("\(context.actionCount) actions in one step (at most \(maxActionsPerStep))")
+        }
+        if let relay = context.relay, !relay.done {
+            violation("call \(relay.call) was returned but its invoker got no reply")
+        }
+        if let request = context.request, peers[request.connection - 1].open {
+            if !context.requestReplied && !Session.mayWait(request.request) {
+                violation("\(String(describing: request.request)) with id \(request.id) got no reply at once")
+            }
+            switch request.request {
+            case .post?:
+                if context.requestError == nil { acceptedPosts += 1 }
+            case .invoke?:
+                if context.requestError == nil || context.requestError == "not_implemented" { acceptedInvokes += 1 }
+            default:
+                break
+            }
+        }
+        var waitingPosts = 0
+        for peer in peers where peer.open {
+            var takes = 0
+            var invokes = 0
+            for pending in peer.outstanding {
+                switch pending.request {
+                case .post?: waitingPosts += 1
+                case .take?: takes += 1
+                case .invoke?: invokes += 1
+                default: violation("\(String(describing: pending.request)) on c\(peer.id) still awaits its reply")
+                }
+            }
+            if takes > configuration.maxTakesPerConnection { violation("c\(peer.id) has \(takes) takes waiting") }
+            if invokes > configuration.maxCallsPerConnection { violation("c\(peer.id) has \(invokes) calls in flight") }
+        }
+        if waitingPosts > configuration.maxQueue + 1 {
+            violation("\(waitingPosts) posts await results with a queue of \(configuration.maxQueue)")
+        }
+    }
+
+    /// Requests whose reply may come in a later step: posts, takes that wait, invokes.
+    static func mayWait(_ request: Request?) -> Bool {
+        switch request {
+        case .post?, .invoke?: return true
+        case .take(_, let wait)?: return (wait ?? 0) > 0
+        default: return false
+        }
+    }
+
+    /// `status` agrees with the model: the same greeted clients, observers (in chain order)
+    /// and handlers, the slots the persist actions left, and counters that add up.
+    func checkStatus(_ value: JSONValue?) {
+        guard case .object(let s)? = value,
+              Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "counters"],
+              let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
+              let handlerList = s["handlers"]?.arrayValue, let slotList = s["slots"]?.arrayValue,
+              let pending = s["queue"]?["pending"]?.intValue, let current = s["queue"]?["current"],
+              case .object(let counters)? = s["counters"]
+        else { violation("status result \(String(describing: value))") }
+
+        let listedClients = clients.compactMap { $0["client"]?.stringValue }
+        let greeted = peers.filter { $0.open && $0.greeted }.map { "c\($0.id)" }
+        if listedClients.sorted() != greeted.sorted() { violation("status lists clients \(listedClients); greeted and open: \(greeted)") }
+
+        var listedObservers: [Int: ConnectionID] = [:]
+        var previous: (Int64, Int)? = nil
+        for o in observerList {
+            guard let text = o["observer"]?.stringValue, let n = Int(text.dropFirst()), let priority = o["priority"]?.intValue,
+                  let client = o["client"]?.stringValue, let holder = Int(client.dropFirst())
+            else { violation("status observer \(o)") }
+            if let previous, previous >= (priority, n) { violation("status observers out of chain order at \(text)") }
+            previous = (priority, n)
+            listedObservers[n] = holder
+        }
+        if listedObservers != observers { violation("status lists observers \(listedObservers); the clients hold \(observers)") }
+
+        var listedHandlers: [Int: ConnectionID] = [:]
+        for h in handlerList {
+            guard let text = h["handler"]?.stringValue, let n = Int(text.dropFirst()),
+                  let client = h["client"]?.stringValue, let holder = Int(client.dropFirst())
+            else { violation("status handler \(h)") }
+            listedHandlers[n] = holder
+        }
+        if listedHandlers != handlers { violation("status lists handlers \(listedHandlers); the clients hold \(handlers)") }
+
+        let listedSlots = slotList.compactMap(\.stringValue)
+        if listedSlots != slots.keys.sorted() { violation("status lists slots \(listedSlots); persisted: \(slots.keys.sorted())") }
+
+        if pending > Int64(configuration.maxQueue) { violation("\(pending) posts queued with a queue of \(configuration.maxQueue)") }
+        if current == .null && pending > 0 { violation("\(pending) posts queued and none running") }
+        func count(_ name: String) -> Int64 {
+            guard let n = counters[name]?.intValue else { violation("status counter \(name) missing") }
+            return n
+        }
+        let running: Int64 = current == .null ? 0 : 1
+        let posted = count("posted")
+        if posted != Int64(acceptedPosts) { violation("status counts \(posted) posts; \(acceptedPosts) were accepted") }
+        if posted - count("completed") - count("stopped") - count("unhandled") != pending + running {
+            violation("posted \(posted) minus finished is not \(pending) queued plus \(running) running: \(counters)")
+        }
+        if count("invokes") != Int64(acceptedInvokes) { violation("status counts \(count("invokes")) invokes; \(acceptedInvokes) were accepted") }
+        if count("hopTimeouts") < seenHopTimeouts || count("gone") < seenGone || count("invalid") < seenInvalid {
+            violation("status counters \(counters) below the traces seen (\(seenHopTimeouts) timeouts, \(seenGone) gone, \(seenInvalid) invalid)")
+        }
+        if s["uptimeMs"]?.intValue != Int64((now - Session.start) / 1_000_000) { violation("uptime \(String(describing: s["uptimeMs"]))") }
+    }
+
+    /// The end of a program: every deadline runs out, every request is answered, everyone
+    /// hangs up, and a fresh client finds the broker empty and its counters balanced.
+    func finish() {
+        guard !shutDown else { return }
+        var ticks = 0
+        while let deadline = broker.nextDeadline {
+            ticks += 1
+            if ticks > Session.maxDrainTicks { violation("deadlines keep coming after \(ticks) ticks") }
+            now = Swift.max(now, deadline)
+            tick()
+        }
+        for peer in peers where peer.open {
+            if let pending = peer.outstanding.first {
+                violation("\(String(describing: pending.request)) with id \(pending.id) on c\(peer.id) was never answered")
+            }
+        }
+        probeStatus()
+        for peer in peers where peer.open { hangUp(peer.id) }
+        if !observers.isEmpty || !handlers.isEmpty { violation("observers \(observers) and handlers \(handlers) outlive their clients") }
+
+        let id = connect(uid: 1000)
+        deliver(id, "{\"op\":\"hello\",\"id\":0,\"protocol\":1}")
+        if !peers[id - 1].greeted { violation("a fresh client could not say hello to an empty broker") }
+        deliver(id, "{\"op\":\"status\",\"id\":\"final\"}")
+        hangUp(id)
+        if broker.hasClients { violation("the broker still holds clients after everyone hung up") }
+    }
+}

@@ -1,2 +1,0 @@
-// Placeholder until this program is written.
-print("not written yet")
