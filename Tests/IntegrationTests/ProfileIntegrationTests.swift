@@ -43,8 +43,8 @@ private let typedCategories: [NotificationCategory] = [
     NotificationCategory(identifier: "PLAIN", actions: []),
 ]
 
-/// A greeted raw connection that numbers its requests.
-private final class RawSession {
+/// A greeted raw connection that numbers its requests. Used from one task at a time.
+private final class RawSession: @unchecked Sendable {
     let client: RawClient
     private var nextID = 1
 
@@ -61,6 +61,14 @@ private final class RawSession {
 
     func post(_ name: String, _ payload: String?) -> JSONValue? {
         request("post", #""name":"\#(name)""# + (payload.map { #","payload":\#($0)"# } ?? ""))
+    }
+
+    /// `post` on a thread of its own: a blocking read on the cooperative pool could starve
+    /// the in-process observer that has to answer the event (2 cores: 2 pool threads).
+    func postOffPool(_ name: String, _ payload: String?) async -> JSONValue? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: self.post(name, payload)) }
+        }
     }
 
     func setCategories(_ json: String) -> JSONValue? { request("setCategories", #""categories":\#(json)"#) }
@@ -113,7 +121,7 @@ private func decodingErrorPath(_ body: () throws -> Void) -> String? {
 }
 
 /// Polls `condition` until it holds; false after `timeout`.
-private func eventually(_ timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+private func eventually(_ timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
@@ -327,7 +335,7 @@ private final class Gate: @unchecked Sendable {
             ("SNOOZE", "REMINDER", nil, true), ("OPEN", "REMINDER", nil, true), ("SNOOZE", "REMINDER", #""t""#, false),
         ]
         for c in cases {
-            let reply = s.post("didReceive", clickJSON(c.action, c.category, userText: c.userText))
+            let reply = await s.postOffPool("didReceive", clickJSON(c.action, c.category, userText: c.userText))
             let label = "\(c.action) on \(c.category ?? "no category") with userText \(c.userText ?? "absent")"
             if c.ok {
                 #expect(reply?["result"]?["outcome"] == "unhandled", "\(label): \(String(describing: reply))")

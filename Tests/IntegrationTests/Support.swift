@@ -203,7 +203,7 @@ final class RawClient {
     }
 
     /// The next frame, or nil on timeout or when the broker closed the connection.
-    func read(timeout: Duration = .seconds(5)) -> JSONValue? {
+    func read(timeout: Duration = .seconds(20)) -> JSONValue? {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let body = try? decoder.next() { return try? JSONValue(parsing: body) }
@@ -232,7 +232,7 @@ final class RawClient {
         return false
     }
 
-    func request(_ text: String, timeout: Duration = .seconds(5)) -> JSONValue? {
+    func request(_ text: String, timeout: Duration = .seconds(20)) -> JSONValue? {
         send(text)
         return read(timeout: timeout)
     }
