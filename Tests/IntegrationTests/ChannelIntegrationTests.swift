@@ -7,7 +7,7 @@ import NotifBusClient
 import NotifBusProtocol
 import Testing
 
-@Suite(.timeLimit(.minutes(2))) struct ChannelIntegrationTests {
+@Suite(.timeLimit(.minutes(5))) struct ChannelIntegrationTests {
     func handler(_ broker: BrokerUnderTest, _ args: [String]) throws -> Child {
         let child = try broker.spawn(["handle"] + args)
         guard child.waitFor(.seconds(10), { child.stderr.contains("notifbus: handling") }) else {

@@ -13,7 +13,7 @@ final class Recorder: @unchecked Sendable {
     var all: [String] { lock.withLock { items } }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct ClientLibraryTests {
+@Suite(.timeLimit(.minutes(5))) struct ClientLibraryTests {
     @Test func observersChainAndTypedResult() async throws {
         let broker = try BrokerUnderTest()
         let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")

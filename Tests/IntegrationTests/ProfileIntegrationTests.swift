@@ -156,7 +156,7 @@ private final class Gate: @unchecked Sendable {
     }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct ProfileIntegrationTests {
+@Suite(.timeLimit(.minutes(5))) struct ProfileIntegrationTests {
     // MARK: Payloads
 
     @Test func profilePayloadsAreCheckedBeforeQueueing() throws {

@@ -152,7 +152,7 @@ final class ScenarioPlayer {
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ScenarioVectorTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ScenarioVectorTests {
     @Test func scenariosArePresent() {
         let names = Scenario.all.map(\.name)
         #expect(names.count >= 12)
