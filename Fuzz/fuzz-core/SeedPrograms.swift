@@ -161,6 +161,14 @@ enum SeedPrograms {
             p.send(0, .take, 0)              // the second payload
             p.send(0, .peek, 0)
         },
+        program("did-receive-handled") { p in
+            p.connect(); p.connect()
+            p.send(0, .subscribe, 8)         // didReceive
+            p.send(1, .post, 3, 4)           // default action: would launch if unhandled
+            p.answer(0, kind: complete)
+            p.send(1, .post, 3, 4)
+            p.answer(0, kind: stop)
+        },
         program("categories-and-actions") { p in
             p.connect(); p.connect()
             p.send(0, .setCategories, 0)

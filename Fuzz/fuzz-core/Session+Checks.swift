@@ -23,6 +23,9 @@ extension Session {
         if context.actionCount > maxActionsPerStep {
             violation("\(context.actionCount) actions in one step (at most \(maxActionsPerStep))")
         }
+        for (id, expected) in context.acknowledgements where peers[id - 1].open {
+            violation("c\(id) never got the reply \(expected) that acknowledges a persisted change")
+        }
         if let relay = context.relay, !relay.done {
             violation("call \(relay.call) was returned but its invoker got no reply")
         }

@@ -7,18 +7,24 @@ import NotifBusProtocol
 extension Session {
     /// Error codes after which the broker closes the connection (§3).
     static let closingCodes: Set<String> = ["hello_required", "unsupported_protocol", "frame_too_large", "forbidden", "too_many_clients"]
+    /// The codes the broker itself sends (§4); handlers may return others.
     static let brokerCodes = Set(ErrorCode.allCases.map(\.rawValue))
 
     func check(_ action: BrokerAction) {
         context.actionCount += 1
         switch action {
         case .send(let id, let frame):
-            guard (1...peers.count).contains(id) else { violation("a frame for c\(id), which never connected") }
+            guard id >= 1 && id <= peers.count else { violation("a frame for c\(id), which never connected") }
             guard peers[id - 1].open else { violation("a frame for c\(id) after it was closed: \(Session.text(frame))") }
             sequence += 1
             checkFrame(frame, to: id)
+            if let expected = context.acknowledgements.removeValue(forKey: id),
+               FrameView(Array(frame.dropFirst(4)))?["id"]?.value != expected
+            {
+                violation("a persisted change acknowledges request \(expected), but c\(id)'s next frame is \(Session.text(frame))")
+            }
         case .close(let id):
-            guard (1...peers.count).contains(id) else { violation("close for c\(id), which never connected") }
+            guard id >= 1 && id <= peers.count else { violation("close for c\(id), which never connected") }
             guard peers[id - 1].open else { violation("c\(id) closed twice") }
             if context.shuttingDown {
                 if let pending = peers[id - 1].outstanding.first { violation("shutdown closed c\(id) with request \(pending.id) unanswered") }
@@ -26,12 +32,23 @@ extension Session {
                 violation("c\(id) closed without an error that closes")
             }
             markClosed(id)
-        case .persistSlot(let name, let value, _):
+        case .persistSlot(let name, let value, let acknowledgement):
             if let value { slots[name] = value } else { slots[name] = nil }
             context.persistedSlots.append((name, value))
-        case .persistCategories(let raw, _):
+            expectAcknowledgement(acknowledgement)
+        case .persistCategories(let raw, let acknowledgement):
             guard (try? CategorySet.parse(raw)) != nil else { violation("persisted categories that do not parse: \(Session.text(raw))") }
             context.persistedCategories = true
+            expectAcknowledgement(acknowledgement)
+        }
+    }
+
+    /// The acknowledged request's reply must be the next frame its connection gets.
+    func expectAcknowledgement(_ acknowledgement: Acknowledgement?) {
+        guard let acknowledgement else { return }
+        let id = Session.json(acknowledgement.requestID)
+        if let earlier = context.acknowledgements.updateValue(id, forKey: acknowledgement.connection) {
+            violation("c\(acknowledgement.connection) has two acknowledgements pending: \(earlier) and \(id)")
         }
     }
 
@@ -66,8 +83,9 @@ extension Session {
         guard let idMember = view["id"], let rid = idMember.value else { violation("reply without a readable id") }
         if rid == .null {
             guard let code else { violation("a result with id null") }
+            guard Session.brokerCodes.contains(code) else { violation("error frame with code \(code), which is not the broker's") }
             // The one error frame a tick may send: a connection that did not greet in time.
-            let helloTimedOut = context.input == nil && code == "hello_required" && !peers[id - 1].greeted
+            let helloTimedOut = code == "hello_required" && context.helloExpired.contains(id)
             guard context.input == id || helloTimedOut else {
                 violation("error frame \(code) for c\(id) on input from \(String(describing: context.input))")
             }

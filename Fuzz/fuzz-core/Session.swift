@@ -11,6 +11,7 @@ import Glibc
 /// A connection as the program's clients see it.
 struct Peer {
     let id: ConnectionID
+    let connectedAt: Instant
     var open = true
     var greeted = false
     var monitoring = false
@@ -60,6 +61,10 @@ struct StepContext {
     var actionCount = 0
     /// For a connect: the error the broker must refuse it with, if any.
     var refusal: String? = nil
+    /// For a tick: ungreeted connections past the hello timeout, which it must close.
+    var helloExpired: Set<ConnectionID> = []
+    /// Persisted changes whose reply must be the connection's next frame, by connection.
+    var acknowledgements: [ConnectionID: JSONValue] = [:]
     /// Connections that must be closed when the step ends, and those sent an error that closes.
     var mustClose: Set<ConnectionID> = []
     var closingErrors: Set<ConnectionID> = []
@@ -79,7 +84,8 @@ final class Session {
     static let uids: [UInt32] = [1000, 0, 1001, 4242]
     static let allowedUIDs: Set<UInt32> = [1000, 0, 1001]
     static let start: Instant = 1_000_000_000
-    /// Every tick ends at least one hop, call or take, and a program sets up fewer than this.
+    /// Each draining tick consumes at least one deadline (hop, call, take or greeting), and a
+    /// program of at most a few thousand bytes sets up far fewer than this.
     static let maxDrainTicks = 100_000
     /// Events and calls a peer remembers for answers and returns to aim at.
     static let remembered = 8
@@ -112,8 +118,9 @@ final class Session {
     var stepNumber = 0
     var context = StepContext()
 
-    /// Small limits, so that a short program reaches them: the first program byte picks
-    /// the queue length (0 to 3) and the client limit (2 to 5).
+    /// Small limits, so that a short program reaches them (timeouts of a few instructions'
+    /// clock advances, 200 payload bytes in the queue): the first program byte picks the
+    /// queue length (0 to 3) and the client limit (2 to 5).
     init(configurationByte k: UInt8) {
         var c = BrokerConfiguration()
         c.brokerUID = 1000
@@ -127,6 +134,8 @@ final class Session {
         c.maxSlotBytes = 256
         c.maxCallsPerConnection = 2
         c.maxTakesPerConnection = 2
+        c.helloTimeoutMs = 150
+        c.maxQueueBytes = 200
         configuration = c
         broker = Broker(configuration: c, now: Session.start)
     }
@@ -223,7 +232,7 @@ final class Session {
     func connect(uid: UInt32) -> ConnectionID {
         let id = peers.count + 1
         let openCount = peers.filter(\.open).count
-        peers.append(Peer(id: id))
+        peers.append(Peer(id: id, connectedAt: now))
         begin(input: id)
         trace("c\(id) connects with uid \(uid)")
         broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now)
@@ -259,6 +268,11 @@ final class Session {
         begin(input: nil)
         context.ticked = true
         trace("tick")
+        let limit = UInt64(configuration.helloTimeoutMs) * 1_000_000
+        for peer in peers where peer.open && !peer.greeted && peer.connectedAt + limit <= now {
+            context.helloExpired.insert(peer.id)
+            context.mustClose.insert(peer.id)
+        }
         broker.tick(now: now)
         end()
     }
