@@ -44,7 +44,7 @@ for name in decoder core; do
     timeout $((seconds + 300)) "${cmd[@]}" >"$log" 2>&1
     status=$?
     seeds=$(find "Fuzz/corpus/$name" -type f | wc -l)
-    final=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1)
+    final=$(grep -aE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1)
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     added=$(sed -n 's/^stat::new_units_added: *//p' "$log")
@@ -57,7 +57,7 @@ for name in decoder core; do
     if [ "$status" -ne 0 ]; then
         failed=1
         echo "$target: FAILED (exit $status); log: $log"
-        grep -E 'invariant broken|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY|Test unit written|deadly signal' "$log" | head -20
+        grep -aE 'invariant broken|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY|Test unit written|deadly signal' "$log" | head -20
         echo "--- last lines of the log:"
         tail -40 "$log"
         ls -l "$artifacts"
