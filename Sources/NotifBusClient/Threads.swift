@@ -29,14 +29,14 @@ public final class Lock: @unchecked Sendable {
     }
 }
 
-/// Starts a detached thread running `body`.
-enum DetachedThread {
+/// Starts a detached thread running `body`, for blocking work kept off the cooperative pool.
+public enum DetachedThread {
     private final class Box {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
-    static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
+    public static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in

@@ -199,7 +199,6 @@ struct FIFO<Element> {
         head = 0
     }
 
-    var elements: ArraySlice<Element> { storage[head...] }
 }
 
 /// A binary min-heap of deadlines with ids; stale entries are skipped by the owner.

@@ -18,7 +18,7 @@ enum Subprocess {
     /// Runs `/bin/sh -c command` on a thread of its own and returns when it has exited.
     static func run(_ command: String, input: [UInt8], timeoutMs: Int64) async -> SubprocessResult {
         await withCheckedContinuation { continuation in
-            let started = DetachedRun.start {
+            let started = DetachedThread.start {
                 continuation.resume(returning: runBlocking(command, input: input, timeoutMs: timeoutMs))
             }
             if !started { continuation.resume(returning: SubprocessResult(status: 127, stdout: [], stderr: Array("cannot start a thread".utf8))) }
@@ -127,28 +127,5 @@ enum Subprocess {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-}
-
-/// A detached pthread for blocking work (the client library's is internal to it).
-enum DetachedRun {
-    private final class Box {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
-    }
-
-    static func start(_ body: @escaping () -> Void) -> Bool {
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, context)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            return false
-        }
-        pthread_detach(thread)
-        return true
     }
 }
