@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks to build and test notifbus: libevent's headers and
-# pkg-config from Debian, pytest from PyPI. Safe to run again; does nothing when all is there.
+# Installs what a fresh machine lacks to build and test notifbus: libevent, sd-bus and cnats
+# headers, the D-Bus daemon, python-dbusmock, dunst, Xvfb and nats-server from Debian, pytest
+# from PyPI. Safe to run again; does nothing when all is there.
 set -euo pipefail
 
+# Debian packages by what they provide: the broker (libevent), the desktop bridge (sd-bus,
+# a session bus, a fake and a real notification server, a virtual display), the NATS bridge
+# (cnats, nats-server) and the benchmark's instruction counts (valgrind).
+packages=(pkg-config libevent-dev libsystemd-dev dbus python3-dbusmock dunst xvfb x11-utils
+    imagemagick libnats-dev nats-server valgrind)
 need_apt=()
-pkg-config --exists libevent_core 2>/dev/null || need_apt+=(libevent-dev)
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$p")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]} from Debian"
     SUDO=""
