@@ -31,6 +31,7 @@ enum CLI {
 
         Commands:
         \(subcommands.map { "  " + StatusTable.pad($0.name, 12) + $0.summary }.joined(separator: "\n"))
+        \(SiblingTool.tools.map { "  " + StatusTable.pad($0.command, 12) + $0.summary }.joined(separator: "\n"))
 
         Every command takes --socket PATH (default: $NOTIFBUS_SOCKET, then
         $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help.
@@ -56,6 +57,9 @@ enum CLI {
         if first == "--version" {
             Output.line(BrokerCommand.serverName)
             return .exit(0)
+        }
+        if let tool = SiblingTool.tools.first(where: { $0.command == first }) {
+            return .exit(SiblingTool.exec(tool.executable, command: tool.command, arguments: Array(args.dropFirst())))
         }
         guard let command = subcommands.first(where: { $0.name == first }) else {
             Output.error("notifbus: unknown command '\(first)'; see 'notifbus --help'")
