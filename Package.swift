@@ -12,6 +12,7 @@ let package = Package(
     name: "notifbus",
     products: [
         .executable(name: "notifbus", targets: ["notifbus"]),
+        .executable(name: "notifbus-desktop", targets: ["notifbus-desktop"]),
         .library(name: "NotifBusClient", targets: ["NotifBusClient"]),
         .library(name: "NotifBusProtocol", targets: ["NotifBusProtocol"]),
     ],
@@ -20,6 +21,11 @@ let package = Package(
             name: "CLibevent",
             pkgConfig: "libevent_core",
             providers: [.apt(["libevent-dev", "pkg-config"])]
+        ),
+        .systemLibrary(
+            name: "CSdBus",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev", "pkg-config"])]
         ),
         .target(name: "NotifBusProtocol", swiftSettings: hotPath),
         .target(name: "NotifBusCore", dependencies: ["NotifBusProtocol"], swiftSettings: hotPath),
@@ -32,6 +38,10 @@ let package = Package(
             // pages it uses (about 8 MiB resident at idle against 11 MiB with shared libraries).
             linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
         ),
+        // The desktop bridge: its own executable, the only one that links sd-bus. Its mapping
+        // rules (no D-Bus in them) are a library of their own so that tests reach them.
+        .target(name: "NotifBusDesktop", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
+        .executableTarget(name: "notifbus-desktop", dependencies: ["CSdBus", "NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",
@@ -48,6 +58,7 @@ let package = Package(
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
     ],
     swiftLanguageModes: [.v6]

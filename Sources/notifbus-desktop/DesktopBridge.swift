@@ -1,0 +1,226 @@
+// The bridge between the broker and the desktop's notification server: it serves the
+// `notifications` channel (add, remove, list, capabilities), asks the willPresent chain how
+// to present, and turns the server's signals into one didReceive per notification. The
+// delivered table is shared by the channel's tasks and the bus thread, under one lock.
+import Glibc
+import NotifBusClient
+import NotifBusDesktop
+import NotifBusProtocol
+
+/// What `notifbus desktop` was asked to do.
+struct BridgeOptions: Sendable {
+    var socket: String? = nil
+    var appName = "notifbus"
+    /// The presentation for a willPresent that no observer decided: like an app in the background.
+    var unhandled: PresentationOptions = .banner
+    /// Bounds every D-Bus call.
+    var dbusTimeoutMs: Int64 = 5000
+    var verbose = false
+}
+
+/// Prints one line on stderr, prefixed with the tool's name.
+func log(_ text: String) {
+    let line = Array("notifbus desktop: \(text)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+final class DesktopBridge: @unchecked Sendable {
+    let broker: NotifBusConnection
+    let server: NotificationServer
+    let options: BridgeOptions
+    private let lock = Lock()
+    private var table = DeliveryTable()
+    private var info: NotificationServerInfo? = nil
+    /// The unique name that owns org.freedesktop.Notifications, once known.
+    private var owner: String? = nil
+    /// Counts server changes, so that what was read from an earlier server is not kept.
+    private var generation: UInt64 = 0
+
+    init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
+        self.broker = broker
+        self.server = server
+        self.options = options
+    }
+
+    // MARK: The channel
+
+    /// Serves one call of the `notifications` channel.
+    func handle(_ call: MethodCall) async throws -> JSONValue {
+        do {
+            switch DesktopChannel.Method(rawValue: call.method) {
+            case .add?: return try await add(call.arguments)
+            case .removeDeliveredNotifications?: return try await remove(call.arguments)
+            case .removeAllDeliveredNotifications?: return try await removeAll()
+            case .getDeliveredNotifications?:
+                let list = lock.withLock { table.delivered }
+                return ["notifications": .array(list.map(\.jsonValue))]
+            case .capabilities?: return try await refreshedInfo().jsonValue
+            case nil:
+                throw PlatformError(code: ErrorCode.notImplemented.rawValue,
+                                    message: "the desktop bridge has no method '\(call.method)' (it has: "
+                                        + DesktopChannel.Method.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+            }
+        } catch let error as DesktopError {
+            throw error.platformError
+        } catch let error as NotifBusError {
+            throw PlatformError(code: error.code ?? ErrorCode.handlerGone.rawValue, message: "the bridge's broker call failed: \(error)")
+        }
+    }
+
+    static func badArguments(_ message: String) -> PlatformError {
+        PlatformError(code: DesktopChannel.ErrorCode.badArguments.rawValue, message: message)
+    }
+
+    func add(_ arguments: JSONValue) async throws -> JSONValue {
+        let notification: NotifBusClient.Notification
+        do {
+            notification = try NotifBusClient.Notification(json: arguments)
+        } catch {
+            throw DesktopBridge.badArguments("add takes a Notification: \(error)")
+        }
+        let decision = try await broker.post(willPresent: notification)
+        let chosen: PresentationOptions
+        switch decision.outcome {
+        case .completed: chosen = decision.presentationOptions ?? []
+        case .stopped: chosen = []
+        case .unhandled: chosen = options.unhandled
+        }
+        guard !chosen.isDisjoint(with: [.banner, .list, .alert]) else {
+            return NotificationDelivery(presented: false, options: chosen, desktopId: nil).jsonValue
+        }
+        let categories = try await broker.notificationCategories()
+        let category = notification.content.categoryIdentifier.flatMap { id in categories.first { $0.identifier == id } }
+        let info = try await currentInfo()
+        let replaces = lock.withLock { table.desktopId(forIdentifier: notification.identifier) } ?? 0
+        let arguments = NotifyArguments(notification: notification, category: category, options: chosen,
+                                        capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
+        if options.verbose { log("Notify\(arguments)") }
+        let id = try await server.notify(arguments) { [self] id in
+            lock.withLock { _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes) }
+        }
+        return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
+    }
+
+    func remove(_ arguments: JSONValue) async throws -> JSONValue {
+        guard let list = arguments["identifiers"]?.arrayValue else {
+            throw DesktopBridge.badArguments("removeDeliveredNotifications takes {\"identifiers\": [...]}")
+        }
+        var identifiers: [String] = []
+        for item in list {
+            guard let s = item.stringValue else { throw DesktopBridge.badArguments("identifiers must be strings") }
+            identifiers.append(s)
+        }
+        let removed = lock.withLock { table.remove(identifiers: identifiers) }
+        try await close(removed)
+        return ["removed": .array(removed.map { .string($0.identifier) })]
+    }
+
+    func removeAll() async throws -> JSONValue {
+        let removed = lock.withLock { () -> [(identifier: String, desktopId: UInt32)] in
+            let all = table.delivered.map(\.notification.identifier)
+            return table.remove(identifiers: all)
+        }
+        try await close(removed)
+        return ["removed": .array(removed.map { .string($0.identifier) })]
+    }
+
+    /// Closes on the server what the table no longer holds. A server that is gone has
+    /// nothing left to close; any other failure is reported after every close was tried.
+    func close(_ removed: [(identifier: String, desktopId: UInt32)]) async throws {
+        var failure: DesktopError? = nil
+        for entry in removed {
+            do {
+                try await server.close(entry.desktopId)
+            } catch {
+                if case .noServer = error { continue }
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The server's information, read once per server.
+    func currentInfo() async throws(DesktopError) -> NotificationServerInfo {
+        if let cached = lock.withLock({ info }) { return cached }
+        return try await refreshedInfo()
+    }
+
+    /// Reads the server's information again and keeps it, unless the server changed meanwhile.
+    func refreshedInfo() async throws(DesktopError) -> NotificationServerInfo {
+        let before = lock.withLock { generation }
+        let fresh = try await server.information()
+        lock.withLock { if generation == before { info = fresh } }
+        return fresh
+    }
+
+    // MARK: The server's signals (bus thread)
+
+    /// A signal on org.freedesktop.Notifications.
+    func serverSignal(_ m: MessageReader) {
+        let sender = m.sender
+        let accepted = lock.withLock { owner == nil || owner == sender }
+        guard accepted else { return }
+        let response: NotificationResponse?
+        do {
+            switch m.member {
+            case "ActionInvoked"?:
+                let id = try m.uint32(), key = try m.string()
+                response = lock.withLock { table.actionInvoked(desktopId: id, key: key) }
+            case "NotificationReplied"?:
+                let id = try m.uint32(), text = try m.string()
+                response = lock.withLock { table.replied(desktopId: id, text: text) }
+            case "NotificationClosed"?:
+                let id = try m.uint32(), reason = try m.uint32()
+                response = lock.withLock { table.closed(desktopId: id, reason: reason) }
+            default:
+                return
+            }
+        } catch {
+            log("ignored a malformed \(m.member ?? "signal") from \(sender ?? "?"): \(error)")
+            return
+        }
+        guard let response else { return }
+        Task { [broker] in
+            do {
+                let result = try await broker.post(didReceive: response)
+                log("didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"
+                    + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
+            } catch {
+                log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) was refused: \(error)")
+            }
+        }
+    }
+
+    /// `NameOwnerChanged` for org.freedesktop.Notifications: a new server knows none of the
+    /// old one's notifications, and may have other capabilities.
+    func ownerChanged(_ m: MessageReader) {
+        guard let name = try? m.string(), name == NotificationServer.busName,
+              let old = try? m.string(), let new = try? m.string() else { return }
+        let forgotten = lock.withLock { () -> Int in
+            owner = new.isEmpty ? nil : new
+            info = nil
+            generation += 1
+            return table.reset()
+        }
+        log("notification server changed (\(old.isEmpty ? "none" : old) -> \(new.isEmpty ? "none" : new)); forgot \(forgotten) delivered")
+        guard !new.isEmpty else { return }
+        Task { [self] in
+            do {
+                let info = try await refreshedInfo()
+                log("server \(info.name) \(info.version), capabilities: \(info.capabilities.joined(separator: " "))")
+            } catch {
+                log("cannot read the new server's capabilities: \(error)")
+            }
+        }
+    }
+
+    /// Learns who owns the name now, without activating anything.
+    func lookUpOwner() {
+        server.bus.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                        member: "GetNameOwner", timeoutMicros: server.timeoutMicros, autoStart: false,
+                        arguments: { w in w.string(NotificationServer.busName) }) { [self] reply in
+            guard case .success(let reader) = reply, let unique = try? reader.string() else { return }
+            lock.withLock { if owner == nil { owner = unique } }
+        }
+    }
+}

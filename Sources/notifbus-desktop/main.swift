@@ -1,0 +1,138 @@
+// `notifbus-desktop` (run as `notifbus desktop`): makes the broker's notification delegate
+// the delegate of the desktop's notification server on the D-Bus session bus. It parses
+// options and wires the broker, the bus thread and the bridge; the rules live elsewhere.
+import Glibc
+import NotifBusClient
+import NotifBusProtocol
+
+let usage = """
+    Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]
+                            [--dbus-timeout DUR] [--verbose]
+
+    Serves the method channel 'notifications' as UNUserNotificationCenter does, for the
+    notification server on the D-Bus session bus ($DBUS_SESSION_BUS_ADDRESS):
+      add                              {Notification} -> {"presented","options","desktopId"}
+      removeDeliveredNotifications     {"identifiers":[...]} -> {"removed":[...]}
+      removeAllDeliveredNotifications  -> {"removed":[...]}
+      getDeliveredNotifications        -> {"notifications":[{"notification","desktopId"}]}
+      capabilities                     -> {"name","vendor","version","specVersion","capabilities"}
+    'add' posts willPresent and shows the notification when the chain completes with banner,
+    list or alert; an unhandled willPresent follows --unhandled (default banner). Clicks,
+    replies and dismissals come back as one didReceive per notification.
+
+    --app-name NAME     the app_name the server shows (default notifbus)
+    --dbus-timeout DUR  bound of every D-Bus call, such as 5s or 500ms (default 5s)
+    --verbose           log the arguments of every Notify call on stderr
+    The bridge exits 1 when the broker or the session bus goes away.
+    See Protocol/DESKTOP.md for the mapping.
+    """
+
+func fail(_ message: String, status: Int32) -> Never {
+    log(message)
+    exit(status)
+}
+
+func parseDuration(_ text: String) -> Int64? {
+    for (suffix, factor) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000)] where text.hasSuffix(suffix) {
+        guard let n = Int64(text.dropLast(suffix.count)), n > 0, n <= 3_600_000 / factor else { return nil }
+        return n * factor
+    }
+    return nil
+}
+
+func parseOptions(_ args: [String]) -> BridgeOptions {
+    var options = BridgeOptions()
+    var i = 0
+    func value(_ flag: String) -> String {
+        i += 1
+        guard i < args.count else { fail("option '\(flag)' needs a value", status: 2) }
+        return args[i]
+    }
+    while i < args.count {
+        let arg = args[i]
+        switch arg {
+        case "--help", "-h":
+            print(usage)
+            exit(0)
+        case "--socket": options.socket = value(arg)
+        case "--app-name": options.appName = value(arg)
+        case "--unhandled":
+            switch value(arg) {
+            case "banner": options.unhandled = .banner
+            case "none": options.unhandled = []
+            case let other: fail("--unhandled must be banner or none, not '\(other)'", status: 2)
+            }
+        case "--dbus-timeout":
+            let text = value(arg)
+            guard let ms = parseDuration(text) else { fail("--dbus-timeout needs a duration such as 5s or 500ms, not '\(text)'", status: 2) }
+            options.dbusTimeoutMs = ms
+        case "--verbose": options.verbose = true
+        default: fail("unknown option '\(arg)'; see 'notifbus desktop --help'", status: 2)
+        }
+        i += 1
+    }
+    return options
+}
+
+let options = parseOptions(Array(CommandLine.arguments.dropFirst()))
+guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
+    fail("DBUS_SESSION_BUS_ADDRESS is not set: there is no session bus to find a notification server on", status: 1)
+}
+
+let broker: NotifBusConnection
+do {
+    broker = try await NotifBusConnection.connect(socket: options.socket, name: "notifbus-desktop")
+} catch {
+    fail("\(error)", status: 1)
+}
+
+let timeoutMicros = UInt64(options.dbusTimeoutMs) * 1000
+let sessionBus: SessionBus
+do {
+    sessionBus = try SessionBus.connect(address: address, callTimeoutMicros: timeoutMicros) { why in
+        fail(why, status: 1)
+    }
+} catch {
+    fail("\(error)", status: 1)
+}
+let bridge = DesktopBridge(broker: broker, server: NotificationServer(bus: sessionBus, timeoutMicros: timeoutMicros), options: options)
+do {
+    try sessionBus.addMatch("type='signal',interface='\(NotificationServer.interface)',path='\(NotificationServer.path)'") {
+        bridge.serverSignal($0)
+    }
+    try sessionBus.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+        + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(NotificationServer.busName)'") {
+        bridge.ownerChanged($0)
+    }
+} catch {
+    fail("\(error)", status: 1)
+}
+guard sessionBus.start() else { fail("cannot start the D-Bus thread", status: 1) }
+bridge.lookUpOwner()
+
+// The broker going away ends the bridge: its channel and every pending click are gone.
+_ = DetachedThread.start {
+    while !broker.waitUntilClosed(timeout: .seconds(3600)) {}
+    fail("the broker went away", status: 1)
+}
+broker.onEvicted = { eviction in
+    fail("another process took over the '\(DesktopChannel.name)' channel (\(eviction)); exiting", status: 1)
+}
+
+let serverLine: String
+do {
+    let info = try await bridge.currentInfo()
+    serverLine = "\(info.name) \(info.version), capabilities: \(info.capabilities.joined(separator: " "))"
+} catch {
+    serverLine = "none yet (\(error))"
+}
+do {
+    try await broker.methodChannel(DesktopChannel.name).setMethodCallHandler { call in try await bridge.handle(call) }
+} catch {
+    fail("cannot serve the '\(DesktopChannel.name)' channel: \(error)", status: 1)
+}
+log("serving channel '\(DesktopChannel.name)' on \(broker.clientID); notification server: \(serverLine)")
+
+while true {
+    try? await Task.sleep(for: .seconds(3600))
+}

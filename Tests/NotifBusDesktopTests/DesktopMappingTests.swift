@@ -1,0 +1,99 @@
+// The desktop bridge's rules without D-Bus: the exact Notify arguments for each kind of
+// category and server, and the delivery table's one-answer-per-notification rule.
+import NotifBusClient
+import NotifBusDesktop
+import NotifBusProtocol
+import Testing
+
+@Suite struct DesktopMappingTests {
+    static let message = NotificationCategory(
+        identifier: "MESSAGE",
+        actions: [
+            TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: "Message"),
+            NotificationAction(identifier: "DELETE", title: "Delete", options: [.destructive]),
+        ],
+        options: [.customDismissAction])
+
+    static let mail = NotifBusClient.Notification(
+        identifier: "m1", content: NotificationContent(title: "Ana", subtitle: "Lunch", body: "Friday <12:30>?",
+                                                       categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
+                                                       userInfo: ["secret": "x"], badge: 3, sound: "message-new-instant"))
+
+    @Test func inlineReplyWhereAdvertised() {
+        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner, .sound],
+                                capabilities: ["actions", "body", "inline-reply"], appName: "mail", replacesID: 0)
+        #expect(a.description == """
+            ("mail", 0, "", "Ana", "Lunch\\nFriday <12:30>?", ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"], \
+            {"sound-name": <string "message-new-instant">, "urgency": <byte 1>, "x-dunst-stack-tag": <string "ana">, \
+            "x-kde-reply-placeholder-text": <string "Message">, "x-kde-reply-submit-button-text": <string "Send">}, -1)
+            """)
+        #expect(a.routes["inline-reply"] == .inlineReply("REPLY"))
+        #expect(!a.description.contains("secret"))
+    }
+
+    @Test func textButtonFallbackMarkupAndSilence() {
+        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],
+                                capabilities: ["actions", "body", "body-markup"], appName: "mail", replacesID: 7)
+        #expect(a.actions == ["default", "Open", "REPLY", "Reply", "DELETE", "Delete"])
+        #expect(a.routes["REPLY"] == .textInputButton("REPLY"))
+        #expect(a.body == "Lunch\nFriday &lt;12:30&gt;?")
+        #expect(a.replacesID == 7)
+        #expect(a.hints.contains { $0.name == "suppress-sound" && $0.value == .bool(true) })
+        #expect(!a.hints.contains { $0.name == "sound-name" })
+    }
+
+    @Test func noActionsWithoutTheCapability() {
+        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.list],
+                                capabilities: ["body"], appName: "mail", replacesID: 0)
+        #expect(a.actions.isEmpty)
+        #expect(a.routes.isEmpty)
+    }
+
+    func table() -> (DeliveryTable, NotifyArguments) {
+        var t = DeliveryTable()
+        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],
+                                capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
+        t.record(Self.mail, desktopId: 5, category: Self.message, routes: a.routes)
+        return (t, a)
+    }
+
+    @Test func oneAnswerPerNotification() {
+        var (t, _) = table()
+        let r = t.actionInvoked(desktopId: 5, key: "DELETE")
+        #expect(r?.actionIdentifier == "DELETE")
+        #expect(r?.notification.content.userInfo["secret"] == "x")
+        #expect(t.closed(desktopId: 5, reason: 2) == nil)
+        #expect(t.actionInvoked(desktopId: 5, key: "default") == nil)
+        #expect(t.count == 0)
+    }
+
+    @Test func replyAndDismissAndOtherCloses() {
+        var (t, a) = table()
+        #expect(t.actionInvoked(desktopId: 5, key: "inline-reply") == nil)
+        let r = t.replied(desktopId: 5, text: "yes")
+        #expect(r?.actionIdentifier == "REPLY" && r?.userText == "yes")
+        #expect(t.replied(desktopId: 5, text: "again") == nil)
+        t.record(Self.mail, desktopId: 6, category: Self.message, routes: a.routes)
+        #expect(t.closed(desktopId: 6, reason: 2)?.actionIdentifier == NotificationResponse.dismissActionIdentifier)
+        t.record(Self.mail, desktopId: 7, category: Self.message, routes: a.routes)
+        #expect(t.closed(desktopId: 7, reason: 1) == nil)
+        #expect(t.count == 0)
+        t.record(Self.mail, desktopId: 8, category: nil, routes: a.routes)
+        #expect(t.closed(desktopId: 8, reason: 2) == nil)
+        _ = a
+    }
+
+    @Test func sameIdentifierReplacesAndCapacityHolds() {
+        var (t, a) = table()
+        t.record(Self.mail, desktopId: 9, category: Self.message, routes: a.routes)
+        #expect(t.count == 1 && t.desktopId(forIdentifier: "m1") == 9)
+        var small = DeliveryTable(capacity: 2)
+        for i in 1...3 {
+            let n = NotifBusClient.Notification(identifier: "n\(i)")
+            small.record(n, desktopId: UInt32(i), category: nil, routes: a.routes)
+        }
+        #expect(small.delivered.map(\.desktopId) == [2, 3])
+        #expect(small.remove(identifiers: ["n3", "nope"]).map(\.desktopId) == [3])
+        #expect(small.reset() == 1)
+    }
+}
