@@ -61,16 +61,23 @@ enum ProfileCommands {
         usage: """
             Usage: notifbus notify --id ID [--title T] [--subtitle S] [--body B] [--category C]
                                    [--thread T] [--badge N] [--sound NAME] [--user-info JSON]
-                                   [--source remote|local] [--json] [--timeout DUR] [--socket PATH]
+                                   [--source remote|local] [--deliver] [--json] [--timeout DUR]
+                                   [--socket PATH]
 
             Posts willPresent for notification ID, as if it arrived while the app is in the
             foreground, and prints the observers' decision: 'present with banner, sound', or
             'not presented' when an observer completed with no options, stopped the chain, or
             nobody decided (unhandled). --user-info is a JSON object. --json prints the post's
             raw result instead.
+
+            --deliver hands the notification to the desktop bridge ('notifbus desktop') instead:
+            it calls 'add' on the 'notifications' channel, which posts willPresent itself and
+            shows the notification on the desktop as the chain decides. Prints 'shown on the
+            desktop as N (banner)' or 'not presented'; with --json, the add result. Without a
+            running bridge: 'not_implemented', exit 1.
             """,
         valueFlags: notificationFlags.union(["subtitle", "thread", "badge", "sound", "timeout"]),
-        switchFlags: ["json"],
+        switchFlags: ["json", "deliver"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
             var notification = try notificationFromFlags(args)
@@ -81,6 +88,16 @@ enum ProfileCommands {
             let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
             let bus = try await CLI.connect(args, name: "notifbus-notify")
             defer { bus.close() }
+            if args.has("deliver") {
+                let delivery: NotificationDelivery
+                do {
+                    delivery = try await NotificationCenter(connection: bus, timeout: timeout).add(notification)
+                } catch {
+                    throw CommandError("\(error)")
+                }
+                Output.line(args.has("json") ? delivery.jsonValue.text : "add \(notification.identifier): \(deliveryLine(delivery))")
+                return 0
+            }
             let result = try await bus.post(willPresent: notification, timeout: timeout)
             Output.line(args.has("json") ? result.raw.text : "willPresent \(notification.identifier): \(presentation(result))")
             return 0
@@ -163,6 +180,13 @@ enum ProfileCommands {
             decision = "not presented (unhandled: no observer decided"
         }
         return decision + (trace(r).map { "; " + $0 } ?? "") + ")"
+    }
+
+    /// `shown on the desktop as 3 (banner, sound)` or `not presented (options: none)`.
+    static func deliveryLine(_ d: NotificationDelivery) -> String {
+        let options = d.options.isEmpty ? "none" : d.options.names.joined(separator: ", ")
+        guard d.presented, let id = d.desktopId else { return "not presented (options: \(options))" }
+        return "shown on the desktop as \(id) (\(options))"
     }
 
     /// `handled by o2, value {...}; not retained; trace o1 next, o2 complete`.

@@ -1,0 +1,304 @@
+"""`notifbus desktop` against python-dbusmock's notification_daemon on a private session
+bus: the exact Notify arguments, every signal mapping, one didReceive per notification,
+presentation decisions, removal, a server that restarts, never answers, or is not there,
+and the broker going away. Signals are injected with the mock's EmitSignal.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+
+import notifbus
+from conftest import INVITE, MESSAGE, WAIT, notification, wait_until
+
+DEFAULT = "com.apple.UNNotificationDefaultActionIdentifier"
+DISMISS = "com.apple.UNNotificationDismissActionIdentifier"
+
+
+def ready(desktop, capabilities="actions body inline-reply", flags=(), categories=(MESSAGE, INVITE)):
+    desktop.start_server(capabilities)
+    desktop.start_broker()
+    desktop.client().set_notification_categories(list(categories))
+    desktop.start_bridge(*flags)
+    desktop.observe_clicks()
+    return desktop.channel()
+
+
+def marker(desktop, channel):
+    """Adds a notification and clicks it: the next response after everything before."""
+    result = channel.invoke_method("add", notification("marker"))
+    desktop.emit("ActionInvoked", "us", result["desktopId"], "default")
+    got = desktop.next_response()
+    return got
+
+
+# -- Notify arguments -------------------------------------------------------------------
+
+def test_capabilities_are_the_servers(desktop):
+    channel = ready(desktop, "actions body inline-reply persistence")
+    assert channel.invoke_method("capabilities") == {
+        "name": "mock-notify", "vendor": "test vendor", "version": "1.0", "specVersion": "1.1",
+        "capabilities": ["actions", "body", "inline-reply", "persistence"]}
+
+
+def test_text_input_category_on_an_inline_reply_server(desktop):
+    channel = ready(desktop, flags=("--app-name", "Mail"))
+    n = notification("m1", "MESSAGE", subtitle="Re: Friday", threadIdentifier="ana", sound="message-new-instant",
+                     badge=4, userInfo={"emailId": "e-1", "token": "SECRET-TOKEN"})
+    result = channel.invoke_method("add", n)
+    assert result == {"presented": True, "options": ["banner"], "desktopId": 1}
+    calls = desktop.calls("Notify")
+    assert calls == [["Mail", 0, "", "Ana", "Re: Friday\nLunch on Friday?",
+                      ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"],
+                      {"suppress-sound": True, "urgency": {"byte": 1}, "x-dunst-stack-tag": "ana",
+                       "x-kde-reply-placeholder-text": "Write a reply", "x-kde-reply-submit-button-text": "Send"},
+                      -1]]
+    assert "SECRET-TOKEN" not in repr(calls) and "emailId" not in repr(calls)
+    print("Notify arguments:", calls[0])
+
+
+def test_text_input_fallback_without_inline_reply(desktop):
+    channel = ready(desktop, "actions body")
+    channel.invoke_method("add", notification("m1", "MESSAGE"))
+    assert desktop.calls("Notify")[0][5] == ["default", "Open", "REPLY", "Reply", "DELETE", "Delete"]
+    assert "x-kde-reply-placeholder-text" not in desktop.calls("Notify")[0][6]
+    desktop.emit("ActionInvoked", "us", 1, "REPLY")
+    got = desktop.next_response()
+    assert got["actionIdentifier"] == "REPLY" and got["userText"] == ""
+
+
+def test_no_actions_capability_sends_no_actions(desktop):
+    channel = ready(desktop, "body")
+    channel.invoke_method("add", notification("m1", "MESSAGE"))
+    assert desktop.calls("Notify")[0][5] == []
+
+
+def test_body_markup_is_escaped(desktop):
+    channel = ready(desktop, "actions body body-markup")
+    channel.invoke_method("add", notification("m1", body="a <b> & c"))
+    assert desktop.calls("Notify")[0][4] == "a &lt;b&gt; &amp; c"
+
+
+def test_sound_when_the_chain_asks_for_it(desktop):
+    channel = ready(desktop)
+    desktop.client().add_observer("willPresent", lambda e: notifbus.Complete(["sound", "banner"]))
+    result = channel.invoke_method("add", notification("s1", sound="bell"))
+    assert result["options"] == ["sound", "banner"]
+    hints = desktop.calls("Notify")[0][6]
+    assert hints["sound-name"] == "bell" and "suppress-sound" not in hints
+
+
+def test_same_identifier_replaces_in_place(desktop):
+    channel = ready(desktop)
+    first = channel.invoke_method("add", notification("m1", body="one"))
+    second = channel.invoke_method("add", notification("m1", body="two"))
+    calls = desktop.calls("Notify")
+    assert [c[1] for c in calls] == [0, first["desktopId"]]
+    assert second["desktopId"] == first["desktopId"]
+    delivered = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert [d["notification"]["content"]["body"] for d in delivered] == ["two"]
+
+
+# -- presentation decisions -------------------------------------------------------------
+
+def test_completed_with_no_options_is_not_presented(desktop):
+    channel = ready(desktop)
+    desktop.client().add_observer("willPresent", lambda e: notifbus.Complete([]))
+    assert channel.invoke_method("add", notification("q1")) == {"presented": False, "options": [], "desktopId": None}
+    assert desktop.calls("Notify") == []
+
+
+def test_stopped_is_not_presented(desktop):
+    channel = ready(desktop)
+    desktop.client().add_observer("willPresent", lambda e: notifbus.STOP)
+    assert channel.invoke_method("add", notification("q1"))["presented"] is False
+    assert desktop.calls("Notify") == []
+
+
+def test_badge_only_is_not_presented(desktop):
+    channel = ready(desktop)
+    desktop.client().add_observer("willPresent", lambda e: notifbus.Complete(["badge"]))
+    assert channel.invoke_method("add", notification("q1")) == {"presented": False, "options": ["badge"], "desktopId": None}
+
+
+def test_list_is_presented(desktop):
+    channel = ready(desktop)
+    desktop.client().add_observer("willPresent", lambda e: notifbus.Complete(["list"]))
+    assert channel.invoke_method("add", notification("q1"))["presented"] is True
+
+
+def test_unhandled_none(desktop):
+    channel = ready(desktop, flags=("--unhandled", "none"))
+    assert channel.invoke_method("add", notification("q1")) == {"presented": False, "options": [], "desktopId": None}
+
+
+def test_bad_arguments(desktop):
+    channel = ready(desktop)
+    with pytest.raises(notifbus.MethodCallError) as e:
+        channel.invoke_method("add", {"content": {}})
+    assert e.value.code == "bad_arguments"
+    with pytest.raises(notifbus.MethodCallError) as e:
+        channel.invoke_method("removeDeliveredNotifications", {"identifiers": [1]})
+    assert e.value.code == "bad_arguments"
+    with pytest.raises(notifbus.MissingPluginError):
+        channel.invoke_method("requestAuthorization")
+
+
+# -- responses --------------------------------------------------------------------------
+
+def test_default_action_then_closed_gives_one_response(desktop):
+    channel = ready(desktop)
+    n = notification("m1", "INVITE", userInfo={"emailId": "e-1"})
+    channel.invoke_method("add", n)
+    desktop.emit("ActionInvoked", "us", 1, "default")
+    desktop.emit("NotificationClosed", "uu", 1, 2)
+    got = desktop.next_response()
+    assert got == {"actionIdentifier": DEFAULT, "notification": n}
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+
+
+def test_category_action(desktop):
+    channel = ready(desktop)
+    channel.invoke_method("add", notification("inv", "INVITE"))
+    desktop.emit("ActionInvoked", "us", 1, "ACCEPT")
+    desktop.emit("ActionInvoked", "us", 1, "ACCEPT")
+    desktop.emit("NotificationClosed", "uu", 1, 2)
+    assert desktop.next_response()["actionIdentifier"] == "ACCEPT"
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+
+
+def test_inline_reply(desktop):
+    channel = ready(desktop)
+    channel.invoke_method("add", notification("m1", "MESSAGE"))
+    desktop.emit("NotificationReplied", "us", 1, "See you at noon")
+    desktop.emit("NotificationClosed", "uu", 1, 2)
+    got = desktop.next_response()
+    assert got["actionIdentifier"] == "REPLY" and got["userText"] == "See you at noon"
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+
+
+def test_dismissed_by_user_with_custom_dismiss_action(desktop):
+    channel = ready(desktop)
+    channel.invoke_method("add", notification("m1", "MESSAGE"))
+    desktop.emit("NotificationClosed", "uu", 1, 2)
+    got = desktop.next_response()
+    assert got["actionIdentifier"] == DISMISS and "userText" not in got
+
+
+@pytest.mark.parametrize("category,reason", [("INVITE", 2), ("MESSAGE", 1), ("MESSAGE", 3), ("MESSAGE", 4), (None, 2)])
+def test_closes_that_post_nothing(desktop, category, reason):
+    channel = ready(desktop)
+    channel.invoke_method("add", notification("m1", category))
+    desktop.emit("NotificationClosed", "uu", 1, reason)
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+
+
+def test_unknown_ids_and_keys_and_other_senders_are_ignored(desktop):
+    channel = ready(desktop)
+    channel.invoke_method("add", notification("m1", "INVITE"))
+    desktop.emit("ActionInvoked", "us", 99, "default")
+    desktop.emit("ActionInvoked", "us", 1, "NOT-AN-ACTION")
+    subprocess.run(["gdbus", "emit", "--session", "--object-path", "/org/freedesktop/Notifications",
+                    "--signal", "org.freedesktop.Notifications.ActionInvoked", "1", "'ACCEPT'"],
+                   env=desktop.env, check=True, timeout=WAIT)
+    desktop.emit("ActionInvoked", "us", 1, "default")
+    got = desktop.next_response()
+    assert got["actionIdentifier"] == DEFAULT and got["notification"]["identifier"] == "m1"
+
+
+# -- delivered notifications ------------------------------------------------------------
+
+def test_remove_and_list_delivered(desktop):
+    channel = ready(desktop)
+    for i in (1, 2, 3):
+        channel.invoke_method("add", notification(f"m{i}", "MESSAGE", userInfo={"n": i}))
+    listed = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert [(d["desktopId"], d["notification"]["identifier"], d["notification"]["content"]["userInfo"]) for d in listed] == \
+        [(1, "m1", {"n": 1}), (2, "m2", {"n": 2}), (3, "m3", {"n": 3})]
+    assert channel.invoke_method("removeDeliveredNotifications", {"identifiers": ["m2", "nope"]}) == {"removed": ["m2"]}
+    assert desktop.calls("CloseNotification") == [[2]]
+    desktop.emit("NotificationClosed", "uu", 2, 2)
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+    assert channel.invoke_method("removeAllDeliveredNotifications") == {"removed": ["m1", "m3"]}
+    assert channel.invoke_method("getDeliveredNotifications") == {"notifications": []}
+
+
+# -- robustness -------------------------------------------------------------------------
+
+def test_server_restart_resets_and_rereads_capabilities(desktop):
+    channel = ready(desktop, "actions body inline-reply")
+    channel.invoke_method("add", notification("m1", "MESSAGE"))
+    desktop.stop_server()
+    wait_until(lambda: "forgot 1 delivered" in desktop.log(), "the bridge to forget the old server's notifications")
+    assert channel.invoke_method("getDeliveredNotifications") == {"notifications": []}
+    desktop.start_server("actions body")
+    wait_until(lambda: "capabilities: actions body\n" in desktop.log(), "the bridge to read the new server's capabilities")
+    assert channel.invoke_method("capabilities")["capabilities"] == ["actions", "body"]
+    channel.invoke_method("add", notification("m2", "MESSAGE"))
+    assert desktop.calls("Notify")[0][5] == ["default", "Open", "REPLY", "Reply", "DELETE", "Delete"]
+
+
+def test_a_server_that_never_answers_times_out(desktop):
+    channel = ready(desktop, flags=("--dbus-timeout", "1s"))
+    desktop.server.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(notifbus.MethodCallError) as e:
+            channel.invoke_method("add", notification("m1"))
+        assert e.value.code == "notification_server_timeout"
+        with pytest.raises(notifbus.MethodCallError) as e:
+            channel.invoke_method("capabilities")
+        assert e.value.code == "notification_server_timeout"
+    finally:
+        desktop.server.send_signal(signal.SIGCONT)
+    assert channel.invoke_method("add", notification("m2"))["presented"] is True
+
+
+def test_no_server(desktop):
+    desktop.start_broker()
+    desktop.start_bridge()
+    channel = desktop.channel()
+    for method, args in (("capabilities", None), ("add", notification("m1"))):
+        with pytest.raises(notifbus.MethodCallError) as e:
+            channel.invoke_method(method, args)
+        assert e.value.code == "no_notification_server", e.value
+    desktop.start_server("actions body")
+    wait_until(lambda: "capabilities: actions body" in desktop.log(), "the bridge to see the server arrive")
+    assert channel.invoke_method("add", notification("m1"))["presented"] is True
+
+
+def test_broker_going_away_ends_the_bridge_with_exit_1(desktop):
+    ready(desktop)
+    desktop.broker.terminate()
+    assert desktop.bridge.wait(WAIT) == 1
+    assert "the broker went away" in desktop.log()
+
+
+def test_no_session_bus_is_a_clear_error(desktop):
+    desktop.start_broker()
+    env = dict(desktop.env)
+    env.pop("DBUS_SESSION_BUS_ADDRESS")
+    from conftest import BIN
+    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--socket", desktop.socket], env=env,
+                         capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 1 and "DBUS_SESSION_BUS_ADDRESS is not set" in out.stderr
+
+
+def test_help_and_usage_errors():
+    from conftest import BIN
+    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--help"], capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]" in out.stdout
+    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
+
+
+def test_cli_notify_deliver(desktop):
+    ready(desktop)
+    from conftest import BIN
+    out = subprocess.run([str(BIN / "notifbus"), "notify", "--deliver", "--id", "c1", "--title", "Hi", "--category", "INVITE",
+                          "--socket", desktop.socket], capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "add c1: shown on the desktop as 1 (banner)"
+    assert desktop.calls("Notify")[0][3] == "Hi"
