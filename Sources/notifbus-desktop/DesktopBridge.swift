@@ -161,14 +161,17 @@ final class DesktopBridge: @unchecked Sendable {
         let accepted = lock.withLock { owner == nil || owner == sender }
         guard accepted else { return }
         let response: NotificationResponse?
+        var answeredID: UInt32? = nil
         do {
             switch m.member {
             case "ActionInvoked"?:
                 let id = try m.uint32(), key = try m.string()
                 response = lock.withLock { table.actionInvoked(desktopId: id, key: key) }
+                answeredID = id
             case "NotificationReplied"?:
                 let id = try m.uint32(), text = try m.string()
                 response = lock.withLock { table.replied(desktopId: id, text: text) }
+                answeredID = id
             case "NotificationClosed"?:
                 let id = try m.uint32(), reason = try m.uint32()
                 response = lock.withLock { table.closed(desktopId: id, reason: reason) }
@@ -180,6 +183,18 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
+        Task { [server, options] in
+            // An answered notification leaves the screen, as on iOS; some servers (dunst
+            // through dunstctl, KDE after a reply) keep it otherwise. The close that follows
+            // finds no entry, so it posts nothing.
+            if let answeredID {
+                do {
+                    try await server.close(answeredID)
+                } catch {
+                    if options.verbose { log("closing answered notification \(answeredID): \(error)") }
+                }
+            }
+        }
         Task { [broker] in
             do {
                 let result = try await broker.post(didReceive: response)
