@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# MailClick on a real desktop: the mail notifications are shown by a real notification
+# server through `notifbus desktop`, and the clicks and dismissals the server reports reach
+# the native host, the app and a Python read-state service as didReceive.
+# Usage: Examples/Desktop/run.sh           dunst on a private Xvfb and session bus; clicks by dunstctl
+#        Examples/Desktop/run.sh --here    your own desktop's session bus; you click
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib.sh"
+
+BIN=$(dirname "$NOTIFBUS_BIN")
+for exe in mailclick-host mailclick-app notifbus-desktop; do
+    if [ ! -x "$BIN/$exe" ]; then
+        echo "example: $BIN/$exe is not built; run 'swift build' first" >&2
+        exit 1
+    fi
+done
+MODE=${1:-xvfb}
+OPEN_METHOD=current_email_id_in_notification_click_when_app_foreground_or_background
+BRIDGE_LOG=$WORK/bridge.log
+
+if [ "$MODE" = "--here" ]; then
+    [ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || { echo "example: --here needs DBUS_SESSION_BUS_ADDRESS" >&2; exit 1; }
+    # user_clicks WHAT: the person at the desktop does it; the script waits for its effect.
+    user_clicks() { echo "    >>> $1 on your screen now"; }
+    shown() { echo "    the desktop's server shows it"; }
+else
+    say "A private desktop: Xvfb, a session bus that activates nothing, dunst"
+    exec 3> >(cat > "$WORK/display")
+    start_cmd Xvfb Xvfb -displayfd 3 -screen 0 1024x768x24 -nolisten tcp
+    exec 3>&-
+    for _ in $(seq 1 100); do [ -s "$WORK/display" ] && break; sleep 0.05; done
+    export DISPLAY=":$(head -1 "$WORK/display")"
+    cat > "$WORK/bus.conf" <<CONF
+<busconfig><type>session</type><listen>unix:dir=$WORK</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
+CONF
+    dbus-daemon --config-file="$WORK/bus.conf" --nofork --print-address=1 >"$WORK/address" 2>/dev/null &
+    PIDS+=($!)
+    for _ in $(seq 1 100); do [ -s "$WORK/address" ] && break; sleep 0.05; done
+    export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$WORK/address")
+    # The server first: dunst's D-Bus activation file must not be what starts it.
+    start_cmd dunst dunst -config "$HERE/dunstrc"
+    for _ in $(seq 1 100); do dunstctl is-paused >/dev/null 2>&1 && break; sleep 0.1; done
+    echo "    DISPLAY=$DISPLAY, dunst is up"
+    user_clicks() {
+        case "$1" in
+            click*) echo "    dunstctl action 0   (the user clicks the notification)"; dunstctl action 0 ;;
+            dismiss*) echo "    dunstctl close      (the user dismisses the notification)"; dunstctl close ;;
+        esac
+    }
+    shown() {
+        for _ in $(seq 1 100); do [ "$(dunstctl count displayed)" = 1 ] && break; sleep 0.05; done
+        echo "    dunst displays $(dunstctl count displayed) notification"
+    }
+fi
+
+# deliver ID EMAIL TITLE [CATEGORY]: the mail arrives; the bridge asks the chain and shows it.
+deliver() {
+    echo "    notifbus notify --deliver --id $1 --title \"$3\" --user-info '{\"emailId\":\"$2\"}' ${4:+--category $4}"
+    echo "    $(nb notify --deliver --id "$1" --title "$3" --body "Open the mail app to read it." --source remote \
+        --user-info "{\"emailId\":\"$2\"}" ${4:+--category "$4"})"
+}
+
+say "Starting the broker on $NOTIFBUS_SOCKET, the categories, and the desktop bridge"
+start_broker --hop-timeout 10s --call-timeout 20s
+nb categories set "$HERE/categories.json"
+start_logged bridge "$BRIDGE_LOG" "$NOTIFBUS_BIN" desktop --app-name Mail
+wait_log "serving channel" "$BRIDGE_LOG"
+
+say "The native host, and the read-state service in Python"
+start_logged host "$WORK/host.log" "$BIN/mailclick-host" --launch-wait 3 --run-for 300
+wait_status "mail-native-host"
+start_logged read-state "$WORK/read.log" python3 "$HERE/mark_read.py"
+wait_log "observing didReceive" "$WORK/read.log"
+
+say "(1) The app is running; a mail arrives and the user clicks its notification"
+start_logged app "$WORK/app1.log" "$BIN/mailclick-app" --run-for 300
+app=${PIDS[-1]}
+wait_status "$OPEN_METHOD"
+wait_log "launched normally (no click)" "$WORK/app1.log"
+deliver mail-e-1 e-1 "Ana: Lunch on Friday?"
+shown
+user_clicks "click the notification 'Ana: Lunch on Friday?'"
+wait_log "opening email e-1" "$WORK/app1.log"
+wait_log "didReceive com.apple.UNNotificationDefaultActionIdentifier on mail-e-1: completed" "$BRIDGE_LOG"
+
+say "The app quits"
+stop_pid "$app"
+wait_status_gone "$OPEN_METHOD"
+
+say "(2) The app is not running; a mail arrives and the user clicks it: the click waits for the launch"
+deliver mail-e-2 e-2 "Ben: Contract draft"
+shown
+user_clicks "click the notification 'Ben: Contract draft'"
+wait_log "didReceive com.apple.UNNotificationDefaultActionIdentifier on mail-e-2: unhandled, retained for launch" "$BRIDGE_LOG"
+start_logged app "$WORK/app2.log" "$BIN/mailclick-app" --ask-twice --run-for 300
+app=${PIDS[-1]}
+wait_log "launched by a click on email e-2" "$WORK/app2.log"
+wait_log "asked again:" "$WORK/app2.log"
+
+say "(3) A mail in category MESSAGE (custom dismiss action); the user dismisses it"
+deliver mail-e-3 e-3 "Cy: Minutes of Monday" MESSAGE
+shown
+user_clicks "dismiss the notification 'Cy: Minutes of Monday'"
+wait_log "marked email e-3 as read" "$WORK/read.log"
+wait_log "didReceive com.apple.UNNotificationDismissActionIdentifier on mail-e-3: completed" "$BRIDGE_LOG"
+
+say "Still on the desktop: $(nb invoke notifications getDeliveredNotifications)"
+stop_pid "$app"
+say "Done"
