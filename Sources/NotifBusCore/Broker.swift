@@ -211,21 +211,11 @@ public struct Broker {
         takeQueues.removeAll()
         takeDeadlines = DeadlineHeap()
         helloDeadlines.removeAll()
-        for c in waitingClients {
-            guard let client = clients[c] else { continue }
-            while let input = client.waiting.popFirst() {
-                switch input {
-                case .request(let rid, _): reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
-                case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
-                }
-            }
-        }
-        waitingClients.removeAll()
         closeIfShutDown()
     }
 
     /// Closes every connection once shutdown has begun and no durable write is in flight, so
-    /// that each write's request still gets its answer.
+    /// that each write's request, and each request waiting behind one, still gets its answer.
     mutating func closeIfShutDown() {
         guard shuttingDown, !closedForShutdown, writes.isEmpty, waitingRetentions.isEmpty else { return }
         closedForShutdown = true

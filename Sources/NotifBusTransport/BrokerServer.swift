@@ -297,6 +297,8 @@ public final class BrokerServer {
         event_add(forceExitEvent, &tv)
         core.shutdown(now: monotonicNow())
         settle()
+        // Writes in flight are answered before the connections close.
+        while reportWrites() { settle() }
         for connection in Array(connections.values) where connection.state == .open {
             startClosing(connection)
         }
@@ -328,14 +330,7 @@ public final class BrokerServer {
     func flushPending() {
         while true {
             settle()
-            if !unreported.isEmpty {
-                let synced = journal?.syncIfNeeded() ?? false
-                let batch = unreported
-                unreported.removeAll(keepingCapacity: true)
-                let now = monotonicNow()
-                for item in batch { core.persisted(item.write, written: item.appended && synced, now: now) }
-                continue
-            }
+            if reportWrites() { continue }
             if toFlush.isEmpty { break }
             let pending = toFlush
             toFlush.removeAll(keepingCapacity: true)
@@ -364,6 +359,18 @@ public final class BrokerServer {
             }
             unreported.append((write, appended))
         }
+    }
+
+    /// Syncs the journal and reports every write appended since the last report; false
+    /// when there was none.
+    func reportWrites() -> Bool {
+        guard !unreported.isEmpty else { return false }
+        let synced = journal?.syncIfNeeded() ?? false
+        let batch = unreported
+        unreported.removeAll(keepingCapacity: true)
+        let now = monotonicNow()
+        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now) }
+        return true
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
