@@ -21,7 +21,11 @@ extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
-        if case .request(_, let request) = input, Broker.neverWaits(request) { return start(input, from: c, now: now) }
+        switch input {
+        case .request(_, let request) where Broker.neverWaits(request): return start(input, from: c, now: now)
+        case .rejected(nil, _, _): return start(input, from: c, now: now)  // an error frame answers nothing in order
+        default: break
+        }
         if client.waiting.isEmpty && canStart(input, from: client) { return start(input, from: c, now: now) }
         if client.waiting.isEmpty { waitingClients.append(c) }
         client.waiting.append(input)
