@@ -73,7 +73,7 @@ public final class StateJournal {
             // A full disk: start from the journal as it is, and compact later.
             compactionPostponed = true
             compactionRetryAt = fileBytes + StateJournal.compactionRetryBytes
-            if clean, let size = try openForAppending() {
+            if clean, let size = openForAppending() {
                 fileBytes = size
                 syncedBytes = size
                 warnings.append("state journal \(path): compaction postponed (\(error)); using the journal as it is")
@@ -247,7 +247,7 @@ public final class StateJournal {
     }
 
     /// Opens the existing journal for appending; nil when it cannot be.
-    private func openForAppending() throws -> Int? {
+    private func openForAppending() -> Int? {
         let appendFD = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard appendFD >= 0 else { return nil }
         var st = stat()
