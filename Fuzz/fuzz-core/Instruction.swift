@@ -48,12 +48,16 @@ enum Instruction: Equatable {
     case oversized(connection: UInt8, choice: UInt8)
     /// SIGTERM.
     case shutdown
+    /// How the transport reports durable writes: flag bit 0 holds them in flight across
+    /// steps (else each is reported after the step that asked for it), bit 1 reports them
+    /// failed, bit 2 reports the oldest one in flight now.
+    case storage(flags: UInt8)
 
     /// Opcodes are a byte modulo 32; several values map to the common instructions so that
     /// random programs are mostly traffic, and shutdown, which ends the traffic, is rare.
     static func decode(_ r: inout ProgramReader) -> Instruction {
         switch r.byte() % 32 {
-        case 0...11, 30, 31:
+        case 0...11, 30:
             return .send(connection: r.byte(), template: r.byte(), id: r.byte(), a: r.byte(), b: r.byte(), c: r.byte())
         case 12, 13: return .connect(uid: r.byte(), flags: r.byte())
         case 14, 15:
@@ -66,6 +70,7 @@ enum Instruction: Equatable {
         case 24...26: return .advance(ms: r.byte(), flags: r.byte())
         case 27: return .tickAtDeadline
         case 28: return .oversized(connection: r.byte(), choice: r.byte())
+        case 31: return .storage(flags: r.byte())
         default: return .shutdown
         }
     }
@@ -83,6 +88,7 @@ enum Instruction: Equatable {
         case .tickAtDeadline: return [27]
         case .oversized(let connection, let choice): return [28, connection, choice]
         case .shutdown: return [29]
+        case .storage(let flags): return [31, flags]
         }
     }
 }

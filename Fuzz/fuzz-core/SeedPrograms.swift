@@ -332,6 +332,47 @@ enum SeedPrograms {
             p.add(.shutdown)
             p.advance(ms: 100)
         },
+        program("writes-held-then-written-and-failed") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))        // writes stay in flight
+            p.send(0, .put, 1, 1, 7)         // s1
+            p.send(0, .put, 2, 2, 8)         // s2: in flight together
+            p.send(0, .peek, 1)              // waits for s1
+            p.send(1, .take, 1)              // another connection: waits for s1 too
+            p.send(1, .ping)                 // behind its take
+            p.send(0, .post, 0)              // posts never wait
+            p.add(.storage(flags: 5))        // s1 written
+            p.add(.storage(flags: 7))        // s2 fails; the take of s1 now in flight
+            p.add(.storage(flags: 7))        // the take fails too: the value stays
+            p.send(1, .peek, 1)
+            p.send(0, .setCategories, 0)
+            p.send(1, .getCategories)
+            p.add(.storage(flags: 0))        // everything written
+        },
+        program("writes-failing-launch-retention-and-limits") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, 1, 3, 100)       // 100 bytes in flight...
+            p.send(1, .put, 2, 3, 200)       // ...so 200 more pass the 256-byte limit
+            p.send(0, .post, 3, 4)           // didReceive: retained once written
+            p.send(1, .take, 0, 3)           // waits behind the retention on "launch"
+            p.add(.storage(flags: 7))        // the put of s1 fails
+            p.add(.storage(flags: 6))        // the retention fails: retained null
+            p.send(0, .post, 3, 4)
+            p.add(.storage(flags: 0))
+            p.send(1, .take, 0)
+        },
+        program("shutdown-with-writes-in-flight") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, 1, 1, 3)
+            p.send(0, .take, 1)              // waits behind the put
+            p.send(1, .setCategories, 1)
+            p.add(.shutdown)                 // closes only once the writes are reported
+            p.add(.storage(flags: 4))
+            p.advance(ms: 10)
+            p.add(.storage(flags: 0))
+        },
     ]
 
     /// Writes each program as a file named after it; false after printing a failure.

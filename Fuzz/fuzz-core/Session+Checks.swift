@@ -30,7 +30,8 @@ extension Session {
             violation("call \(relay.call) was returned but its invoker got no reply")
         }
         if let request = context.request, peers[request.connection - 1].open {
-            if !context.requestReplied && !Session.mayWait(request.request) {
+            // With a write in flight a request may wait behind it (or be that write).
+            if !context.requestReplied && !Session.mayWait(request.request) && inFlight.isEmpty {
                 violation("\(String(describing: request.request)) with id \(request.id) got no reply at once")
             }
             switch request.request {
@@ -51,13 +52,19 @@ extension Session {
                 case .post?: waitingPosts += 1
                 case .take?: takes += 1
                 case .invoke?: invokes += 1
-                default: violation("\(String(describing: pending.request)) on c\(peer.id) still awaits its reply")
+                default:
+                    if inFlight.isEmpty { violation("\(String(describing: pending.request)) on c\(peer.id) still awaits its reply") }
                 }
             }
-            if takes > configuration.maxTakesPerConnection { violation("c\(peer.id) has \(takes) takes waiting") }
+            // Takes held back behind a write in flight are not waiting takes yet.
+            if takes > configuration.maxTakesPerConnection && inFlight.isEmpty { violation("c\(peer.id) has \(takes) takes waiting") }
             if invokes > configuration.maxCallsPerConnection { violation("c\(peer.id) has \(invokes) calls in flight") }
         }
-        if waitingPosts > configuration.maxQueue + 1 {
+        if shutDown && inFlight.isEmpty, let peer = peers.first(where: \.open) {
+            violation("c\(peer.id) still open after shutdown with no write in flight")
+        }
+        // A post whose launch retention is being written has finished its turn in the queue.
+        if waitingPosts > configuration.maxQueue + 1 + inFlight.count {
             violation("\(waitingPosts) posts await results with a queue of \(configuration.maxQueue)")
         }
     }
@@ -132,6 +139,9 @@ extension Session {
     /// The end of a program: every deadline runs out, every request is answered, everyone
     /// hangs up, and a fresh client finds the broker empty and its counters balanced.
     func finish() {
+        failWrites = false
+        holdWrites = false
+        reportAllWrites()
         guard !shutDown else { return }
         var ticks = 0
         while let deadline = broker.nextDeadline {

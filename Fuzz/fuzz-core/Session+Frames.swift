@@ -17,12 +17,17 @@ extension Session {
             guard id >= 1 && id <= peers.count else { violation("a frame for c\(id), which never connected") }
             guard peers[id - 1].open else { violation("a frame for c\(id) after it was closed: \(Session.text(frame))") }
             sequence += 1
-            checkFrame(frame, to: id)
-            if let expected = context.acknowledgements.removeValue(forKey: id),
-               FrameView(Array(frame.dropFirst(4)))?["id"]?.value != expected
-            {
-                violation("a persisted change acknowledges request \(expected), but c\(id)'s next frame is \(Session.text(frame))")
+            if let expected = context.acknowledgements.removeValue(forKey: id) {
+                let view = FrameView(Array(frame.dropFirst(4)))
+                if view?["id"]?.value != expected {
+                    violation("a finished write answers request \(expected), but c\(id)'s next frame is \(Session.text(frame))")
+                }
+                let failed = view?["error"].flatMap { FrameView($0.raw)?.string("code") } == "storage_failed"
+                if let resolved = context.resolved, resolved.connection == id, failed == resolved.written {
+                    violation("a write reported \(resolved.written ? "written" : "failed") was answered \(Session.text(frame))")
+                }
             }
+            checkFrame(frame, to: id)
         case .close(let id):
             guard id >= 1 && id <= peers.count else { violation("close for c\(id), which never connected") }
             guard peers[id - 1].open else { violation("c\(id) closed twice") }
@@ -32,24 +37,38 @@ extension Session {
                 violation("c\(id) closed without an error that closes")
             }
             markClosed(id)
-        case .persistSlot(let name, let value, let acknowledgement):
-            if let value { slots[name] = value } else { slots[name] = nil }
-            context.persistedSlots.append((name, value))
-            expectAcknowledgement(acknowledgement)
-        case .persistCategories(let raw, let acknowledgement):
-            guard (try? CategorySet.parse(raw)) != nil else { violation("persisted categories that do not parse: \(Session.text(raw))") }
-            context.persistedCategories = true
-            expectAcknowledgement(acknowledgement)
+        case .persist(let write, let record, let acknowledgement):
+            switch record {
+            case .slot(let name, _):
+                if inFlight.contains(where: { if case .slot(name, _) = $0.record { true } else { false } }) {
+                    violation("two writes of slot '\(name)' in flight at once")
+                }
+            case .categories(let raw):
+                guard (try? CategorySet.parse(raw)) != nil else { violation("persisted categories that do not parse: \(Session.text(raw))") }
+                if inFlight.contains(where: { if case .categories = $0.record { true } else { false } }) {
+                    violation("two writes of the categories in flight at once")
+                }
+            }
+            if let acknowledgement {
+                guard acknowledgement.connection >= 1 && acknowledgement.connection <= peers.count, peers[acknowledgement.connection - 1].open,
+                      peers[acknowledgement.connection - 1].outstanding.contains(where: { $0.id == Session.json(acknowledgement.requestID) })
+                else { violation("write \(write) answers \(acknowledgement), which no open connection awaits") }
+            }
+            inFlight.append((write, record, acknowledgement))
         }
     }
 
-    /// The acknowledged request's reply must be the next frame its connection gets.
-    func expectAcknowledgement(_ acknowledgement: Acknowledgement?) {
-        guard let acknowledgement else { return }
-        let id = Session.json(acknowledgement.requestID)
-        if let earlier = context.acknowledgements.updateValue(id, forKey: acknowledgement.connection) {
-            violation("c\(acknowledgement.connection) has two acknowledgements pending: \(earlier) and \(id)")
+    /// Whether a reply to `pending` on `id` would overtake the reply of an earlier request
+    /// of the same connection whose write is still in flight.
+    func overtakesWrite(_ pending: Pending, on id: ConnectionID) -> Bool {
+        let outstanding = peers[id - 1].outstanding
+        for write in inFlight {
+            guard let ack = write.acknowledges, ack.connection == id else { continue }
+            let rid = Session.json(ack.requestID)
+            let matches = outstanding.filter { $0.id == rid }
+            if matches.count == 1 && pending.id != rid && matches[0].step < pending.step { return true }
         }
+        return false
     }
 
     func checkFrame(_ frame: [UInt8], to id: ConnectionID) {
@@ -98,6 +117,9 @@ extension Session {
             violation("reply with id \(rid) for c\(id), where no request awaits one")
         }
         let pending = peers[id - 1].outstanding.remove(at: index)
+        if !Session.mayWait(pending.request), peers[id - 1].outstanding.filter({ $0.id == rid }).isEmpty, overtakesWrite(pending, on: id) {
+            violation("the reply to \(rid) on c\(id) overtook an earlier request's write in flight")
+        }
         if pending.step == stepNumber, let request = context.request, request.connection == id, request.id == rid {
             context.requestReplied = true
             context.requestError = code
@@ -111,7 +133,7 @@ extension Session {
 
     /// An error answering a request: a code the spec gives that request, at the time it may.
     func checkErrorReply(_ code: String, _ raw: [UInt8], _ pending: Pending, to id: ConnectionID) {
-        let atOnce = pending.step == stepNumber
+        let atOnce = pending.step == stepNumber || context.afterWrite
         switch (pending.request, code) {
         case (nil, "bad_request"), (nil, "unknown_op"), (nil, "invalid_payload"):
             if !atOnce { violation("a rejected request answered late") }
@@ -122,8 +144,13 @@ extension Session {
         case (let request?, "bad_request"):
             if !atOnce { violation("\(String(describing: pending.request)) got bad_request late") }
             if !overLimit(request, from: id) { violation("\(request) refused with bad_request below every limit") }
-        case (.post?, "shutting_down"), (.take?, "shutting_down"):
+        case (_, "shutting_down"):
+            // Posts and waiting takes, and any request still waiting behind a write.
             if !context.shuttingDown { violation("\(String(describing: pending.request)) got shutting_down outside shutdown") }
+        case (.put?, "storage_failed"), (.take?, "storage_failed"), (.setCategories?, "storage_failed"):
+            guard let resolved = context.resolved, resolved.connection == id, resolved.id == pending.id, !resolved.written else {
+                violation("\(String(describing: pending.request)) got storage_failed without a failed write")
+            }
         case (.hello?, "unsupported_protocol"):
             context.mustClose.insert(id)
         case (.unsubscribe?, "not_found"), (.unhandle?, "not_found"), (.post?, "queue_full"), (.post?, "invalid_action"):
@@ -180,18 +207,20 @@ extension Session {
             if !delivered, !context.persistedSlots.contains(where: { $0.name == slot && $0.value == value }),
                value != nil || view["replaced"]?.value == .bool(true)
             {
-                violation("put into '\(slot)' replied before it was persisted")
+                violation("put into '\(slot)' replied before it was written")
             }
         case .take(let slot, let wait):
-            if pending.step == stepNumber {
-                if result.kind != .null, !context.persistedSlots.contains(where: { $0.name == slot && $0.value == nil }) {
-                    violation("take from '\(slot)' replied before the emptied slot was persisted")
-                }
-            } else if result.kind == .null, now < pending.sentAt + UInt64(wait ?? 0) * 1_000_000 {
+            let removed = context.persistedSlots.contains { $0.name == slot && $0.value == nil }
+            // A value comes from the slot (once its removal is written) or, for a waiting
+            // take, from a put handed over in a later step.
+            if result.kind != .null, !removed, (wait ?? 0) == 0 || pending.step == stepNumber {
+                violation("take from '\(slot)' answered with a value before its removal was written")
+            }
+            if result.kind == .null, now < pending.sentAt + UInt64(wait ?? 0) * 1_000_000, !(wait == nil || wait == 0) {
                 violation("a take waiting \(wait ?? 0) ms answered null early")
             }
         case .setCategories:
-            if !context.persistedCategories { violation("setCategories replied before the set was persisted") }
+            if !context.persistedCategories { violation("setCategories replied before the set was written") }
         case .monitor:
             peers[id - 1].monitoring = true
         case .status:
@@ -218,9 +247,18 @@ extension Session {
         case .take:
             return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
         case .put(let slot, let value?):
+            // Puts in flight hold their places and bytes until they are reported.
             let old = slots[slot]?.count
             let bytes = slots.values.reduce(0) { $0 + $1.count }
-            return (old == nil && slots.count >= configuration.maxSlots) || bytes - (old ?? 0) + value.count > configuration.maxSlotBytes
+            var newSlots = 0
+            var extraBytes = 0
+            for write in inFlight where write.acknowledges != nil {
+                guard case .slot(let name, let v?) = write.record, name != slot else { continue }
+                if slots[name] == nil { newSlots += 1 }
+                extraBytes += Swift.max(0, v.count - (slots[name]?.count ?? 0))
+            }
+            return (old == nil && slots.count + newSlots >= configuration.maxSlots)
+                || bytes + extraBytes - (old ?? 0) + value.count > configuration.maxSlotBytes
         default:
             return false
         }

@@ -70,8 +70,13 @@ struct StepContext {
     var closingErrors: Set<ConnectionID> = []
     /// "o3" or "h2" for every evicted frame of this step.
     var evicted: Set<String> = []
+    /// Changes that became durable in this step (a write reported written).
     var persistedSlots: [(name: String, value: RawJSON?)] = []
     var persistedCategories = false
+    /// For a step that reports a write: the request it answers, and whether it was written.
+    var resolved: (connection: ConnectionID, id: JSONValue, written: Bool)? = nil
+    /// Set in a step that reports a write: requests that waited behind it are answered now.
+    var afterWrite = false
     /// The request this step sent, and the error code it got back at once, if any.
     var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
     var requestReplied = false
@@ -105,8 +110,14 @@ final class Session {
     var answers: [Int64: [SentAnswer]] = [:]
     var calls: [Int64: CallRecord] = [:]
     var finishedEvents: Set<Int64> = []
-    /// Slots as the persist actions describe them: what a restarted broker would restore.
+    /// Slots as the written persist actions describe them: what a restarted broker would restore.
     var slots: [String: RawJSON] = [:]
+    /// Durable writes asked for and not yet reported, oldest first.
+    var inFlight: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?)] = []
+    /// How writes are reported (`Instruction.storage`).
+    var holdWrites = false
+    var failWrites = false
+    var reporting = false
     var acceptedPosts = 0
     var acceptedInvokes = 0
     var seenHopTimeouts = 0
@@ -136,6 +147,7 @@ final class Session {
         c.maxTakesPerConnection = 2
         c.helloTimeoutMs = 150
         c.maxQueueBytes = 200
+        c.persistsState = true
         configuration = c
         broker = Broker(configuration: c, now: Session.start)
     }
@@ -156,7 +168,7 @@ final class Session {
         if shutDown {
             // The transport has stopped reading and accepting; only its timer still fires.
             switch instruction {
-            case .advance, .tickAtDeadline: break
+            case .advance, .tickAtDeadline, .storage: break
             default: return
             }
         }
@@ -206,10 +218,16 @@ final class Session {
             shutDown = true
             begin(input: nil)
             context.shuttingDown = true
-            for peer in peers where peer.open { context.mustClose.insert(peer.id) }
+            // With writes in flight the connections close once the last is reported.
+            if inFlight.isEmpty { for peer in peers where peer.open { context.mustClose.insert(peer.id) } }
             broker.shutdown(now: now)
             end()
             if let deadline = broker.nextDeadline { violation("deadline \(deadline) still set after shutdown") }
+        case .storage(let flags):
+            holdWrites = flags & 1 != 0
+            failWrites = flags & 2 != 0
+            if flags & 4 != 0, !inFlight.isEmpty { reportWrite() }
+            if !holdWrites { reportAllWrites() }
         }
     }
 
@@ -256,6 +274,39 @@ final class Session {
         end()
     }
 
+    /// The transport reports the oldest write in flight, as `failWrites` says.
+    func reportWrite() {
+        let write = inFlight.removeFirst()
+        let written = !failWrites
+        begin(input: nil)
+        context.shuttingDown = shutDown
+        context.afterWrite = true
+        trace("write \(write.write) \(written ? "written" : "failed")")
+        if let ack = write.acknowledges, peers[ack.connection - 1].open {
+            let id = Session.json(ack.requestID)
+            context.resolved = (ack.connection, id, written)
+            context.acknowledgements[ack.connection] = id
+        }
+        if written {
+            switch write.record {
+            case .slot(let name, let value):
+                if let value { slots[name] = value } else { slots[name] = nil }
+                context.persistedSlots.append((name, value))
+            case .categories:
+                context.persistedCategories = true
+            }
+        }
+        broker.persisted(write.write, written: written, now: now)
+        end()
+    }
+
+    func reportAllWrites() {
+        guard !reporting else { return }
+        reporting = true
+        while !inFlight.isEmpty { reportWrite() }
+        reporting = false
+    }
+
     func hangUp(_ id: ConnectionID) {
         begin(input: nil)
         trace("c\(id) hangs up")
@@ -300,6 +351,8 @@ final class Session {
             check(action)
         }
         checkStep()
+        // The transport reports a batch's writes after the callbacks of one loop iteration.
+        if !holdWrites && !reporting && !inFlight.isEmpty { reportAllWrites() }
     }
 
     /// What the clients learn from their own frames: requests now await replies, answers
@@ -359,8 +412,9 @@ final class Session {
         switch action {
         case .send(let id, let frame): return "c\(id) <- \(String(decoding: frame.dropFirst(4), as: UTF8.self))"
         case .close(let id): return "close c\(id)"
-        case .persistSlot(let name, let value, _): return "persist slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
-        case .persistCategories(let raw, _): return "persist categories \(String(decoding: raw, as: UTF8.self))"
+        case .persist(let write, .slot(let name, let value), _):
+            return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
+        case .persist(let write, .categories(let raw), _): return "persist \(write): categories \(String(decoding: raw, as: UTF8.self))"
         }
     }
 

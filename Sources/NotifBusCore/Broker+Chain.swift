@@ -254,11 +254,12 @@ extension Broker {
         case .stopped: counters.stopped += 1
         case .unhandled: counters.unhandled += 1
         }
-        var retained = false
-        if outcome == .unhandled && cur.post.launchesApp {
-            retained = true
-            storeLaunchPayload(cur.post.payload)
-        }
+        if outcome == .unhandled && cur.post.launchesApp { return retainLaunchPayload(cur) }
+        sendPostResult(cur, outcome, by: by, value: value, retained: false)
+    }
+
+    /// The poster's reply: the outcome, the value and the trace.
+    mutating func sendPostResult(_ cur: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
         guard clients[cur.post.poster] != nil else { return }
         var f = Broker.replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
         f.literal("{\"event\":")

@@ -1,5 +1,6 @@
 // Retained slots: take-once mailboxes that outlive connections. A `take` may wait for a
-// `put`; waiting takers are served oldest first. Every change is persisted before its reply.
+// `put`; waiting takers are served oldest first. Every change goes through a durable write
+// (Broker+Writes.swift) and is applied and answered only once that is done.
 import NotifBusProtocol
 
 extension Broker {
@@ -8,29 +9,36 @@ extension Broker {
 
     mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID) {
         guard let value else {
-            let old = removeSlot(slot)
-            if old { actions.append(.persistSlot(name: slot, value: nil, acknowledges: Acknowledgement(connection: c, requestID: rid))) }
-            return replyLiteral(to: c, rid, old ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
+            guard slots[slot] != nil else { return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":false}") }
+            return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .empty(c, rid, slot: slot))
         }
+        // The slot is empty while takers wait, on disk too: handing the value over changes nothing there.
         if deliverToWaiter(slot: slot, value: value) {
             return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":true}")
         }
+        if let refusal = slotLimitError(slot, value) { return reply(to: c, rid, error: .badRequest, refusal) }
         let oldSize = slots[slot]?.count
-        if oldSize == nil && slots.count >= configuration.maxSlots {
-            return reply(to: c, rid, error: .badRequest, "the broker holds at most \(configuration.maxSlots) non-empty slots")
-        }
-        if slotBytes - (oldSize ?? 0) + value.count > configuration.maxSlotBytes {
-            return reply(to: c, rid, error: .badRequest, "slot values may take at most \(configuration.maxSlotBytes) bytes in all")
-        }
-        storeSlot(slot, value, acknowledges: Acknowledgement(connection: c, requestID: rid))
-        replyLiteral(to: c, rid, oldSize != nil ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
+        beginWrite(.slot(slot), .slot(name: slot, value: value),
+                   then: .put(c, rid, slot: slot, value: value, replaced: oldSize != nil),
+                   reservedSlots: oldSize == nil ? 1 : 0, reservedBytes: Swift.max(0, value.count - (oldSize ?? 0)))
     }
 
+    /// Why putting `value` into `slot` would pass a slot limit, counting the puts in flight.
+    func slotLimitError(_ slot: String, _ value: RawJSON) -> String? {
+        let oldSize = slots[slot]?.count
+        if oldSize == nil && slots.count + reservedSlots >= configuration.maxSlots {
+            return "the broker holds at most \(configuration.maxSlots) non-empty slots"
+        }
+        if slotBytes + reservedSlotBytes - (oldSize ?? 0) + value.count > configuration.maxSlotBytes {
+            return "slot values may take at most \(configuration.maxSlotBytes) bytes in all"
+        }
+        return nil
+    }
+
+    /// A value found in the slot is answered once its removal is on disk; until then it stays.
     mutating func take(slot: String, waitMs: Int64?, rid: RequestID, from c: ConnectionID, now: Instant) {
-        if let value = slots[slot] {
-            _ = removeSlot(slot)
-            actions.append(.persistSlot(name: slot, value: nil, acknowledges: nil))
-            return replyRaw(to: c, rid, result: value)
+        if slots[slot] != nil {
+            return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .take(c, rid, slot: slot))
         }
         guard let waitMs, waitMs > 0 else { return replyRaw(to: c, rid, result: nil) }
         if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
@@ -45,17 +53,23 @@ extension Broker {
         takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, id)
     }
 
-    /// Launch retention counts as a put: a waiting taker gets the payload first.
-    mutating func storeLaunchPayload(_ payload: RawJSON?) {
-        let value = payload ?? Array("null".utf8)
-        if deliverToWaiter(slot: Broker.launchSlot, value: value) { return }
-        storeSlot(Broker.launchSlot, value, acknowledges: nil)
+    /// Launch retention counts as a put: a waiting taker gets the payload first. Otherwise
+    /// the payload is written to `launch`, and the event's poster is answered once the
+    /// write's outcome is known (`"retained":null` if it failed).
+    mutating func retainLaunchPayload(_ event: RunningEvent) {
+        if busyKeys.contains(.slot(Broker.launchSlot)) || !waitingRetentions.isEmpty {
+            return waitingRetentions.append(event)
+        }
+        let value = event.post.payload ?? Array("null".utf8)
+        if deliverToWaiter(slot: Broker.launchSlot, value: value) {
+            return sendPostResult(event, .unhandled, by: nil, value: nil, retained: true)
+        }
+        beginWrite(.slot(Broker.launchSlot), .slot(name: Broker.launchSlot, value: value), then: .retention(event))
     }
 
-    mutating func storeSlot(_ slot: String, _ value: RawJSON, acknowledges: Acknowledgement?) {
+    mutating func setSlot(_ slot: String, _ value: RawJSON) {
         slotBytes += value.count - (slots[slot]?.count ?? 0)
         slots[slot] = value
-        actions.append(.persistSlot(name: slot, value: value, acknowledges: acknowledges))
     }
 
     mutating func removeSlot(_ slot: String) -> Bool {

@@ -1,6 +1,7 @@
 // The broker as a pure state machine: inputs (a connection arrived, a frame arrived, a
-// connection closed, time passed, shut down) go in; actions (send, close, persist) come out.
-// It never reads a clock, never touches a descriptor and never blocks.
+// connection closed, time passed, a durable write finished, shut down) go in; actions
+// (send, close, persist) come out. It never reads a clock, never touches a descriptor
+// and never blocks.
 //
 // Connection lifecycle:
 //
@@ -55,6 +56,19 @@ public struct Broker {
     var takeDeadlines = DeadlineHeap()
     var nextTakeID = 1
 
+    // Durable writes in flight (Broker+Writes.swift).
+    var writes: [WriteID: PendingWrite] = [:]
+    var busyKeys: Set<StateKey> = []
+    var nextWriteID: WriteID = 1
+    var reservedSlots = 0
+    var reservedSlotBytes = 0
+    /// Connections with requests held back, in the order they began waiting.
+    var waitingClients: [ConnectionID] = []
+    /// Launch retentions waiting for a write on `launch` to finish.
+    var waitingRetentions = FIFO<RunningEvent>()
+    /// Set once shutdown has closed every connection (after the last write finished).
+    var closedForShutdown = false
+
     var categories = CategorySet.empty
     public internal(set) var counters = BrokerCounters()
 
@@ -104,13 +118,13 @@ public struct Broker {
             guard client.greeted || isHello else { return refuseUngreeted(id) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
-                return reply(to: id, rid, error: .badRequest, "'hello' was already sent")
+                return admit(.rejected(rid, .badRequest, "'hello' was already sent"), from: id, now: now)
             }
-            reply(to: id, rejection.id, error: rejection.code, rejection.message)
+            admit(.rejected(rejection.id, rejection.code, rejection.message), from: id, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else { return refuseUngreeted(id) }
             switch inbound {
-            case .request(let requestID, let request): handle(request, id: requestID, from: id, now: now)
+            case .request(let requestID, let request): admit(.request(requestID, request), from: id, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
             case .callReturn(let ret): handleReturn(ret, from: id)
             }
@@ -129,6 +143,19 @@ public struct Broker {
     public mutating func disconnected(_ id: ConnectionID, now: Instant) {
         guard clients[id] != nil else { return }
         dropClient(id, now: now)
+    }
+
+    /// The transport wrote (or failed to write) the record of `.persist(write, …)`. Only now
+    /// does the change take effect and its request get its answer; a failed write changes
+    /// nothing and is answered `storage_failed`. Requests that waited for it go on.
+    public mutating func persisted(_ write: WriteID, written: Bool, now: Instant) {
+        guard let pending = writes.removeValue(forKey: write) else { return }
+        busyKeys.remove(pending.key)
+        reservedSlots -= pending.reservedSlots
+        reservedSlotBytes -= pending.reservedBytes
+        complete(pending.completion, written: written, now: now)
+        resumeWaiting(now: now)
+        closeIfShutDown()
     }
 
     /// Time passed: expire hops, calls and waiting takes whose deadline is at or before `now`.
@@ -184,6 +211,14 @@ public struct Broker {
         takeQueues.removeAll()
         takeDeadlines = DeadlineHeap()
         helloDeadlines.removeAll()
+        closeIfShutDown()
+    }
+
+    /// Closes every connection once shutdown has begun and no durable write is in flight, so
+    /// that each write's request, and each request waiting behind one, still gets its answer.
+    mutating func closeIfShutDown() {
+        guard shuttingDown, !closedForShutdown, writes.isEmpty, waitingRetentions.isEmpty else { return }
+        closedForShutdown = true
         for id in clients.keys.sorted() { actions.append(.close(id)) }
     }
 
@@ -251,13 +286,7 @@ public struct Broker {
         case .peek(let slot):
             replyRaw(to: c, rid, result: slots[slot])
         case .setCategories(let set):
-            categories = set
-            actions.append(.persistCategories(set.raw, acknowledges: Acknowledgement(connection: c, requestID: rid)))
-            var f = Broker.replyHead(rid)
-            f.literal("{\"count\":")
-            f.int(Int64(set.categories.count))
-            f.literal("}}")
-            emit(to: c, f.finish())
+            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set))
         case .getCategories:
             var f = Broker.replyHead(rid)
             f.literal("{\"categories\":")

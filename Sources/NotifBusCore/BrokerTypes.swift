@@ -47,15 +47,30 @@ public struct BrokerConfiguration: Sendable {
     /// Payload bytes of posts waiting in the queue (64 MiB): `--max-queue` counts posts,
     /// and without this one client could park max-queue × max-frame bytes.
     public var maxQueueBytes = 64 << 20
+    /// Whether slots and categories are kept on disk (`--state-dir`). Each change is then
+    /// a `.persist` action, and takes effect and is answered only when the transport reports
+    /// its record written (`Broker.persisted`); without it changes take effect at once.
+    public var persistsState = false
 
     public init() {}
 }
 
-/// The reply that acknowledges a durable write: if the write fails, the transport answers
-/// the request with `storage_failed` instead of the reply the core sent.
+/// The request a durable write answers. Its reply is held in the core until the write's
+/// outcome is reported: the result once it is on disk, `storage_failed` if it is not.
 public struct Acknowledgement: Sendable, Equatable {
     public let connection: ConnectionID
     public let requestID: RequestID
+}
+
+/// Names one durable write from `.persist` to `Broker.persisted`; never reused.
+public typealias WriteID = Int64
+
+/// One change to the state kept on disk.
+public enum StateRecord: Sendable, Equatable {
+    /// A slot's new value; nil: the slot is emptied.
+    case slot(name: String, value: RawJSON?)
+    /// The whole category set.
+    case categories(RawJSON)
 }
 
 /// What the transport must do, in order.
@@ -64,11 +79,10 @@ public enum BrokerAction: Sendable {
     case send(ConnectionID, [UInt8])
     /// Stop reading, flush what was queued, then close.
     case close(ConnectionID)
-    /// Durably record a slot's value (nil: the slot is empty) before sending later frames.
-    /// `acknowledges` names the request whose reply (the connection's next frame) confirms it.
-    case persistSlot(name: String, value: RawJSON?, acknowledges: Acknowledgement?)
-    /// Durably record the category set before sending later frames.
-    case persistCategories(RawJSON, acknowledges: Acknowledgement?)
+    /// Write this record durably, then report `Broker.persisted(id, written:)`: the change
+    /// takes effect only then. `acknowledges` names the request it answers (nil for launch
+    /// retention), for logs and tests; the transport sends nothing for it.
+    case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
 }
 
 /// How one hop of a chain ended, as the trace names it.
@@ -109,11 +123,46 @@ final class ClientRecord {
     var callsReceived: Set<Int64> = []
     var callsInvoked = 0
     var takes: Set<Int> = []
+    /// Durable writes this connection asked for whose outcome is not known yet.
+    var writesInFlight = 0
+    /// Requests held back, in arrival order, until the writes they depend on are done.
+    var waiting = FIFO<WaitingInput>()
 
     init(id: ConnectionID, credentials: PeerCredentials) {
         self.id = id
         self.credentials = credentials
     }
+}
+
+/// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
+enum WaitingInput {
+    case request(RequestID, Request)
+    case rejected(RequestID?, ErrorCode, String)
+}
+
+/// What a durable write must change on disk before others may read or change it.
+enum StateKey: Hashable {
+    case slot(String)
+    case categories
+}
+
+/// What to do once a durable write's outcome is known: apply the change and answer, or
+/// answer `storage_failed` (the post of a launch retention says `"retained":null`).
+enum WriteCompletion {
+    case put(ConnectionID, RequestID, slot: String, value: RawJSON, replaced: Bool)
+    case empty(ConnectionID, RequestID, slot: String)
+    case take(ConnectionID, RequestID, slot: String)
+    case categories(ConnectionID, RequestID, CategorySet)
+    case retention(RunningEvent)
+}
+
+struct PendingWrite {
+    let key: StateKey
+    let completion: WriteCompletion
+    /// Slot places and bytes held for a `put` until it is done, so that writes in flight
+    /// together cannot pass the slot limits.
+    let reservedSlots: Int
+    let reservedBytes: Int
 }
 
 struct ObserverRecord {

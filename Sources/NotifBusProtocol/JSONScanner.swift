@@ -33,7 +33,9 @@ public struct JSONField: Sendable {
 
 /// A cursor over UTF-8 bytes. Every method validates what it passes over.
 public struct JSONScanner {
-    /// Deepest nesting a tree parse accepts; the skipping validator has no such limit.
+    /// Deepest nesting a tree parse (`JSONValue`, for clients and tests) accepts: a tree is
+    /// built and freed by recursion. The broker never builds trees of user data; it
+    /// validates with `skipValue`, which has no depth limit.
     public static let maxTreeDepth = 512
 
     public let bytes: UnsafeRawBufferPointer
@@ -104,6 +106,18 @@ public struct JSONScanner {
         skipWhitespace()
         if position != count { throw fail("trailing bytes after the value") }
         return fields
+    }
+
+    /// Whether `bytes` are one JSON value of any kind and depth, by the same rules the wire's
+    /// frames are checked with, so that what a frame carried in is accepted again.
+    public static func isValidDocument(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var scanner = JSONScanner(buffer)
+            scanner.skipWhitespace()
+            guard (try? scanner.skipValue()) != nil else { return false }
+            scanner.skipWhitespace()
+            return scanner.position == buffer.count
+        }
     }
 
     /// Reads the members of the object that starts at `position`, validating every value.

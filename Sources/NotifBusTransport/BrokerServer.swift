@@ -79,11 +79,9 @@ public final class BrokerServer {
     var signalEvents: [OpaquePointer] = []
     var forceExitEvent: OpaquePointer? = nil
     var actionBuffer: [BrokerAction] = []
-    /// With `--state-dir`: the reply acknowledging a durable write, and everything sent to
-    /// its connection after it, waits here until the journal is synced; a write that failed
-    /// is answered with `storage_failed` instead.
-    var held: [ConnectionID: [HeldFrame]] = [:]
-    var awaitingAcknowledgement: [ConnectionID: (acknowledgement: Acknowledgement, written: Bool)] = [:]
+    /// Durable writes appended to the journal in this batch, and whether each append
+    /// worked; reported to the core once the journal is synced.
+    var unreported: [(write: WriteID, appended: Bool)] = []
     var toFlush: [Connection] = []
     var stopping = false
     /// Set when the loop must end: shutdown finished, or its deadline passed.
@@ -106,7 +104,9 @@ public final class BrokerServer {
             restoredCategories = journal.categories
             self.journal = journal
         }
-        core = Broker(configuration: options.core, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
+        var configuration = options.core
+        configuration.persistsState = journal != nil
+        core = Broker(configuration: configuration, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
         if let activated = try ListeningSocket.activated() {
             listenFD = activated.fd
             self.options.socketPath = activated.path
@@ -297,6 +297,8 @@ public final class BrokerServer {
         event_add(forceExitEvent, &tv)
         core.shutdown(now: monotonicNow())
         settle()
+        // Writes in flight are answered before the connections close.
+        while reportWrites() { settle() }
         for connection in Array(connections.values) where connection.state == .open {
             startClosing(connection)
         }
@@ -321,12 +323,14 @@ public final class BrokerServer {
         }
     }
 
-    /// Makes persisted state durable, then writes queued output; repeats while writing
-    /// produced new inputs (a peer found gone). Called after every loop iteration.
+    /// Syncs the batch's journal records and tells the core how each write went (which may
+    /// start more writes), then writes queued output; repeats while that produced new
+    /// inputs (a peer found gone). Called after every loop iteration, so no write is in
+    /// flight between iterations.
     func flushPending() {
         while true {
             settle()
-            releaseHeld(synced: journal?.syncIfNeeded() ?? true)
+            if reportWrites() { continue }
             if toFlush.isEmpty { break }
             let pending = toFlush
             toFlush.removeAll(keepingCapacity: true)
@@ -339,50 +343,34 @@ public final class BrokerServer {
         if stopping && connections.isEmpty { finished = true }
     }
 
-    /// Queues held frames now that the journal's fate is known.
-    func releaseHeld(synced: Bool) {
-        guard !held.isEmpty else { return }
-        let frames = held
-        held.removeAll()
-        awaitingAcknowledgement.removeAll()
-        for (id, list) in frames {
-            for item in list {
-                if let acknowledgement = item.acknowledges, !(item.written && synced) {
-                    queue(ErrorCode.storageFailed.frame(acknowledgement.requestID,
-                                                        message: "the state could not be written to disk; nothing was changed durably"), to: id)
-                } else {
-                    queue(item.frame, to: id)
-                }
-            }
-        }
-    }
-
-    func holdAcknowledgement(_ acknowledgement: Acknowledgement?, written: Bool) {
-        guard journal != nil, let acknowledgement else { return }
-        awaitingAcknowledgement[acknowledgement.connection] = (acknowledgement, written)
-        if held[acknowledgement.connection] == nil { held[acknowledgement.connection] = [] }
-    }
-
     func apply(_ action: BrokerAction) {
         switch action {
         case .send(let id, let frame):
-            if held[id] != nil {
-                let pending = awaitingAcknowledgement.removeValue(forKey: id)
-                held[id]!.append(HeldFrame(frame: frame, acknowledges: pending?.acknowledgement, written: pending?.written ?? true))
-                return
-            }
             queue(frame, to: id)
         case .close(let id):
             guard let connection = connections[id] else { return }
             connection.lingers = true
             startClosing(connection)
-        case .persistSlot(let name, let value, let acknowledges):
-            let written = journal?.recordSlot(name: name, value: value) ?? true
-            holdAcknowledgement(acknowledges, written: written)
-        case .persistCategories(let raw, let acknowledges):
-            let written = journal?.recordCategories(raw) ?? true
-            holdAcknowledgement(acknowledges, written: written)
+        case .persist(let write, let record, _):
+            let appended: Bool
+            switch record {
+            case .slot(let name, let value): appended = journal?.recordSlot(name: name, value: value) ?? false
+            case .categories(let raw): appended = journal?.recordCategories(raw) ?? false
+            }
+            unreported.append((write, appended))
         }
+    }
+
+    /// Syncs the journal and reports every write appended since the last report; false
+    /// when there was none.
+    func reportWrites() -> Bool {
+        guard !unreported.isEmpty else { return false }
+        let synced = journal?.syncIfNeeded() ?? false
+        let batch = unreported
+        unreported.removeAll(keepingCapacity: true)
+        let now = monotonicNow()
+        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now) }
+        return true
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
@@ -503,12 +491,4 @@ public final class BrokerServer {
         var tv = timeval(tv_sec: Int(delayUs / 1_000_000), tv_usec: Int(delayUs % 1_000_000))
         event_add(timerEvent, &tv)
     }
-}
-
-/// A frame held back until the journal is synced.
-struct HeldFrame {
-    let frame: [UInt8]
-    /// Set when this frame is the reply acknowledging a durable write.
-    let acknowledges: Acknowledgement?
-    let written: Bool
 }

@@ -1,7 +1,8 @@
 // Durable slots and categories for `--state-dir`: an append-only journal of checksummed
-// records, synced before the replies that acknowledge them are written, and compacted
-// into a fresh file (temp file, fsync, rename, fsync folder) at start and when it grows.
-// It must never let a torn tail or a corrupt record stop the broker from starting.
+// records, synced before the changes they carry take effect, and compacted into a fresh
+// file (temp file, fsync, rename, fsync folder) at start and when it grows. It must never
+// let a torn tail or a corrupt record stop the broker from starting, nor a full disk: then
+// compaction waits and the journal is used as it is. Only a regular file is a journal.
 //
 // File: "NBJRNL01", then records: length u32be | crc32 u32be | body
 // body: kind u8 (1 slot value, 2 slot emptied, 3 categories) | name length u16be | name | value
@@ -20,7 +21,12 @@ public final class StateJournal {
         case categories = 3
     }
 
+    /// After a compaction failed, the next try waits until the file has grown this much
+    /// more, so that a full disk does not turn every sync into a failed rewrite.
+    static let compactionRetryBytes = 256 << 10
+
     public let directory: String
+    /// The state on disk: every synced record applied.
     public private(set) var slots: [String: RawJSON] = [:]
     public private(set) var categories: CategorySet? = nil
     /// Problems found while loading, for the caller to report.
@@ -28,8 +34,17 @@ public final class StateJournal {
 
     private var fd: Int32 = -1
     private var fileBytes = 0
+    /// The file's length at the last successful sync: a failed sync cuts it back to this.
+    private var syncedBytes = 0
     private var liveBytes = 0
-    private var unsynced = false
+    /// Records appended since the last sync, applied to `slots` and `categories` once synced.
+    private var unsynced: [(kind: Kind, name: String, value: [UInt8])] = []
+    /// No usable journal file is open (the one found was set aside and no fresh one could be
+    /// written): the next write first tries to write one.
+    private var needsFreshFile = false
+    private var compactionRetryAt = 0
+    /// Set while compaction is postponed, so that it is reported once.
+    private var compactionPostponed = false
 
     var path: String { directory + "/" + StateJournal.fileName }
 
@@ -51,8 +66,22 @@ public final class StateJournal {
         guard st.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
             throw StateDirectoryError("refusing state folder \(directory): other users can write to it")
         }
-        try load()
-        try compact()
+        let clean = try load()
+        do {
+            try compact()
+        } catch {
+            // A full disk: start from the journal as it is, and compact later.
+            compactionPostponed = true
+            compactionRetryAt = fileBytes + StateJournal.compactionRetryBytes
+            if clean, let size = openForAppending() {
+                fileBytes = size
+                syncedBytes = size
+                warnings.append("state journal \(path): compaction postponed (\(error)); using the journal as it is")
+            } else {
+                needsFreshFile = true
+                warnings.append("state journal \(path): no fresh journal could be written (\(error)); writes fail until one can be")
+            }
+        }
     }
 
     deinit {
@@ -61,51 +90,80 @@ public final class StateJournal {
 
     // MARK: Recording
 
-    /// Appends a slot's new value; false when it could not be written.
-    @discardableResult
+    /// Appends a slot's new value (nil: emptied); false when it could not be written.
     public func recordSlot(name: String, value: RawJSON?) -> Bool {
-        guard append(value == nil ? .slotEmptied : .slotValue, name: name, value: value ?? []) else { return false }
-        if let value { slots[name] = value } else { slots[name] = nil }
-        return true
+        append(value == nil ? .slotEmptied : .slotValue, name: name, value: value ?? [])
     }
 
     /// Appends the category set; false when it could not be written.
-    @discardableResult
     public func recordCategories(_ raw: RawJSON) -> Bool {
-        guard append(.categories, name: "", value: raw) else { return false }
-        categories = try? CategorySet.parse(raw)
-        return true
+        append(.categories, name: "", value: raw)
     }
 
-    /// Makes every recorded change durable. Called once per batch, before replies go out;
-    /// false when the changes since the last sync may not be on disk.
+    /// Makes every record appended since the last call durable. Called once per batch,
+    /// before the changes take effect; false when they may not be on disk, and then they
+    /// are cut off the file again, so that disk and memory keep agreeing.
     public func syncIfNeeded() -> Bool {
-        guard unsynced else { return true }
-        unsynced = false
+        guard !unsynced.isEmpty else { return true }
+        let records = unsynced
+        unsynced.removeAll()
         guard fdatasync(fd) == 0 else {
-            logLine("notifbus: state journal: \(SystemError("fdatasync \(path)"))")
+            logLine("notifbus: state journal: \(SystemError("fdatasync \(path)")); \(records.count) change(s) refused")
+            cutBack(to: syncedBytes)
             return false
         }
-        if fileBytes > 4 * liveBytes + (1 << 20) {
-            do { try compact() } catch { logLine("notifbus: state journal: compaction failed: \(error)") }
+        syncedBytes = fileBytes
+        for r in records {
+            switch r.kind {
+            case .slotValue: slots[r.name] = r.value
+            case .slotEmptied: slots[r.name] = nil
+            case .categories: categories = try? CategorySet.parse(r.value)
+            }
+        }
+        liveBytes = currentLiveBytes()
+        if fileBytes > 4 * liveBytes + (1 << 20) && fileBytes >= compactionRetryAt {
+            do {
+                try compact()
+                if compactionPostponed { logLine("notifbus: state journal: compacted \(path) again") }
+                compactionPostponed = false
+            } catch {
+                compactionRetryAt = fileBytes + StateJournal.compactionRetryBytes
+                if !compactionPostponed { logLine("notifbus: state journal: compaction postponed: \(error)") }
+                compactionPostponed = true
+            }
         }
         return true
     }
 
     /// Writes one record; on failure cuts the file back, so no torn record hides later ones.
     private func append(_ kind: Kind, name: String, value: [UInt8]) -> Bool {
+        if needsFreshFile {
+            // The live state has to be on disk before any change to it can be.
+            do {
+                try compact()
+                needsFreshFile = false
+                compactionPostponed = false
+            } catch {
+                logLine("notifbus: state journal: \(error); the write is refused")
+                return false
+            }
+        }
         let record = StateJournal.encode(kind, name: name, value: value)
         guard record.withUnsafeBytes({ writeAll(fd, $0) }) else {
             logLine("notifbus: state journal: \(SystemError("write \(path)")); the write is refused")
-            if ftruncate(fd, off_t(fileBytes)) != 0 {
-                logLine("notifbus: state journal: \(SystemError("ftruncate \(path)"))")
-            }
+            cutBack(to: fileBytes)
             return false
         }
         fileBytes += record.count
-        unsynced = true
-        liveBytes = currentLiveBytes()
+        unsynced.append((kind, name, value))
         return true
+    }
+
+    private func cutBack(to length: Int) {
+        if ftruncate(fd, off_t(length)) != 0 {
+            logLine("notifbus: state journal: \(SystemError("ftruncate \(path)"))")
+        }
+        fileBytes = length
     }
 
     private func currentLiveBytes() -> Int {
@@ -131,15 +189,33 @@ public final class StateJournal {
 
     // MARK: Loading and compaction
 
-    private func load() throws {
-        let fileFD = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    /// Loads the journal; false when it was damaged and set aside.
+    private func load() throws -> Bool {
+        // Never block on a FIFO or a device, never follow a link: a regular file or nothing.
+        let fileFD = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
         if fileFD < 0 {
-            if errno == ENOENT { return }
-            throw SystemError("open \(path)")
+            let e = errno
+            if e == ENOENT { return true }
+            var st = stat()
+            if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+                throw StateDirectoryError("state journal \(path) is \(StateJournal.describe(st.st_mode)), not a regular file; move it away")
+            }
+            throw SystemError("open \(path)", code: e)
+        }
+        var st = stat()
+        guard fstat(fileFD, &st) == 0 else {
+            let error = SystemError("fstat \(path)")
+            close(fileFD)
+            throw error
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fileFD)
+            throw StateDirectoryError("state journal \(path) is \(StateJournal.describe(st.st_mode)), not a regular file; move it away")
         }
         let data = readAll(fileFD)
         close(fileFD)
         guard let data else { throw SystemError("read \(path)") }
+        fileBytes = data.count
         if let problem = replay(data) {
             // link() never replaces an existing file, so earlier bad files are all kept.
             var aside = path + ".corrupt-\(time(nil))"
@@ -164,6 +240,35 @@ public final class StateJournal {
             } else {
                 throw StateDirectoryError("state journal \(path): \(problem); it could not be set aside (\(SystemError("link"))), so it is left untouched")
             }
+            fileBytes = 0
+            return false
+        }
+        return true
+    }
+
+    /// Opens the existing journal for appending; nil when it cannot be.
+    private func openForAppending() -> Int? {
+        let appendFD = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard appendFD >= 0 else { return nil }
+        var st = stat()
+        guard fstat(appendFD, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(appendFD)
+            return nil
+        }
+        if fd >= 0 { close(fd) }
+        fd = appendFD
+        return Int(st.st_size)
+    }
+
+    static func describe(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFSOCK: return "a socket"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFLNK: return "a symbolic link"
+        case S_IFDIR: return "a folder"
+        default: return "not a regular file"
         }
     }
 
@@ -187,7 +292,8 @@ public final class StateJournal {
             let value = Array(body[(3 + nameLength)...])
             switch Kind(rawValue: body[0]) {
             case .slotValue?:
-                guard Names.isValid(name), (try? JSONValue(parsing: value)) != nil else { return "bad slot record at byte \(offset)" }
+                // The wire's own validator: whatever a put was accepted with is read back.
+                guard Names.isValid(name), JSONScanner.isValidDocument(value) else { return "bad slot record at byte \(offset)" }
                 slots[name] = value
             case .slotEmptied?:
                 slots[name] = nil
@@ -218,10 +324,15 @@ public final class StateJournal {
         guard written, fsync(tmpFD) == 0 else {
             let error = SystemError("write \(tmp)")
             close(tmpFD)
+            unlink(tmp)  // a partial copy must not keep the space a full disk lacks
             throw error
         }
         close(tmpFD)
-        guard rename(tmp, path) == 0 else { throw SystemError("rename \(tmp)") }
+        guard rename(tmp, path) == 0 else {
+            let error = SystemError("rename \(tmp)")
+            unlink(tmp)
+            throw error
+        }
         let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirFD >= 0 {
             fsync(dirFD)
@@ -231,8 +342,9 @@ public final class StateJournal {
         fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw SystemError("open \(path)") }
         fileBytes = data.count
+        syncedBytes = data.count
         liveBytes = data.count
-        unsynced = false
+        compactionRetryAt = 0
     }
 }
 

@@ -148,8 +148,8 @@ import Testing
         let c = h.connect()
         _ = h.request(c, #"{"op":"put","id":1,"slot":"s","value":[1,2]}"#)
         _ = h.request(c, #"{"op":"take","id":2,"slot":"s"}"#)
-        let names = h.persisted.map { action -> String in
-            if case .persistSlot(let name, let value, _) = action { return "\(name)=\(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")" }
+        let names = h.persisted.map { item -> String in
+            if case .slot(let name, let value) = item.record { return "\(name)=\(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")" }
             return "?"
         }
         #expect(names == ["s=[1,2]", "s=nil"])

@@ -18,11 +18,18 @@ struct CoreHarness {
     var nextConnection = 1
     var sent: [Sent] = []
     var closed: [ConnectionID] = []
-    var persisted: [BrokerAction] = []
+    /// Every durable write asked for, in order.
+    var persisted: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?)] = []
+    /// Writes not yet reported; unless `holdWrites`, each is reported written at once.
+    var inFlight: [WriteID] = []
+    var holdWrites = false
     private var buffer: [BrokerAction] = []
 
+    /// A broker that keeps its state "on disk" (`persistsState`): the harness plays the
+    /// transport's part, reporting each write as written unless told to hold them.
     init(configure: (inout BrokerConfiguration) -> Void = { _ in }) {
         var configuration = BrokerConfiguration()
+        configuration.persistsState = true
         configuration.brokerUID = 1000
         configuration.hopTimeoutMs = 1000
         configuration.callTimeoutMs = 2000
@@ -62,9 +69,17 @@ struct CoreHarness {
         collect()
     }
 
+    /// Reports the oldest write in flight as written or failed.
+    mutating func finishWrite(written: Bool = true) {
+        precondition(!inFlight.isEmpty, "no write in flight")
+        broker.persisted(inFlight.removeFirst(), written: written, now: now)
+        collect()
+    }
+
     mutating func collect() {
         broker.takeActions(swappingWith: &buffer)
-        for action in buffer {
+        let actions = buffer
+        for action in actions {
             switch action {
             case .send(let c, let frame):
                 let length = Int(frame[0]) << 24 | Int(frame[1]) << 16 | Int(frame[2]) << 8 | Int(frame[3])
@@ -73,10 +88,12 @@ struct CoreHarness {
                 sent.append(Sent(to: c, frame: json, raw: String(decoding: frame[4...], as: UTF8.self)))
             case .close(let c):
                 closed.append(c)
-            case .persistSlot, .persistCategories:
-                persisted.append(action)
+            case .persist(let write, let record, let acknowledges):
+                persisted.append((write, record, acknowledges))
+                inFlight.append(write)
             }
         }
+        while !holdWrites, !inFlight.isEmpty { finishWrite() }
     }
 
     /// Removes and returns the oldest frame sent to `c`; fails the test if there is none.

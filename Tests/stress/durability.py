@@ -13,6 +13,17 @@ Journal damage (the format is in Sources/NotifBusTransport/StateJournal.swift): 
 cut in the middle of its last record, one with bytes flipped inside a record in the middle,
 and one with a bad header. Each time the broker must say so on stderr, start with the
 records before the damage, and keep the damaged file as state.journal.corrupt-*.
+
+What the wire accepted is read back: slot values and a retained `didReceive` payload
+nested 600 deep survive SIGKILL and SIGTERM. Anything but a regular file at the journal's
+path (FIFO, socket, device, symbolic link) is refused at once with exit 1.
+
+A full disk (a small tmpfs; needs root): a write that could not be stored is answered
+`storage_failed` and changes nothing, not even in memory (`peek`); a `take`, an emptying
+`put` and the consumption of a retained launch payload are answered only once their removal
+is on disk, so a refused one leaves the value in its slot, also after a restart. A broker
+started on a full disk with an intact journal starts from it, postpones compaction with
+one warning, refuses writes while the disk is full and stores them again once there is room.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import random
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -426,6 +438,242 @@ def disk_full(checks: sl.Checks, binary: str, folder: str) -> None:
         subprocess.run(["umount", mount_point], capture_output=True)
 
 
+# MARK: what the wire accepted is read back
+
+
+def nested(depth: int) -> list:
+    """`[[...]]`, `depth` arrays deep."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def launch_payload(tag: str, user_info: Any) -> Dict[str, Any]:
+    """A default-action click: with no observer it ends unhandled and is retained in `launch`."""
+    return {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+            "notification": {"identifier": tag, "content": {"title": tag, "userInfo": user_info}}}
+
+
+def deep_values(checks: sl.Checks, binary: str, folder: str) -> None:
+    """Values 600 deep, which the wire accepts, come back after SIGKILL and SIGTERM."""
+    state_dir = os.path.join(folder, "state-deep")
+    deep = nested(600)
+    payload = launch_payload("n-deep", {"deep": nested(600)})
+    broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="deep.log").start()
+    with sl.Conn(broker.socket) as c:
+        c.hello("deep")
+        put = c.request("put", slot="deep", value=deep)
+        post = c.request("post", name="didReceive", payload=payload)
+        after = c.request("put", slot="after", value={"later": True})
+    checks.check("deep: the wire accepts a 600-deep put and a 600-deep didReceive (retained in launch)",
+                 "result" in put and "result" in after and post.get("result", {}).get("retained") == "launch",
+                 f"put {str(put)[:100]}, post retained {post.get('result', {}).get('retained')}")
+    for how in ("SIGKILL", "SIGTERM"):
+        if how == "SIGKILL":
+            broker.kill()
+        else:
+            broker.terminate()
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name=f"deep-{how}.log").start()
+        log = broker.log()
+        with sl.Conn(broker.socket) as c:
+            c.hello("deep-check")
+            got_deep = c.request("peek", slot="deep").get("result")
+            got_after = c.request("peek", slot="after").get("result")
+            got_launch = c.request("peek", slot="launch").get("result")
+        checks.check(f"deep: after {how} the journal replays whole (no record refused, nothing set aside)",
+                     "state journal" not in log and not glob.glob(os.path.join(state_dir, "state.journal.corrupt-*")),
+                     log.strip()[:200])
+        checks.check(f"deep: after {how} the 600-deep slot, the later put and the retained launch are back",
+                     got_deep == deep and got_after == {"later": True} and got_launch == payload,
+                     f"deep {got_deep == deep}, after {got_after}, launch {got_launch == payload}")
+    broker.terminate()
+
+
+def non_regular_journals(checks: sl.Checks, binary: str, folder: str) -> None:
+    """A FIFO, a socket, a device or a symbolic link named state.journal is refused at once."""
+    kinds = {
+        "fifo": lambda path: os.mkfifo(path, 0o600),
+        "socket": lambda path: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).bind(path),
+        "symlink": lambda path: os.symlink(os.path.join(os.path.dirname(path), "elsewhere"), path),
+    }
+    if os.geteuid() == 0:
+        kinds["device"] = lambda path: os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    else:
+        checks.skip("journal as a device", "mknod needs root")
+    for kind, make in kinds.items():
+        state_dir = os.path.join(folder, f"state-{kind}")
+        os.mkdir(state_dir, 0o700)
+        path = os.path.join(state_dir, "state.journal")
+        make(path)
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], socket_path=os.path.join(folder, f"{kind}.sock"),
+                           log_name=f"journal-{kind}.log")
+        started = time.monotonic()
+        broker.start(wait=False)
+        rc = broker.wait_exit(5)
+        took = time.monotonic() - started
+        if rc is None:
+            broker.kill()
+        log = broker.log().strip()
+        checks.check(f"a {kind} at the journal's path is refused at once with exit 1 and a clear message",
+                     rc == 1 and "not a regular file" in log and os.path.lexists(path),
+                     f"exit {rc} after {took:.2f} s: {log[:160]}")
+
+
+# MARK: a full disk, and what a refused write leaves
+
+
+class SmallDisk:
+    """A tmpfs of `size` mounted in `folder`; `fill` takes every free byte with a file."""
+
+    def __init__(self, folder: str, name: str, size: str) -> None:
+        self.mount_point = os.path.join(folder, name)
+        self.filler = os.path.join(self.mount_point, "filler")
+        os.mkdir(self.mount_point)
+        self.mounted = os.geteuid() == 0 and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", self.mount_point], capture_output=True).returncode == 0
+
+    def fill(self) -> int:
+        written = 0
+        with open(self.filler, "ab", buffering=0) as f:
+            for chunk in (1 << 16, 4096, 1):
+                while True:
+                    try:
+                        written += f.write(b"\0" * chunk)
+                    except OSError:
+                        break
+        return written
+
+    def free(self) -> None:
+        os.remove(self.filler)
+
+    def unmount(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", self.mount_point], capture_output=True)
+
+
+def align_journal(c: sl.Conn, journal: str) -> None:
+    """A put that makes the journal end on a page boundary, so that on a full tmpfs even a
+    record of a few bytes needs a page there is none of."""
+    size = os.path.getsize(journal)
+    n = (-(size + 8 + 3 + len("pad") + 2)) % 4096
+    c.request("put", slot="pad", value="p" * n)
+
+
+def refused_writes_change_nothing(checks: sl.Checks, binary: str, folder: str) -> None:
+    disk = SmallDisk(folder, "small-fs-take", "1m")
+    if not disk.mounted:
+        return checks.skip("refused writes change nothing", "cannot mount a small tmpfs (needs root)")
+    try:
+        state_dir = os.path.join(disk.mount_point, "state")
+        journal = os.path.join(state_dir, "state.journal")
+        payload = launch_payload("n-full", {"emailId": "e-full"})
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="refused.log").start()
+        with sl.Conn(broker.socket) as c, sl.Conn(broker.socket) as waiter:
+            c.hello("writer")
+            waiter.hello("waiter")
+            c.request("put", slot="keep", value={"v": 1})
+            c.request("put", slot="x", value="old")
+            c.request("put", slot="gone", value="soon")
+            retained = c.request("post", name="didReceive", payload=payload).get("result", {}).get("retained")
+            align_journal(c, journal)
+            filled = disk.fill()
+            take = c.request("take", slot="keep")
+            take_launch = c.request("take", slot="launch")
+            put = c.request("put", slot="x", value="new" * 10_000)
+            empty = c.request("put", slot="gone", value=None)
+            peeks = {name: c.request("peek", slot=name).get("result") for name in ("keep", "launch", "x", "gone")}
+            # A put handed to a waiting take changes nothing on disk: it is delivered.
+            waiter.send({"op": "take", "id": "w", "slot": "handoff", "wait": 5000})
+            c.request("ping")
+            handed = c.request("put", slot="handoff", value={"h": 1})
+            got = waiter.reply_to("w")
+            code = lambda r: r.get("error", {}).get("code")  # noqa: E731
+            checks.check("disk full: take, the take of a retained launch, put and put null are answered storage_failed",
+                         retained == "launch" and [code(take), code(take_launch), code(put), code(empty)] == ["storage_failed"] * 4,
+                         f"filler {filled} bytes; take {str(take)[:80]}; take launch {str(take_launch)[:80]}; "
+                         f"put {str(put)[:80]}; put null {str(empty)[:80]}")
+            checks.check("disk full: a refused write changes nothing in memory (peek)",
+                         peeks == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon"},
+                         str({k: str(v)[:40] for k, v in peeks.items()}))
+            checks.check("disk full: a put handed to a waiting take is still delivered",
+                         handed.get("result") == {"replaced": False, "delivered": True} and got.get("result") == {"h": 1},
+                         f"{handed} / {got}")
+        broker.kill()
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="refused-again.log")
+        disk.free()
+        broker.start()
+        with sl.Conn(broker.socket) as c:
+            c.hello("after")
+            restored = {name: c.request("peek", slot=name).get("result") for name in ("keep", "launch", "x", "gone", "handoff")}
+            checks.check("disk full: after SIGKILL the refused take and put null left their values, and the refused put the old one",
+                         restored == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon", "handoff": None},
+                         str({k: str(v)[:40] for k, v in restored.items()}))
+            took = c.request("take", slot="keep").get("result")
+            took_launch = c.request("take", slot="launch").get("result")
+        broker.kill()
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="refused-third.log").start()
+        with sl.Conn(broker.socket) as c:
+            c.hello("third")
+            left = [c.request("peek", slot=name).get("result") for name in ("keep", "launch")]
+        checks.check("with room again a take is answered with the value and, after SIGKILL, stays taken",
+                     took == {"v": 1} and took_launch == payload and left == [None, None], f"took {took}, left {left}")
+        broker.terminate()
+    finally:
+        sl.kill_children()
+        disk.unmount()
+
+
+def start_on_full_disk(checks: sl.Checks, binary: str, folder: str) -> None:
+    disk = SmallDisk(folder, "small-fs-start", "3m")
+    if not disk.mounted:
+        return checks.skip("start on a full disk", "cannot mount a small tmpfs (needs root)")
+    try:
+        state_dir = os.path.join(disk.mount_point, "state")
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-start-seed.log").start()
+        values = {f"big{i}": f"{i}" * 100_000 for i in range(10)}
+        with sl.Conn(broker.socket) as c:
+            c.hello("seed")
+            for name, value in values.items():
+                c.request("put", slot=name, value=value)
+        broker.terminate()
+        size = os.path.getsize(os.path.join(state_dir, "state.journal"))
+        disk.fill()
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-start.log")
+        try:
+            broker.start()
+        except RuntimeError as exc:
+            checks.check(f"full disk: the broker starts from its intact {size // 1024} KiB journal", False, str(exc)[-200:])
+            return
+        with sl.Conn(broker.socket) as c:
+            c.hello("full")
+            got = {name: c.request("peek", slot=name).get("result") for name in values}
+            refused = [c.request("put", slot=f"new{i}", value="n" * 50_000).get("error", {}).get("code") for i in range(3)]
+            disk.free()
+            stored = c.request("put", slot="new", value="n" * 50_000)
+            compacted_now = c.request("put", slot="new2", value="m" * 10)
+        log = broker.log()
+        warnings = [line for line in log.splitlines() if "compaction" in line]
+        checks.check(f"full disk: the broker starts from its intact {size // 1024} KiB journal", got == values,
+                     f"{sum(1 for n in values if got.get(n) == values[n])} of {len(values)} slots back")
+        checks.check("full disk: compaction is postponed with one warning", len(warnings) == 1, " | ".join(warnings)[:300])
+        checks.check("full disk: writes are storage_failed while full and stored again once there is room, without a restart",
+                     refused == ["storage_failed"] * 3 and "result" in stored and "result" in compacted_now,
+                     f"while full {refused}; after freeing {str(stored)[:80]}")
+        broker.kill()
+        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-start-again.log").start()
+        with sl.Conn(broker.socket) as c:
+            c.hello("again")
+            back = c.request("peek", slot="new").get("result")
+            old = c.request("peek", slot="big3").get("result")
+        checks.check("full disk: the write stored after freeing space survives SIGKILL",
+                     back == "n" * 50_000 and old == values["big3"], broker.log().strip()[:200])
+        broker.terminate()
+    finally:
+        sl.kill_children()
+        disk.unmount()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="SIGKILL rounds (default 5)")
@@ -444,6 +692,10 @@ def main() -> int:
     damaged_journal(checks, binary, folder, "bad-header", bad_header, "header")
     aside_never_replaces(checks, binary, folder)
     disk_full(checks, binary, folder)
+    deep_values(checks, binary, folder)
+    non_regular_journals(checks, binary, folder)
+    refused_writes_change_nothing(checks, binary, folder)
+    start_on_full_disk(checks, binary, folder)
     print()
     print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
           f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
