@@ -5,7 +5,7 @@
 #
 # usage: Benchmarks/callgrind.sh [N]      (N defaults to 20000; validate64k runs N/400 frames)
 # env:   MICROBENCH=path   use this binary instead of building .build/release/notifbus-microbench
-#        KEEP=dir          keep the callgrind.out files in dir (for callgrind_annotate)
+#        KEEP=dir          keep the callgrind.out files in dir (for Benchmarks/callgrind_profile.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -3,7 +3,10 @@
 
     KEEP=/tmp/cg Benchmarks/callgrind.sh 20000
     python3 Benchmarks/callgrind_profile.py /tmp/cg/callgrind.out.core-invoke.20000 \\
-        /tmp/cg/callgrind.out.core-invoke.0 20000
+        /tmp/cg/callgrind.out.core-invoke.0 20000 [TOP] [--other]
+
+N may also be calls:REGEX: the operations are then the extra calls of the functions whose
+mangled name matches REGEX (Benchmarks/callgrind-broker.sh uses calls:handleReturn).
 
 Takes the self cost (Ir) of every function in a callgrind run of N operations and in one
 of 0 (same set-up and warm-up), divides the difference by N, demangles the Swift names,
@@ -43,6 +46,10 @@ CATEGORIES = [
     ("frame building", r"FrameBuilder|JSONWriter|FrameHeader|appendInterpolation|_StringGuts\.append|"
                        r"String\.append|Array\.append|_appendElement|replaceSubrange"),
     ("copies (memcpy/memmove)", r"memcpy|memmove|memset"),
+    ("transport (libevent, syscalls, NotifBusTransport)",
+     r"NotifBusTransport|BrokerServer|Connection\.|EventLoop|Listener|\bevent_|evbuffer|evmap|epoll|^__?libc_|"
+     r"\b(read|write|send|recv|sendmsg|recvmsg|writev|readv|__send|__recv|__read|__write|clock_gettime|"
+     r"__clock_gettime|gettimeofday)\b|timeout_process|evutil|bufferevent|min_heap|event_base"),
     ("core logic", r"NotifBusCore|Broker"),
 ]
 
@@ -85,6 +92,21 @@ def self_costs(path, inclusive=False):
     return costs
 
 
+def calls(path, pattern):
+    """How many calls the profile records to functions whose (mangled) name matches pattern."""
+    names, total, current = {}, 0, None
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            m = re.match(r"(c?fn)=\((\d+)\)(?: (.*))?", line)
+            if m:
+                if m.group(3):
+                    names[m.group(2)] = m.group(3).strip()
+                current = names.get(m.group(2), "") if m.group(1) == "cfn" else None
+            elif line.startswith("calls=") and current is not None and re.search(pattern, current):
+                total += int(line[6:].split()[0])
+    return total
+
+
 def demangle(names):
     try:
         out = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(names),
@@ -106,7 +128,16 @@ def category(name):
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
-    with_n, with_0, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with_n, with_0, per = sys.argv[1], sys.argv[2], sys.argv[3]
+    if per.startswith("calls:"):
+        # Operations counted by the calls of one function, for runs whose count is not known
+        # in advance (the broker under notifbus-bench).
+        n = calls(with_n, per[6:]) - calls(with_0, per[6:])
+        print("operations: %d more calls of /%s/ in the first run" % (n, per[6:]))
+        if n <= 0:
+            sys.exit("callgrind_profile.py: the first run must make more calls than the second")
+    else:
+        n = int(per)
     top = int(sys.argv[4]) if len(sys.argv) > 4 else 25
     show_other = "--other" in sys.argv
     a, b = self_costs(with_n), self_costs(with_0)
