@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",
-            linkerSettings: [.linkedLibrary("event_core")]
+            linkerSettings: [.linkedLibrary("event_core"), .linkedLibrary("systemd")]
         ),
         .executableTarget(name: "notifbus-microbench", dependencies: ["NotifBusCore", "NotifBusProtocol"], path: "Benchmarks/microbench"),
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.

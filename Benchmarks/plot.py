@@ -9,7 +9,9 @@ For every one-client broker row that has a floor (ping against raw ping-pong,
 invoke and post chains against the libevent relay), it draws the median round
 trip divided by the hops it makes (servers, handlers or observers visited; a
 ping counts as one), for the floor and the broker side by side, with the p99
-per hop as a whisker and the broker/floor ratio above each pair. With
+per hop as a whisker and the broker/floor ratio above each pair. The D-Bus peers'
+one-client rows (an sd-bus method call through dbus-daemon or dbus-broker) are drawn
+the same way against the relay, in their own colour. With
 matplotlib installed it uses matplotlib (any format it knows); without it, it
 writes the SVG by hand.
 """
@@ -18,12 +20,19 @@ import json
 import sys
 
 
+COLORS = {"broker": "#2f6fb0", "dbus": "#d9822b"}
+NAMES = {"broker": "notifbus broker", "dbus": "D-Bus (sd-bus via the bus)"}
+
+
 def pairs(report):
-    """(label, floor, broker) per comparable row; floor/broker are dicts or None."""
+    """(label, floor, measured, ratio, kind) per comparable row; floor/measured are dicts or
+    None, kind is "broker" (notifbus) or "dbus" (a D-Bus peer)."""
     rows = {r["key"]: r for r in report.get("rows", [])}
     out = []
     for r in report.get("rows", []):
-        if r.get("group") != "broker" or r.get("clients", 1) != 1 or not r.get("floor"):
+        if r.get("group") not in ("broker", "dbus") or r.get("clients", 1) != 1 or not r.get("floor"):
+            continue
+        if r.get("skipped"):
             continue
         f = rows.get(r["floor"])
         hops = max(int(r.get("hops") or 0), 1)
@@ -37,8 +46,11 @@ def pairs(report):
             return {"med": row["medianUs"] / fh, "p99": (row.get("p99Us") or row["medianUs"]) / fh,
                     "label": row.get("label", row["key"])}
 
-        out.append(("%s\n(%s)" % (r.get("label", r["key"]), unit), per_hop(f), per_hop(r),
-                    r.get("ratioMedian")))
+        label = r.get("label", r["key"])
+        if r["group"] == "dbus":  # "dbus-broker: Ping(s)->s via the bus" is too wide for a tick
+            label = label.split(":")[0] + " call"
+        out.append(("%s\n(%s)" % (label, unit), per_hop(f), per_hop(r),
+                    r.get("ratioMedian"), r["group"]))
     return out
 
 
@@ -67,12 +79,14 @@ def plot_matplotlib(report, data, path):
     fig, ax = plt.subplots(figsize=(11, 5.5))
     width = 0.38
     top = axis_top(data) * 1.08
-    for i, (label, f, b, ratio) in enumerate(data):
-        for side, (d, color, name) in enumerate(((f, "#9aa5b1", "floor"), (b, "#2f6fb0", "broker"))):
+    named = set()
+    for i, (label, f, b, ratio, kind) in enumerate(data):
+        for side, (d, color, name) in enumerate(((f, "#9aa5b1", "floor"), (b, COLORS[kind], NAMES[kind]))):
             if not d:
                 continue
             x = i + (side - 0.5) * width
-            ax.bar(x, d["med"], width, color=color, label=name if i == 0 else None)
+            ax.bar(x, d["med"], width, color=color, label=name if name not in named else None)
+            named.add(name)
             ax.plot([x, x], [d["med"], d["p99"]], color="#333333", linewidth=1)
             ax.plot([x - width / 6, x + width / 6], [d["p99"], d["p99"]], color="#333333", linewidth=1)
         if ratio is not None and b:
@@ -120,9 +134,9 @@ def plot_svg(report, data, path):
     n = max(len(data), 1)
     gw = pw / n
     bw = gw * 0.32
-    for i, (label, f, b, ratio) in enumerate(data):
+    for i, (label, f, b, ratio, kind) in enumerate(data):
         cx = left + gw * (i + 0.5)
-        for side, (d, color) in enumerate(((f, "#9aa5b1"), (b, "#2f6fb0"))):
+        for side, (d, color) in enumerate(((f, "#9aa5b1"), (b, COLORS[kind]))):
             x = cx + (side - 1) * bw - (2 if side == 0 else -2)
             if not d:
                 o.append('<text x="%.1f" y="%.1f" text-anchor="middle" fill="#b00">failed</text>'
@@ -148,11 +162,14 @@ def plot_svg(report, data, path):
         for k, line in enumerate(label.split("\n")):
             o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (cx, top + ph + 18 + 14 * k, esc(line)))
     o.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>' % (left, W - right, top + ph, top + ph))
-    lx = W - right - 170
+    lx = left + 12  # top left: the ping pair there is the lowest
     o.append('<rect x="%d" y="%d" width="12" height="12" fill="#9aa5b1"/><text x="%d" y="%d">floor (C relay / raw)</text>'
              % (lx, top - 14, lx + 18, top - 4))
-    o.append('<rect x="%d" y="%d" width="12" height="12" fill="#2f6fb0"/><text x="%d" y="%d">notifbus broker</text>'
-             % (lx, top + 4, lx + 18, top + 14))
+    o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+             % (lx, top + 4, COLORS["broker"], lx + 18, top + 14, NAMES["broker"]))
+    if any(d[4] == "dbus" for d in data):
+        o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+                 % (lx, top + 22, COLORS["dbus"], lx + 18, top + 32, NAMES["dbus"]))
     o.append("</svg>")
     with open(path, "w") as fh:
         fh.write("\n".join(x for x in o if x) + "\n")
@@ -160,8 +177,8 @@ def plot_svg(report, data, path):
 
 def axis_top(data):
     """Top of the y axis: every p99, unless an outlier would flatten the medians."""
-    meds = [d["med"] for _, f, b, _ in data for d in (f, b) if d] or [1.0]
-    p99s = [d["p99"] for _, f, b, _ in data for d in (f, b) if d] or [1.0]
+    meds = [d["med"] for _, f, b, _, _ in data for d in (f, b) if d] or [1.0]
+    p99s = [d["p99"] for _, f, b, _, _ in data for d in (f, b) if d] or [1.0]
     return max(min(max(p99s), 2.5 * max(meds)), 1.0)
 
 

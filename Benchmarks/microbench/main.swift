@@ -1,6 +1,6 @@
-// Times the broker's per-frame work in one process, without sockets: decoding typical
-// frames and running them through the core. Prints nanoseconds per frame; asserts nothing.
-// Use it with callgrind to count instructions: valgrind --tool=callgrind notifbus-microbench
+// Times the broker's per-frame work in one process, without sockets: decoding typical frames and
+// running them through the core. Prints measurements and asserts nothing; it never opens a socket.
+// A mode runs one operation N times, for instruction counts: see Benchmarks/callgrind.sh.
 import Glibc
 import NotifBusCore
 import NotifBusProtocol
@@ -11,6 +11,28 @@ func now() -> UInt64 {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
+func fail(_ message: String) -> Never {
+    let line = Array("notifbus-microbench: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(1)
+}
+
+let usage = """
+    usage: notifbus-microbench [ROUNDS]
+           notifbus-microbench MODE N
+
+    Without a mode: decode time of typical frames and one invoke round trip through the core,
+    ROUNDS times each (default 200000), in ns.
+    Modes run one operation N times after a fixed warm-up, so that under
+    `valgrind --tool=callgrind` (total(N) - total(0)) / N is the instructions per operation:
+      core-invoke N   an invoke round trip through decode and core: invoke in, call out,
+                      return in, reply out
+      ping N          a ping in, its reply out
+      chain3 N        a post through a chain of 3 observers: post in, event out, next in,
+                      event out, next in, event out, complete in, result out
+      validate64k N   decode (validate) a post frame with a 64 KiB payload; prints GiB/s
+    """
+
 let arguments = #"{"emailId":"e-123456","thread":"t-99","title":"Lunch tomorrow?","n":[1,2,3,4,5]}"#
 let frames: [(String, [UInt8])] = [
     ("ping", Array(#"{"op":"ping","id":12345}"#.utf8)),
@@ -19,55 +41,261 @@ let frames: [(String, [UInt8])] = [
     ("post", Array("{\"op\":\"post\",\"id\":12345,\"name\":\"bench\",\"payload\":\(arguments)}".utf8)),
     ("next", Array(#"{"op":"next","event":12345}"#.utf8)),
 ]
-let rounds = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 200_000
 
-for (name, frame) in frames {
-    var sink = 0
-    let start = now()
-    for _ in 0..<rounds {
-        frame.withUnsafeBytes { bytes in
-            if case .decoded = MessageDecoder.decode(bytes) { sink &+= 1 }
-        }
+/// Round trips every mode runs before the measured ones, the same for every N, so that they
+/// cancel out of total(N) - total(0) and the measured ones see a warmed broker.
+let warmupRounds = 1000
+
+// MARK: Frames with a patchable integer
+
+/// A frame body holding one decimal integer that is advanced in place, so that the measured
+/// loop builds no frames: an increment touches the last digit or two, and only a carry past the
+/// leading digit rebuilds the frame.
+struct CountingFrame {
+    let prefix: String
+    let suffix: String
+    private(set) var value: Int
+    private(set) var bytes: [UInt8]
+    private var digitsEnd: Int
+
+    init(_ prefix: String, _ value: Int, _ suffix: String) {
+        self.prefix = prefix
+        self.suffix = suffix
+        self.value = value
+        bytes = Array("\(prefix)\(value)\(suffix)".utf8)
+        digitsEnd = prefix.utf8.count + String(value).utf8.count
     }
-    let ns = Double(now() - start) / Double(rounds)
-    print("decode \(name.padding(8)) \(frame.count) bytes: \(Int(ns)) ns/frame (\(sink == rounds ? "ok" : "REJECTED"))")
+
+    mutating func increment() {
+        value += 1
+        var i = digitsEnd - 1
+        let first = prefix.utf8.count
+        while i >= first {
+            if bytes[i] != UInt8(ascii: "9") {
+                bytes[i] += 1
+                return
+            }
+            bytes[i] = UInt8(ascii: "0")
+            i -= 1
+        }
+        self = CountingFrame(prefix, value, suffix)
+    }
 }
 
-/// A whole invoke through the core: invoker -> call -> return -> reply.
-struct CoreBench {
+// MARK: The core, fed frames as the transport would
+
+/// One broker with greeted connections, fed frame bodies; counts the actions each feed produced.
+struct CoreDriver {
     var broker: Broker
     var actions: [BrokerAction] = []
+    /// Feeds whose action count was not the expected one.
+    var mismatches = 0
 
-    init() {
+    init(connections: Int) {
         var configuration = BrokerConfiguration()
         configuration.brokerUID = 0
         broker = Broker(configuration: configuration, now: 1)
-    }
-
-    mutating func feed(_ text: [UInt8], _ c: ConnectionID) {
-        text.withUnsafeBytes { broker.receive($0, from: c, now: 2) }
-        broker.takeActions(swappingWith: &actions)
-    }
-
-    mutating func run(rounds: Int) -> Double {
-        for c in 1...2 {
+        for c in 1...connections {
             broker.connect(c, credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), now: 1)
-            feed(Array(#"{"op":"hello","id":0,"protocol":1}"#.utf8), c)
+            feed(Array(#"{"op":"hello","id":0,"protocol":1}"#.utf8), c, expecting: 1)
         }
-        feed(Array(#"{"op":"handle","id":1,"channel":"bench","method":"echo"}"#.utf8), 1)
-        let invoke = frames[1].1
-        let returns = (0..<rounds).map { Array("{\"op\":\"return\",\"call\":\($0 + 1),\"result\":\(arguments)}".utf8) }
-        let start = now()
-        for i in 0..<rounds {
-            feed(invoke, 2)
-            feed(returns[i], 1)
+    }
+
+    /// Feeds one frame body from `c` and takes the actions it caused.
+    @inline(__always)
+    mutating func feed(_ body: [UInt8], _ c: ConnectionID, expecting count: Int) {
+        body.withUnsafeBytes { broker.receive($0, from: c, now: 2) }
+        broker.takeActions(swappingWith: &actions)
+        if actions.count != count { mismatches += 1 }
+    }
+
+    /// The text of the `index`th frame sent by the last feed, without its length prefix.
+    func sentText(_ index: Int = 0) -> String {
+        guard index < actions.count, case .send(_, let frame) = actions[index] else { return "" }
+        return String(decoding: frame.dropFirst(4), as: UTF8.self)
+    }
+
+    /// The integer after `"field":` in the `index`th frame sent by the last feed.
+    func sentInteger(_ field: String, _ index: Int = 0) -> Int? {
+        let text = Array(sentText(index).utf8)
+        let key = Array("\"\(field)\":".utf8)
+        guard text.count >= key.count else { return nil }
+        for start in 0...(text.count - key.count) where Array(text[start..<(start + key.count)]) == key {
+            let digits = text[(start + key.count)...].prefix(while: { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+            return Int(String(decoding: digits, as: UTF8.self))
         }
-        return Double(now() - start) / Double(rounds)
+        return nil
+    }
+
+    /// Ends the run: every feed must have produced what it should, and the last reply must be
+    /// `expected`'s kind; otherwise the figures would describe error paths.
+    func verify(_ mode: String, lastSent expected: String, index: Int = 0) {
+        if mismatches != 0 { fail("\(mode): \(mismatches) feeds produced an unexpected number of frames") }
+        let text = sentText(index)
+        if !text.contains(expected) { fail("\(mode): unexpected last frame: \(text.prefix(200))") }
     }
 }
-var bench = CoreBench()
-print("core   invoke round trip (2 frames in, 2 out): \(Int(bench.run(rounds: rounds))) ns")
+
+func runCoreInvoke(_ n: Int) {
+    var core = CoreDriver(connections: 2)
+    core.feed(Array(#"{"op":"handle","id":1,"channel":"bench","method":"echo"}"#.utf8), 1, expecting: 1)
+    let invoke = frames[1].1
+    // Warm-up: learn the broker's call ids from the call frames.
+    var call = 0
+    for _ in 0..<warmupRounds {
+        core.feed(invoke, 2, expecting: 1)
+        guard let id = core.sentInteger("call") else { fail("core-invoke: no call id in \(core.sentText())") }
+        call = id
+        core.feed(Array("{\"op\":\"return\",\"call\":\(id),\"result\":\(arguments)}".utf8), 1, expecting: 1)
+    }
+    var ret = CountingFrame("{\"op\":\"return\",\"call\":", call + 1, ",\"result\":\(arguments)}")
+    let start = now()
+    for _ in 0..<n {
+        core.feed(invoke, 2, expecting: 1)
+        core.feed(ret.bytes, 1, expecting: 1)
+        ret.increment()
+    }
+    let elapsed = now() - start
+    core.verify("core-invoke", lastSent: #""op":"reply""#)
+    report("core-invoke", n, elapsed, "invoke round trips (2 frames in, 2 out)")
+}
+
+func runPing(_ n: Int) {
+    var core = CoreDriver(connections: 1)
+    let ping = frames[0].1
+    for _ in 0..<warmupRounds { core.feed(ping, 1, expecting: 1) }
+    let start = now()
+    for _ in 0..<n { core.feed(ping, 1, expecting: 1) }
+    let elapsed = now() - start
+    core.verify("ping", lastSent: #""op":"reply""#)
+    report("ping", n, elapsed, "pings (1 frame in, 1 out)")
+}
+
+func runChain3(_ n: Int) {
+    // Connections 1-3 observe in priority order; 4 posts.
+    var core = CoreDriver(connections: 4)
+    for c in 1...3 {
+        core.feed(Array("{\"op\":\"subscribe\",\"id\":1,\"events\":[\"bench\"],\"priority\":\(c)}".utf8), c, expecting: 1)
+    }
+    let post = frames[3].1
+    func answers(_ event: Int) -> [CountingFrame] {
+        [CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
+         CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
+         CountingFrame("{\"op\":\"complete\",\"event\":", event, ",\"value\":null}")]
+    }
+    var event = 0
+    for _ in 0..<warmupRounds {
+        core.feed(post, 4, expecting: 1)
+        guard let id = core.sentInteger("event") else { fail("chain3: no event id in \(core.sentText())") }
+        event = id
+        let a = answers(id)
+        core.feed(a[0].bytes, 1, expecting: 1)
+        core.feed(a[1].bytes, 2, expecting: 1)
+        core.feed(a[2].bytes, 3, expecting: 1)
+    }
+    var a = answers(event + 1)
+    let start = now()
+    for _ in 0..<n {
+        core.feed(post, 4, expecting: 1)
+        core.feed(a[0].bytes, 1, expecting: 1)
+        core.feed(a[1].bytes, 2, expecting: 1)
+        core.feed(a[2].bytes, 3, expecting: 1)
+        a[0].increment()
+        a[1].increment()
+        a[2].increment()
+    }
+    let elapsed = now() - start
+    core.verify("chain3", lastSent: #""outcome":"completed""#)
+    report("chain3", n, elapsed, "posts through a chain of 3 (4 frames in, 4 out)")
+}
+
+/// A post whose payload is 64 KiB of varied JSON (objects, strings with escapes, numbers, arrays).
+func payloadFrame64k() -> [UInt8] {
+    var items: [String] = []
+    var size = 0
+    var i = 0
+    while size < 64 * 1024 - 200 {
+        let item = "{\"id\":\(i),\"subject\":\"Re: meeting \\\"\(i)\\\" \\u00e9t\u{e9}\",\"to\":[\"a\(i)@example.org\",\"b@example.org\"],\"size\":\(i * 37 % 100_000),\"score\":-\(i % 7).25e1,\"read\":\(i % 2 == 0),\"tag\":null}"
+        items.append(item)
+        size += item.utf8.count + 1
+        i += 1
+    }
+    let payload = "{\"messages\":[\(items.joined(separator: ","))]}"
+    return Array("{\"op\":\"post\",\"id\":1,\"name\":\"bench\",\"payload\":\(payload)}".utf8)
+}
+
+func runValidate64k(_ n: Int) {
+    let frame = payloadFrame64k()
+    var accepted = 0
+    for _ in 0..<10 {
+        frame.withUnsafeBytes { if case .decoded = MessageDecoder.decode($0) { accepted += 1 } }
+    }
+    if accepted != 10 { fail("validate64k: the 64 KiB frame was rejected") }
+    let start = now()
+    for _ in 0..<n {
+        frame.withUnsafeBytes { if case .decoded = MessageDecoder.decode($0) { accepted += 1 } }
+    }
+    let elapsed = now() - start
+    if accepted != 10 + n { fail("validate64k: the 64 KiB frame was rejected") }
+    let gib = n == 0 || elapsed == 0 ? 0 : Double(frame.count) * Double(n) / Double(elapsed) * 1e9 / Double(1 << 30)
+    let perFrame = n == 0 ? 0 : Double(elapsed) / Double(n) / 1000
+    print("validate64k: \(n) decodes of a \(frame.count)-byte post frame: \(formatted(perFrame, 1)) us/frame, \(formatted(gib, 3)) GiB/s")
+}
+
+func report(_ mode: String, _ n: Int, _ elapsed: UInt64, _ what: String) {
+    let ns = n == 0 ? 0 : Double(elapsed) / Double(n)
+    print("\(mode): \(n) \(what): \(Int(ns)) ns each")
+}
+
+func formatted(_ v: Double, _ decimals: Int) -> String {
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let r = (v * scale).rounded() / scale
+    return String(r)
+}
+
+// MARK: The default run: decode table and core invoke
+
+func runDefault(rounds: Int) {
+    for (name, frame) in frames {
+        var sink = 0
+        let start = now()
+        for _ in 0..<rounds {
+            frame.withUnsafeBytes { bytes in
+                if case .decoded = MessageDecoder.decode(bytes) { sink &+= 1 }
+            }
+        }
+        let ns = Double(now() - start) / Double(rounds)
+        print("decode \(name.padding(8)) \(frame.count) bytes: \(Int(ns)) ns/frame (\(sink == rounds ? "ok" : "REJECTED"))")
+    }
+    var core = CoreDriver(connections: 2)
+    core.feed(Array(#"{"op":"handle","id":1,"channel":"bench","method":"echo"}"#.utf8), 1, expecting: 1)
+    let invoke = frames[1].1
+    let returns = (0..<rounds).map { Array("{\"op\":\"return\",\"call\":\($0 + 1),\"result\":\(arguments)}".utf8) }
+    let start = now()
+    for i in 0..<rounds {
+        core.feed(invoke, 2, expecting: 1)
+        core.feed(returns[i], 1, expecting: 1)
+    }
+    let ns = Double(now() - start) / Double(rounds)
+    print("core   invoke round trip (2 frames in, 2 out): \(Int(ns)) ns")
+}
 
 extension String {
     func padding(_ n: Int) -> String { count >= n ? self : self + String(repeating: " ", count: n - count) }
+}
+
+let argv = Array(CommandLine.arguments.dropFirst())
+let modes: [String: (Int) -> Void] = [
+    "core-invoke": runCoreInvoke, "ping": runPing, "chain3": runChain3, "validate64k": runValidate64k,
+]
+if argv.first == "-h" || argv.first == "--help" {
+    print(usage)
+} else if let mode = argv.first, let run = modes[mode] {
+    guard argv.count == 2, let n = Int(argv[1]), n >= 0 else { fail("\(mode) wants one count N >= 0\n\(usage)") }
+    run(n)
+} else if argv.count <= 1, let rounds = argv.isEmpty ? 200_000 : Int(argv[0]), rounds > 0 {
+    runDefault(rounds: rounds)
+} else {
+    fail("unknown arguments: \(argv.joined(separator: " "))\n\(usage)")
 }

@@ -68,6 +68,8 @@ int check_echo(const workload_t *w, uint64_t id, const char *body, uint32_t len,
 long rt_loop(conn_t *c, workload_t *w, uint64_t *next_id, uint32_t *samples, long n,
              uint64_t budget_ns, char *err)
 {
+    if (w->rt)
+        return w->rt(c, w, next_id, samples, n, budget_ns, err);
     uint64_t start = now_ns();
     uint64_t deadline = start + budget_ns;
     long i;

@@ -1,8 +1,8 @@
 /*
  * report.c — output of notifbus-bench: the human table (median and p99 per
  * round trip, round trips per second, and each broker row's ratios to its
- * floor), the JSON report read by Benchmarks/plot.py, and the failure summary
- * on stderr.
+ * floor, and notifbus against the D-Bus peers), the JSON report read by
+ * Benchmarks/plot.py, and the failure summary on stderr.
  */
 #include "bench.h"
 
@@ -36,6 +36,35 @@ static void human_bytes(double v, char *out, size_t n)
         snprintf(out, n, "%.0f B", v);
 }
 
+/* notifbus against one D-Bus peer: how many times faster the invoke round trip is at one
+ * client, and the 8-client throughput ratio; -1 where a row is missing. */
+typedef struct {
+    const char *peer_key, *peer_label;
+    double speedup, throughput;
+    const row_t *invoke, *peer, *invoke_x8, *peer_x8;
+} peer_cmp_t;
+
+static int peer_comparisons(peer_cmp_t *out)
+{
+    static const char *const keys[][2] = {{"dbus_broker", "dbus-broker"},
+                                          {"dbus_daemon", "dbus-daemon"}};
+    int n = 0;
+    for (int i = 0; i < 2; i++) {
+        char k8[48];
+        snprintf(k8, sizeof k8, "%s_x8", keys[i][0]);
+        peer_cmp_t c = {keys[i][0], keys[i][1], -1, -1, row_find("invoke"), row_find(keys[i][0]),
+                        row_find("invoke_x8"), row_find(k8)};
+        if (!c.peer && !c.peer_x8)
+            continue;
+        if (c.invoke && c.invoke->ok && c.peer && c.peer->ok && c.invoke->med_us > 0)
+            c.speedup = c.peer->med_us / c.invoke->med_us;
+        if (c.invoke_x8 && c.invoke_x8->ok && c.peer_x8 && c.peer_x8->ok && c.peer_x8->rate > 0)
+            c.throughput = c.invoke_x8->rate / c.peer_x8->rate;
+        out[n++] = c;
+    }
+    return n;
+}
+
 void report_table(void)
 {
     printf("\nnotifbus-bench: every process pinned to CPU %d; %d round%s of up to %ld round trips "
@@ -54,6 +83,10 @@ void report_table(void)
         if (strcmp(r->group, last_group) != 0 && i > 0)
             printf("\n");
         last_group = r->group;
+        if (r->skipped) {
+            printf("%-7s %-38s %s\n", r->group, r->label, r->err);
+            continue;
+        }
         if (!r->ok) {
             printf("%-7s %-38s FAILED: %s\n", r->group, r->label, r->err);
             continue;
@@ -73,6 +106,25 @@ void report_table(void)
     }
     printf("\nmed x: broker median / floor median (1.00 = as fast as the floor). "
            "rate x: broker round trips/s / floor round trips/s.\n");
+    peer_cmp_t cmp[2];
+    int ncmp = peer_comparisons(cmp);
+    for (int i = 0; i < ncmp; i++) {
+        const peer_cmp_t *c = &cmp[i];
+        if (i == 0)
+            printf("\nnotifbus against D-Bus (target: >= 1.5 against dbus-broker)\n");
+        printf("  invoke vs %s, 1 client:  ", c->peer_label);
+        if (c->speedup > 0)
+            printf("%.1f us vs %.1f us: notifbus %.2fx faster\n", c->invoke->med_us,
+                   c->peer->med_us, c->speedup);
+        else
+            printf("-\n");
+        printf("  invoke vs %s, %d clients: ", c->peer_label, MAX_CLIENTS);
+        if (c->throughput > 0)
+            printf("%.0f/s vs %.0f/s: notifbus %.2fx the throughput\n", c->invoke_x8->rate,
+                   c->peer_x8->rate, c->throughput);
+        else
+            printf("-\n");
+    }
     if (g_nmem)
         printf("\nmemory\n");
     for (int i = 0; i < g_nmem; i++) {
@@ -175,8 +227,8 @@ void report_json(FILE *out)
         jstr(r->group);
         fprintf(J, ", \"label\": ");
         jstr(r->label);
-        fprintf(J, ", \"clients\": %d, \"hops\": %d, \"ok\": %s, \"error\": ", r->clients, r->hops,
-               r->ok ? "true" : "false");
+        fprintf(J, ", \"clients\": %d, \"hops\": %d, \"ok\": %s, \"skipped\": %s, \"error\": ",
+                r->clients, r->hops, r->ok ? "true" : "false", r->skipped ? "true" : "false");
         if (r->ok)
             fputs("null", J);
         else
@@ -205,7 +257,19 @@ void report_json(FILE *out)
         jnum(rr, "%.4f");
         fprintf(J, "}%s\n", i + 1 < g_nrows ? "," : "");
     }
-    fprintf(J, "  ],\n  \"memory\": [\n");
+    fprintf(J, "  ],\n  \"peers\": [");
+    peer_cmp_t cmp[2];
+    int ncmp = peer_comparisons(cmp);
+    for (int i = 0; i < ncmp; i++) {
+        fprintf(J, "%s\n    {\"peer\": ", i ? "," : "");
+        jstr(cmp[i].peer_key);
+        fprintf(J, ", \"invokeSpeedup1\": ");
+        jnum(cmp[i].speedup, "%.4f");
+        fprintf(J, ", \"invokeThroughputRatio8\": ");
+        jnum(cmp[i].throughput, "%.4f");
+        fprintf(J, "}");
+    }
+    fprintf(J, "%s],\n  \"memory\": [\n", ncmp ? "\n  " : "");
     for (int i = 0; i < g_nmem; i++) {
         const mem_row_t *m = &g_mem[i];
         fprintf(J, "    {\"key\": ");
@@ -242,7 +306,7 @@ int report_failures_count(void)
 {
     int n = 0;
     for (int i = 0; i < g_nrows; i++)
-        n += !g_rows[i].ok;
+        n += !g_rows[i].ok && !g_rows[i].skipped;
     for (int i = 0; i < g_nmem; i++)
         n += !g_mem[i].ok;
     return n;
@@ -255,7 +319,7 @@ int report_failures(void)
         return 0;
     fprintf(stderr, "notifbus-bench: %d row%s failed:\n", n, n == 1 ? "" : "s");
     for (int i = 0; i < g_nrows; i++)
-        if (!g_rows[i].ok)
+        if (!g_rows[i].ok && !g_rows[i].skipped)
             fprintf(stderr, "  %s %s: %s\n", g_rows[i].group, g_rows[i].label, g_rows[i].err);
     for (int i = 0; i < g_nmem; i++)
         if (!g_mem[i].ok)

@@ -60,6 +60,7 @@ typedef struct {
     int clients;
     int hops;              /* observers/servers/handlers visited per round trip */
     int ok;
+    int skipped;           /* not run here (a peer not installed); err says why */
     char err[ERRLEN];
     long per_round;        /* round trips actually done per round (median) */
     int rounds;
@@ -224,10 +225,14 @@ void fmt_id(char *dst, uint64_t id); /* ID_DIGITS digits, no terminator */
 struct workload;
 typedef int (*check_fn)(const struct workload *w, uint64_t id, const char *body, uint32_t len,
                         char *err);
+/* A round-trip loop with rt_loop's contract, for peers that do not speak notifbus frames. */
+typedef long (*rt_fn)(conn_t *c, struct workload *w, uint64_t *next_id, uint32_t *samples,
+                      long n, uint64_t budget_ns, char *err);
 typedef struct workload {
     tmpl_t t;
     check_fn check;
     int chain; /* observers expected in a post's trace */
+    rt_fn rt;  /* NULL: rt_loop */
 } workload_t;
 
 /* Runs up to n round trips, stopping early after budget_ns; stores each trip
@@ -315,6 +320,10 @@ void workload_post(workload_t *w, int chain);
 
 void run_broker_rows(void);
 void run_memory_rows(void);
+
+/* ---- dbus.c: D-Bus peers on a private bus ------------------------------------------ */
+
+void run_dbus_rows(void);
 
 /* ---- report.c ------------------------------------------------------------------ */
 
