@@ -96,10 +96,10 @@ struct MessageReader {
 
 /// The owner of one sd-bus connection and of the thread that drives it.
 final class SessionBus: @unchecked Sendable {
-    /// A callback run on the bus thread with the message it received.
+    /// A callback run on the bus thread with the message it received (nil: none came).
     final class Callback {
-        let body: (MessageReader) -> Void
-        init(_ body: @escaping (MessageReader) -> Void) { self.body = body }
+        let body: (MessageReader?) -> Void
+        init(_ body: @escaping (MessageReader?) -> Void) { self.body = body }
     }
 
     private let bus: OpaquePointer
@@ -143,7 +143,7 @@ final class SessionBus: @unchecked Sendable {
 
     /// Adds a match rule. Call before `start()`, from the thread that connected.
     func addMatch(_ rule: String, _ handler: @escaping (MessageReader) -> Void) throws(DBusCallError) {
-        let callback = Callback(handler)
+        let callback = Callback { if let m = $0 { handler(m) } }
         matches.append(callback)
         let rc = rule.withCString {
             sd_bus_add_match(bus, nil, $0, { m, userdata, _ in
@@ -175,6 +175,9 @@ final class SessionBus: @unchecked Sendable {
               done: @escaping @Sendable (Result<MessageReader, DBusCallError>) -> Void) {
         perform { bus in
             let box = Callback { reader in
+                guard let reader else {
+                    return done(.failure(.local("waiting for the reply to \(member)", errno: EPROTO)))
+                }
                 if let error = sd_bus_message_get_error(reader.message) {
                     let name = error.pointee.name.map { String(cString: $0) } ?? "unknown"
                     let message = error.pointee.message.map { String(cString: $0) } ?? ""
@@ -201,7 +204,9 @@ final class SessionBus: @unchecked Sendable {
             rc = sd_bus_call_async(bus, nil, m, { reply, userdata, _ in
                 guard let userdata else { return 0 }
                 let box = Unmanaged<Callback>.fromOpaque(userdata).takeRetainedValue()
-                if let reply { box.body(MessageReader(message: reply)) }
+                // sd-bus always passes a reply (a synthesized error on timeout or disconnect);
+                // should it not, the caller still gets exactly one answer.
+                box.body(reply.map { MessageReader(message: $0) })
                 return 0
             }, context, timeoutMicros)
             if rc < 0 {
