@@ -95,8 +95,12 @@ final class DesktopBridge: @unchecked Sendable {
         let arguments = NotifyArguments(notification: notification, category: category, options: chosen,
                                         capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
         if options.verbose { log("Notify\(arguments)") }
-        let id = try await server.notify(arguments) { [self] id in
-            lock.withLock { _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes) }
+        let id = try await server.notify(arguments) { [self] id, sender in
+            lock.withLock {
+                // The connection that answered Notify owns the name: its signals are the ones to trust.
+                if let sender { owner = sender }
+                _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
+            }
         }
         return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
     }
@@ -155,11 +159,16 @@ final class DesktopBridge: @unchecked Sendable {
 
     // MARK: The server's signals (bus thread)
 
-    /// A signal on org.freedesktop.Notifications.
+    /// A signal on org.freedesktop.Notifications. Only the name's owner is believed: any
+    /// connection on the session bus may send a signal with this interface and path. While
+    /// the owner is unknown nothing the bridge delivered is shown, so nothing is lost.
     func serverSignal(_ m: MessageReader) {
         let sender = m.sender
-        let accepted = lock.withLock { owner == nil || owner == sender }
-        guard accepted else { return }
+        let accepted = lock.withLock { owner != nil && owner == sender }
+        guard accepted else {
+            if options.verbose { log("ignored \(m.member ?? "a signal") from \(sender ?? "?"), which does not own \(NotificationServer.busName)") }
+            return
+        }
         let response: NotificationResponse?
         var answeredID: UInt32? = nil
         do {
