@@ -36,10 +36,16 @@ final class DesktopBridge: @unchecked Sendable {
     /// Counts server changes, so that what was read from an earlier server is not kept.
     private var generation: UInt64 = 0
 
+    /// The responses to post, in signal order (`postResponses`). Each entry is one answered
+    /// notification, so it grows only as fast as a person answers them.
+    private let responseStream: AsyncStream<NotificationResponse>
+    private let responses: AsyncStream<NotificationResponse>.Continuation
+
     init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
         self.broker = broker
         self.server = server
         self.options = options
+        (responseStream, responses) = AsyncStream.makeStream(of: NotificationResponse.self)
     }
 
     // MARK: The channel
@@ -192,6 +198,7 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
+        responses.yield(response)
         Task { [server, options] in
             // An answered notification leaves the screen, as on iOS; some servers (dunst
             // through dunstctl, KDE after a reply) keep it otherwise. The close that follows
@@ -204,7 +211,13 @@ final class DesktopBridge: @unchecked Sendable {
                 }
             }
         }
-        Task { [broker] in
+    }
+
+    /// Posts the responses one after the other, in the order the server's signals came:
+    /// the broker runs one event at a time anyway, and a later click must not overtake an
+    /// earlier one (as separate tasks could). Runs for the bridge's life.
+    func postResponses() async {
+        for await response in responseStream {
             do {
                 let result = try await broker.post(didReceive: response)
                 log("didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"

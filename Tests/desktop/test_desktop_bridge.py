@@ -209,6 +209,14 @@ def test_unknown_ids_and_keys_and_other_senders_are_ignored(desktop):
     assert got["actionIdentifier"] == DEFAULT and got["notification"]["identifier"] == "m1"
 
 
+def test_clicks_are_posted_in_the_order_they_came(desktop):
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(30)]
+    desktop.tool("clicks", *[str(i) for i in ids])
+    got = [desktop.next_response()["notification"]["identifier"] for _ in ids]
+    assert got == [f"n{i}" for i in range(30)]
+
+
 # -- delivered notifications ------------------------------------------------------------
 
 def test_remove_and_list_delivered(desktop):
