@@ -102,11 +102,16 @@ final class DesktopBridge: @unchecked Sendable {
                                         capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
         if options.verbose { log("Notify\(arguments)") }
         let id = try await server.notify(arguments) { [self] id, sender in
-            lock.withLock {
+            let superseded = lock.withLock { () -> UInt32? in
                 // The connection that answered Notify owns the name: its signals are the ones to trust.
                 if let sender { owner = sender }
+                let before = table.desktopId(forIdentifier: notification.identifier)
                 _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
+                return before == id ? nil : before
             }
+            // Another add of this identifier was shown meanwhile under another id (both were
+            // sent before either was answered): only the newest stays, as when it replaces.
+            if let superseded { Task { try? await server.close(superseded) } }
         }
         return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
     }
