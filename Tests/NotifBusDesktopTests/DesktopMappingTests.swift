@@ -74,6 +74,25 @@ import Testing
         #expect(t.actionInvoked(desktopId: 4, key: "action:default")?.actionIdentifier == "default")
     }
 
+    /// The Swift client reads the channel's results strictly: an id outside `u`'s range is
+    /// an error, not a wrapped number.
+    @Test func resultsReadStrictly() throws {
+        let ok = try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": 4294967295])
+        #expect(ok.desktopId == 4294967295 && ok.options == .banner)
+        #expect(try NotificationDelivery(json: ["presented": false, "options": [], "desktopId": .null]).desktopId == nil)
+        for bad: JSONValue in [-1, 4294967296] {
+            #expect(throws: NotificationDecodingError.self) {
+                try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": bad])
+            }
+            #expect(throws: NotificationDecodingError.self) {
+                try DeliveredNotification(json: ["notification": Self.mail.jsonValue, "desktopId": bad])
+            }
+        }
+        #expect(throws: NotificationDecodingError.self) {
+            try NotificationServerInfo(json: ["name": "n", "vendor": "v", "version": "1", "specVersion": "1.2", "capabilities": ["actions", 3]])
+        }
+    }
+
     func table() -> (DeliveryTable, NotifyArguments) {
         var t = DeliveryTable()
         let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],
