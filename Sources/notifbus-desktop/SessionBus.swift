@@ -102,6 +102,9 @@ final class SessionBus: @unchecked Sendable {
         init(_ body: @escaping (MessageReader?) -> Void) { self.body = body }
     }
 
+    /// Messages handled before the queued work gets its turn again.
+    static let messagesPerTurn = 64
+
     private let bus: OpaquePointer
     private let wakeFD: Int32
     private let lock = Lock()
@@ -223,20 +226,24 @@ final class SessionBus: @unchecked Sendable {
             return
         }
         while true {
-            // Everything sd-bus can do without waiting: replies, signals, queued writes.
-            while true {
+            // What sd-bus can do without waiting (replies, signals, queued writes), but at most
+            // a turn's worth: any process on the bus may send matching signals without pause,
+            // and that must not keep the queued calls from being sent.
+            var more = false
+            for _ in 0..<SessionBus.messagesPerTurn {
                 let rc = sd_bus_process(bus, nil)
                 if rc < 0 {
                     onLost("the session bus connection failed: \(String(cString: strerror(-rc)))")
                     return
                 }
-                if rc == 0 { break }
+                more = rc > 0
+                if !more { break }
             }
             let work = lock.withLock { () -> [() -> Void] in
                 defer { queue.removeAll() }
                 return queue
             }
-            if !work.isEmpty {
+            if !work.isEmpty || more {
                 for item in work { item() }
                 continue
             }
