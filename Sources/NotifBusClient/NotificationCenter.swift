@@ -28,7 +28,7 @@ public struct NotificationDelivery: Sendable, Hashable {
         }
         self.presented = presented
         options = try PresentationOptions(json: r.required("options"))
-        desktopId = try r.optionalInteger("desktopId").map { UInt32(truncatingIfNeeded: $0) }
+        desktopId = try r.optionalDesktopID("desktopId")
     }
 
     /// The result as the channel writes it.
@@ -54,10 +54,10 @@ public struct DeliveredNotification: Sendable, Hashable {
     public init(json: JSONValue) throws(NotificationDecodingError) {
         let r = try JSONObjectReader(json, path: "delivered")
         notification = try Notification(r.object("notification"))
-        guard let id = try r.optionalInteger("desktopId") else {
+        guard let id = try r.optionalDesktopID("desktopId") else {
             throw NotificationDecodingError(path: r.path("desktopId"), reason: "is required")
         }
-        desktopId = UInt32(truncatingIfNeeded: id)
+        desktopId = id
     }
 
     /// The entry as the channel writes it.
@@ -93,14 +93,7 @@ public struct NotificationServerInfo: Sendable, Hashable {
         vendor = try r.string("vendor")
         version = try r.string("version")
         specVersion = try r.string("specVersion")
-        var list: [String] = []
-        for (i, item) in try r.array("capabilities").enumerated() {
-            guard let s = item.stringValue else {
-                throw NotificationDecodingError(path: r.path("capabilities[\(i)]"), reason: "must be a string")
-            }
-            list.append(s)
-        }
-        capabilities = list
+        capabilities = try r.strings("capabilities")
     }
 
     /// The result as the channel writes it.
@@ -156,14 +149,14 @@ public struct NotificationCenter: Sendable {
     @discardableResult
     public func removeDeliveredNotifications(withIdentifiers identifiers: [String]) async throws(MethodChannelError) -> [String] {
         let result = try await call(.removeDeliveredNotifications, ["identifiers": .array(identifiers.map { .string($0) })])
-        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return try NotificationCenter.read { () throws(NotificationDecodingError) in try JSONObjectReader(result, path: "result").strings("removed") }
     }
 
     /// Closes every notification the bridge delivered; returns their identifiers.
     @discardableResult
     public func removeAllDeliveredNotifications() async throws(MethodChannelError) -> [String] {
         let result = try await call(.removeAllDeliveredNotifications)
-        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return try NotificationCenter.read { () throws(NotificationDecodingError) in try JSONObjectReader(result, path: "result").strings("removed") }
     }
 
     /// The notifications still shown, oldest first, as `getDeliveredNotifications`.
@@ -184,5 +177,24 @@ public struct NotificationCenter: Sendable {
     public func serverInformation() async throws(MethodChannelError) -> NotificationServerInfo {
         let result = try await call(.capabilities)
         return try NotificationCenter.read { () throws(NotificationDecodingError) in try NotificationServerInfo(json: result) }
+    }
+}
+
+extension JSONObjectReader {
+    /// A server's notification id (`Notify`'s `u`): an integer in 0...2^32-1, or absent.
+    func optionalDesktopID(_ key: String) throws(NotificationDecodingError) -> UInt32? {
+        guard let i = try optionalInteger(key) else { return nil }
+        guard let id = UInt32(exactly: i) else { throw NotificationDecodingError(path: path(key), reason: "must be in 0...4294967295") }
+        return id
+    }
+
+    /// An array whose every element is a string.
+    func strings(_ key: String) throws(NotificationDecodingError) -> [String] {
+        var list: [String] = []
+        for (i, item) in try array(key).enumerated() {
+            guard let s = item.stringValue else { throw NotificationDecodingError(path: path("\(key)[\(i)]"), reason: "must be a string") }
+            list.append(s)
+        }
+        return list
     }
 }

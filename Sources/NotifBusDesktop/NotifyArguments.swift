@@ -59,6 +59,10 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
     public static let defaultKey = "default"
     /// The action key of KDE's inline reply.
     public static let inlineReplyKey = "inline-reply"
+    /// Put before a category action's identifier when it would take a key the bridge uses
+    /// itself (`default`, `inline-reply`) or one already given, so that every key names one
+    /// action and a click on the body is never taken for a category action.
+    public static let collidingKeyPrefix = "action:"
     /// The label of the default action; servers that list actions show it.
     public static let defaultLabel = "Open"
     /// Normal urgency: the profile has no interruption level, and critical notifications
@@ -119,6 +123,13 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
             actions += [NotifyArguments.defaultKey, NotifyArguments.defaultLabel]
             routes[NotifyArguments.defaultKey] = .defaultAction
             var inlineReplyUsed = !capabilities.contains(ServerCapability.inlineReply)
+            func key(for identifier: String) -> String {
+                var key = identifier
+                while key == NotifyArguments.defaultKey || key == NotifyArguments.inlineReplyKey || routes[key] != nil {
+                    key = NotifyArguments.collidingKeyPrefix + key
+                }
+                return key
+            }
             for action in category?.actions ?? [] {
                 if let text = action as? TextInputNotificationAction {
                     if !inlineReplyUsed {
@@ -129,12 +140,14 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
                         if let placeholder = text.textInputPlaceholder { hints[HintName.replyPlaceholder] = .string(placeholder) }
                         hints[HintName.replySubmitButton] = .string(text.textInputButtonTitle)
                     } else {
-                        actions += [action.identifier, action.title]
-                        routes[action.identifier] = .textInputButton(action.identifier)
+                        let key = key(for: action.identifier)
+                        actions += [key, action.title]
+                        routes[key] = .textInputButton(action.identifier)
                     }
                 } else {
-                    actions += [action.identifier, action.title]
-                    routes[action.identifier] = .action(action.identifier)
+                    let key = key(for: action.identifier)
+                    actions += [key, action.title]
+                    routes[key] = .action(action.identifier)
                 }
             }
         }

@@ -36,10 +36,16 @@ final class DesktopBridge: @unchecked Sendable {
     /// Counts server changes, so that what was read from an earlier server is not kept.
     private var generation: UInt64 = 0
 
+    /// The responses to post, in signal order (`postResponses`). Each entry is one answered
+    /// notification, so it grows only as fast as a person answers them.
+    private let responseStream: AsyncStream<NotificationResponse>
+    private let responses: AsyncStream<NotificationResponse>.Continuation
+
     init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
         self.broker = broker
         self.server = server
         self.options = options
+        (responseStream, responses) = AsyncStream.makeStream(of: NotificationResponse.self)
     }
 
     // MARK: The channel
@@ -95,8 +101,17 @@ final class DesktopBridge: @unchecked Sendable {
         let arguments = NotifyArguments(notification: notification, category: category, options: chosen,
                                         capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
         if options.verbose { log("Notify\(arguments)") }
-        let id = try await server.notify(arguments) { [self] id in
-            lock.withLock { _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes) }
+        let id = try await server.notify(arguments) { [self] id, sender in
+            let superseded = lock.withLock { () -> UInt32? in
+                // The connection that answered Notify owns the name: its signals are the ones to trust.
+                if let sender { owner = sender }
+                let before = table.desktopId(forIdentifier: notification.identifier)
+                _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
+                return before == id ? nil : before
+            }
+            // Another add of this identifier was shown meanwhile under another id (both were
+            // sent before either was answered): only the newest stays, as when it replaces.
+            if let superseded { Task { try? await server.close(superseded) } }
         }
         return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
     }
@@ -155,11 +170,16 @@ final class DesktopBridge: @unchecked Sendable {
 
     // MARK: The server's signals (bus thread)
 
-    /// A signal on org.freedesktop.Notifications.
+    /// A signal on org.freedesktop.Notifications. Only the name's owner is believed: any
+    /// connection on the session bus may send a signal with this interface and path. While
+    /// the owner is unknown nothing the bridge delivered is shown, so nothing is lost.
     func serverSignal(_ m: MessageReader) {
         let sender = m.sender
-        let accepted = lock.withLock { owner == nil || owner == sender }
-        guard accepted else { return }
+        let accepted = lock.withLock { owner != nil && owner == sender }
+        guard accepted else {
+            if options.verbose { log("ignored \(m.member ?? "a signal") from \(sender ?? "?"), which does not own \(NotificationServer.busName)") }
+            return
+        }
         let response: NotificationResponse?
         var answeredID: UInt32? = nil
         do {
@@ -183,6 +203,7 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
+        responses.yield(response)
         Task { [server, options] in
             // An answered notification leaves the screen, as on iOS; some servers (dunst
             // through dunstctl, KDE after a reply) keep it otherwise. The close that follows
@@ -195,7 +216,13 @@ final class DesktopBridge: @unchecked Sendable {
                 }
             }
         }
-        Task { [broker] in
+    }
+
+    /// Posts the responses one after the other, in the order the server's signals came:
+    /// the broker runs one event at a time anyway, and a later click must not overtake an
+    /// earlier one (as separate tasks could). Runs for the bridge's life.
+    func postResponses() async {
+        for await response in responseStream {
             do {
                 let result = try await broker.post(didReceive: response)
                 log("didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"

@@ -86,8 +86,9 @@ struct NotificationServer: Sendable {
     }
 
     /// `Notify`; returns the server's id. `onDelivered` runs on the bus thread before any
-    /// later signal is read, so that a click right after the reply finds the notification.
-    func notify(_ a: NotifyArguments, onDelivered: @escaping @Sendable (UInt32) -> Void) async throws(DesktopError) -> UInt32 {
+    /// later signal is read, so that a click right after the reply finds the notification;
+    /// it is given the id and the unique name of the connection that answered.
+    func notify(_ a: NotifyArguments, onDelivered: @escaping @Sendable (_ id: UInt32, _ server: String?) -> Void) async throws(DesktopError) -> UInt32 {
         try await call("Notify", arguments: { w in
             w.string(a.appName)
             w.uint32(a.replacesID)
@@ -109,7 +110,9 @@ struct NotificationServer: Sendable {
             }
             w.close()
             w.int32(a.expireTimeout)
-        }, onBusThread: onDelivered) { r throws(DBusCallError) in try r.uint32() }
+        }, onBusThread: { (delivered: (id: UInt32, server: String?)) in onDelivered(delivered.id, delivered.server) }) {
+            r throws(DBusCallError) in (id: try r.uint32(), server: r.sender)
+        }.id
     }
 
     /// `CloseNotification(id)`.

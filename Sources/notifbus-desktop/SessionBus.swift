@@ -96,11 +96,14 @@ struct MessageReader {
 
 /// The owner of one sd-bus connection and of the thread that drives it.
 final class SessionBus: @unchecked Sendable {
-    /// A callback run on the bus thread with the message it received.
+    /// A callback run on the bus thread with the message it received (nil: none came).
     final class Callback {
-        let body: (MessageReader) -> Void
-        init(_ body: @escaping (MessageReader) -> Void) { self.body = body }
+        let body: (MessageReader?) -> Void
+        init(_ body: @escaping (MessageReader?) -> Void) { self.body = body }
     }
+
+    /// Messages handled before the queued work gets its turn again.
+    static let messagesPerTurn = 64
 
     private let bus: OpaquePointer
     private let wakeFD: Int32
@@ -143,7 +146,7 @@ final class SessionBus: @unchecked Sendable {
 
     /// Adds a match rule. Call before `start()`, from the thread that connected.
     func addMatch(_ rule: String, _ handler: @escaping (MessageReader) -> Void) throws(DBusCallError) {
-        let callback = Callback(handler)
+        let callback = Callback { if let m = $0 { handler(m) } }
         matches.append(callback)
         let rc = rule.withCString {
             sd_bus_add_match(bus, nil, $0, { m, userdata, _ in
@@ -175,6 +178,9 @@ final class SessionBus: @unchecked Sendable {
               done: @escaping @Sendable (Result<MessageReader, DBusCallError>) -> Void) {
         perform { bus in
             let box = Callback { reader in
+                guard let reader else {
+                    return done(.failure(.local("waiting for the reply to \(member)", errno: EPROTO)))
+                }
                 if let error = sd_bus_message_get_error(reader.message) {
                     let name = error.pointee.name.map { String(cString: $0) } ?? "unknown"
                     let message = error.pointee.message.map { String(cString: $0) } ?? ""
@@ -201,7 +207,9 @@ final class SessionBus: @unchecked Sendable {
             rc = sd_bus_call_async(bus, nil, m, { reply, userdata, _ in
                 guard let userdata else { return 0 }
                 let box = Unmanaged<Callback>.fromOpaque(userdata).takeRetainedValue()
-                if let reply { box.body(MessageReader(message: reply)) }
+                // sd-bus always passes a reply (a synthesized error on timeout or disconnect);
+                // should it not, the caller still gets exactly one answer.
+                box.body(reply.map { MessageReader(message: $0) })
                 return 0
             }, context, timeoutMicros)
             if rc < 0 {
@@ -218,20 +226,24 @@ final class SessionBus: @unchecked Sendable {
             return
         }
         while true {
-            // Everything sd-bus can do without waiting: replies, signals, queued writes.
-            while true {
+            // What sd-bus can do without waiting (replies, signals, queued writes), but at most
+            // a turn's worth: any process on the bus may send matching signals without pause,
+            // and that must not keep the queued calls from being sent.
+            var more = false
+            for _ in 0..<SessionBus.messagesPerTurn {
                 let rc = sd_bus_process(bus, nil)
                 if rc < 0 {
                     onLost("the session bus connection failed: \(String(cString: strerror(-rc)))")
                     return
                 }
-                if rc == 0 { break }
+                more = rc > 0
+                if !more { break }
             }
             let work = lock.withLock { () -> [() -> Void] in
                 defer { queue.removeAll() }
                 return queue
             }
-            if !work.isEmpty {
+            if !work.isEmpty || more {
                 for item in work { item() }
                 continue
             }

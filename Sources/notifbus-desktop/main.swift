@@ -107,6 +107,7 @@ do {
 } catch {
     fail("\(error)", status: 1)
 }
+Task { await bridge.postResponses() }
 guard sessionBus.start() else { fail("cannot start the D-Bus thread", status: 1) }
 bridge.lookUpOwner()
 

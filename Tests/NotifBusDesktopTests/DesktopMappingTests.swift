@@ -49,6 +49,50 @@ import Testing
         #expect(a.routes.isEmpty)
     }
 
+    /// A category action named like a key the bridge uses itself gets a key of its own: a
+    /// click on the body stays the default action, and the reply field stays the reply.
+    @Test func actionsNamedLikeTheBridgesKeysGetTheirOwnKeys() {
+        let clash = NotificationCategory(
+            identifier: "CLASH",
+            actions: [
+                NotificationAction(identifier: "default", title: "Mark default"),
+                NotificationAction(identifier: "inline-reply", title: "Not a reply"),
+                NotificationAction(identifier: "action:default", title: "Prefixed"),
+                TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: nil),
+            ])
+        let a = NotifyArguments(notification: Self.mail, category: clash, options: [.banner],
+                                capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
+        #expect(a.actions == ["default", "Open", "action:default", "Mark default", "action:inline-reply", "Not a reply",
+                              "action:action:default", "Prefixed", "inline-reply", "Reply"])
+        #expect(a.routes == ["default": .defaultAction, "action:default": .action("default"),
+                             "action:inline-reply": .action("inline-reply"), "action:action:default": .action("action:default"),
+                             "inline-reply": .inlineReply("REPLY")])
+        var t = DeliveryTable()
+        t.record(Self.mail, desktopId: 3, category: clash, routes: a.routes)
+        #expect(t.actionInvoked(desktopId: 3, key: "default")?.actionIdentifier == NotificationResponse.defaultActionIdentifier)
+        t.record(Self.mail, desktopId: 4, category: clash, routes: a.routes)
+        #expect(t.actionInvoked(desktopId: 4, key: "action:default")?.actionIdentifier == "default")
+    }
+
+    /// The Swift client reads the channel's results strictly: an id outside `u`'s range is
+    /// an error, not a wrapped number.
+    @Test func resultsReadStrictly() throws {
+        let ok = try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": 4294967295])
+        #expect(ok.desktopId == 4294967295 && ok.options == .banner)
+        #expect(try NotificationDelivery(json: ["presented": false, "options": [], "desktopId": .null]).desktopId == nil)
+        for bad: JSONValue in [-1, 4294967296] {
+            #expect(throws: NotificationDecodingError.self) {
+                try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": bad])
+            }
+            #expect(throws: NotificationDecodingError.self) {
+                try DeliveredNotification(json: ["notification": Self.mail.jsonValue, "desktopId": bad])
+            }
+        }
+        #expect(throws: NotificationDecodingError.self) {
+            try NotificationServerInfo(json: ["name": "n", "vendor": "v", "version": "1", "specVersion": "1.2", "capabilities": ["actions", 3]])
+        }
+    }
+
     func table() -> (DeliveryTable, NotifyArguments) {
         var t = DeliveryTable()
         let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],

@@ -5,6 +5,7 @@ It only reads and drives the fake server; it never touches notifbus.
     dbus_tool.py calls MEMBER          the mock's recorded calls of MEMBER, oldest first
     dbus_tool.py clear                 forgets the recorded calls
     dbus_tool.py emit NAME SIG JSON    the mock emits signal NAME with those arguments
+    dbus_tool.py clicks ID...          the mock emits ActionInvoked(ID, "default") for each, back to back
     dbus_tool.py owner                 the unique name owning org.freedesktop.Notifications, or null
 """
 
@@ -62,6 +63,12 @@ def main(argv):
         name, signature, args = argv[2], argv[3], json.loads(argv[4])
         mock.EmitSignal("org.freedesktop.Notifications", name, signature, dbus.Array(typed(signature, args), signature="v"),
                         signature="sssav", timeout=5)
+        print("null")
+    elif command == "clicks":
+        for id in argv[2:]:
+            mock.EmitSignal("org.freedesktop.Notifications", "ActionInvoked", "us",
+                            dbus.Array([dbus.UInt32(int(id)), dbus.String("default")], signature="v"),
+                            signature="sssav", timeout=5)
         print("null")
     else:
         print(f"unknown command {command}", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -100,6 +101,29 @@ def test_same_identifier_replaces_in_place(desktop):
     assert second["desktopId"] == first["desktopId"]
     delivered = channel.invoke_method("getDeliveredNotifications")["notifications"]
     assert [d["notification"]["content"]["body"] for d in delivered] == ["two"]
+
+
+def test_same_identifier_added_twice_at_once_leaves_one(desktop):
+    channel = ready(desktop, flags=("--verbose",))
+    other = desktop.channel()
+    desktop.server.send_signal(signal.SIGSTOP)
+    results = []
+    try:
+        threads = [threading.Thread(target=lambda ch=ch, body=body: results.append(ch.invoke_method(
+            "add", notification("m1", body=body)))) for ch, body in ((channel, "one"), (other, "two"))]
+        for t in threads:
+            t.start()
+        # Both Notify calls are sent (replaces_id 0: neither is answered yet) before the server runs again.
+        wait_until(lambda: desktop.log().count("Notify(") == 2, "both Notify calls to be sent")
+    finally:
+        desktop.server.send_signal(signal.SIGCONT)
+    for t in threads:
+        t.join(WAIT)
+    assert sorted(r["desktopId"] for r in results) == [1, 2]
+    delivered = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert len(delivered) == 1
+    kept = delivered[0]["desktopId"]
+    wait_until(lambda: desktop.calls("CloseNotification") == [[3 - kept]], "the superseded one to be closed")
 
 
 # -- presentation decisions -------------------------------------------------------------
@@ -207,6 +231,14 @@ def test_unknown_ids_and_keys_and_other_senders_are_ignored(desktop):
     desktop.emit("ActionInvoked", "us", 1, "default")
     got = desktop.next_response()
     assert got["actionIdentifier"] == DEFAULT and got["notification"]["identifier"] == "m1"
+
+
+def test_clicks_are_posted_in_the_order_they_came(desktop):
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(30)]
+    desktop.tool("clicks", *[str(i) for i in ids])
+    got = [desktop.next_response()["notification"]["identifier"] for _ in ids]
+    assert got == [f"n{i}" for i in range(30)]
 
 
 # -- delivered notifications ------------------------------------------------------------
