@@ -197,8 +197,10 @@ enum BodyCheck {
         case .hello(let version, let name):
             expect(view["protocol"]?.value == .integer(version), "protocol \(version)")
             checkOptionalName(name, "name", view)
-        case .ping, .getCategories, .status, .monitor:
+        case .ping, .getCategories, .monitor:
             break
+        case .status(let page):
+            if let page { expect(view["page"]?.value == .string(page.cursor) || StatusPage(cursor: page.cursor) == page, "page \(page)") }
         case .subscribe(let events, let priority, let key):
             expect((1...Limits.maxEventsPerSubscription).contains(events.count), "\(events.count) events")
             expect(Set(events).count == events.count, "repeated events \(events)")
