@@ -63,7 +63,9 @@ public enum StatusPage: Sendable, Equatable {
             self = .handler(n)
         case "o":
             let parts = rest.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, let priority = Int32(parts[0]), let n = number(parts[1]) else { return nil }
+            guard parts.count == 2, let n = number(parts[1]) else { return nil }
+            let sign = parts[0].first == "-" ? 1 : 0
+            guard number(parts[0].dropFirst(sign)) != nil, let priority = Int32(parts[0]) else { return nil }
             self = .observer(priority: priority, id: n)
         case "s":
             let name = String(rest)
