@@ -33,7 +33,7 @@ struct LogLimiter {
         }
         let held = entry.held
         entries[kind] = Entry(printedAt: now)
-        return held == 0 ? message : "\(message) (and \(held) more like it before)"
+        return held == 0 ? message : "\(message) (\(held) more like it since the last such line)"
     }
 
     /// Lines summarizing what was held back for a second or more, one per kind.
