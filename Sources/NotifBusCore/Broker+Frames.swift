@@ -122,11 +122,13 @@ extension Broker {
         }
         f.literal("],\"observers\":[")
         if next == nil && section <= 1 {
-            var ordered = Array(observers.values)
-            if case .observer(let p, let n)? = page { ordered.removeAll { ($0.priority, $0.id) <= (p, n) } }
-            ordered.sort { ($0.priority, $0.id) < ($1.priority, $1.id) }
+            var after: ChainPosition? = nil
+            if case .observer(let p, let n)? = page { after = ChainPosition(priority: p, id: n) }
+            let positions = observers.values.lazy.map { ChainPosition(priority: $0.priority, id: $0.id) }
             var first = true
-            for o in ordered {
+            let picked = Broker.smallest(positions, after: after, count: Broker.statusItemsPerPage(budget))
+            for position in picked {
+                let o = observers[position.id]!
                 if listed > 0 && f.byteCount >= budget {
                     next = lastListed
                     break
@@ -149,13 +151,17 @@ extension Broker {
                 f.optionalString(o.key)
                 f.literal("}")
             }
+            // All picked fitted: there may be more beyond them, on the next page.
+            if next == nil && picked.count == Broker.statusItemsPerPage(budget) { next = lastListed }
         }
         f.literal("],\"handlers\":[")
         if next == nil && section <= 2 {
             var after = -1
             if case .handler(let n)? = page { after = n }
             var first = true
-            for h in handlers.values.sorted(by: { $0.id < $1.id }) where h.id > after {
+            let picked = Broker.smallest(handlers.keys, after: after, count: Broker.statusItemsPerPage(budget))
+            for id in picked {
+                let h = handlers[id]!
                 if listed > 0 && f.byteCount >= budget {
                     next = lastListed
                     break
@@ -173,6 +179,7 @@ extension Broker {
                 f.optionalString(h.key.method)
                 f.literal("}")
             }
+            if next == nil && picked.count == Broker.statusItemsPerPage(budget) { next = lastListed }
         }
         f.literal("],\"slots\":[")
         if next == nil {
@@ -226,4 +233,49 @@ extension Broker {
         f.literal("}}}")
         return f.finish()
     }
+
+    /// At most this many observers or handlers are picked for one page: an entry takes at
+    /// least 64 bytes, so more could not fit in `budget` anyway.
+    static func statusItemsPerPage(_ budget: Int) -> Int { Swift.max(1, budget / 64) + 1 }
+
+    /// The `count` smallest keys above `after`, in order: O(n log count) with a bounded
+    /// max-heap, so that a page of a status with a million observers does not sort them all.
+    static func smallest<Key: Comparable>(_ keys: some Sequence<Key>, after: Key?, count: Int) -> [Key] {
+        var heap: [Key] = []  // a max-heap of the smallest keys seen so far
+        heap.reserveCapacity(Swift.min(count, 1024))
+        for key in keys {
+            if let after, key <= after { continue }
+            if heap.count < count {
+                heap.append(key)
+                var i = heap.count - 1
+                while i > 0 {
+                    let parent = (i - 1) / 2
+                    guard heap[parent] < heap[i] else { break }
+                    heap.swapAt(parent, i)
+                    i = parent
+                }
+            } else if key < heap[0] {
+                heap[0] = key
+                var i = 0
+                while true {
+                    let l = 2 * i + 1, r = l + 1
+                    var m = i
+                    if l < heap.count && heap[m] < heap[l] { m = l }
+                    if r < heap.count && heap[m] < heap[r] { m = r }
+                    if m == i { break }
+                    heap.swapAt(i, m)
+                    i = m
+                }
+            }
+        }
+        return heap.sorted()
+    }
+}
+
+/// An observer's place in chain order: priority, then subscription order.
+struct ChainPosition: Comparable {
+    let priority: Int32
+    let id: Int
+
+    static func < (a: ChainPosition, b: ChainPosition) -> Bool { (a.priority, a.id) < (b.priority, b.id) }
 }

@@ -231,6 +231,26 @@ import Testing
         #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":5}"#)) == "bad_request")
     }
 
+    /// Many small items: each page picks a bounded number of them, and the pages still
+    /// list every one once, in order (also when a page ends because the pick ran out).
+    @Test func statusPagesOfManySmallHandlers() {
+        var h = CoreHarness { $0.statusPageBytes = 4096 }
+        let a = h.connect()
+        for i in 0..<300 { _ = h.request(a, "{\"op\":\"handle\",\"id\":1,\"channel\":\"c\",\"method\":\"m\(i)\"}") }
+        var listed: [String] = []
+        var page: String? = nil
+        var pages = 0
+        repeat {
+            let request = page.map { "{\"op\":\"status\",\"id\":7,\"page\":\"\($0)\"}" } ?? #"{"op":"status","id":7}"#
+            let r = h.request(a, request)["result"]!
+            listed += (r["handlers"]?.arrayValue ?? []).compactMap { $0["handler"]?.stringValue }
+            page = r["next"]?.stringValue
+            pages += 1
+        } while page != nil && pages < 100
+        #expect(pages >= 5)
+        #expect(listed == (1...300).map { "h\($0)" })
+    }
+
     @Test func helloRequiredEchoesAUsableID() {
         var h = CoreHarness()
         let c = h.connect(greet: false)
