@@ -1,6 +1,7 @@
 // Keeps repeated log lines of one kind to at most one a second: the rest are counted and
-// reported with the next line of that kind, or by `flush` once the second is over. It
-// decides only whether to print; it reads no clock of its own.
+// reported with the next line of that kind, or by `flush` once the second is over. Every
+// line says how many it stands for: itself and "(N more like it ...)". It decides only
+// whether to print; it reads no clock of its own.
 
 /// Per kind of message (for example "accept" or "read"), the time it was last printed and
 /// how many were held back since.
@@ -40,7 +41,7 @@ struct LogLimiter {
     mutating func flush(now: UInt64) -> [String] {
         var lines: [String] = []
         for (kind, entry) in entries where entry.held > 0 && now &- entry.printedAt >= LogLimiter.intervalNs {
-            lines.append(entry.held == 1 ? entry.lastHeld : "\(entry.lastHeld) (repeated \(entry.held) times in the last second)")
+            lines.append(entry.held == 1 ? entry.lastHeld : "\(entry.lastHeld) (\(entry.held - 1) more like it before it, in the last second)")
             entries[kind] = Entry(printedAt: now)
         }
         // Kinds quiet for a while are forgotten, so the table stays as small as the kinds in use.

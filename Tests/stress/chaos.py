@@ -677,7 +677,7 @@ def controller(args: argparse.Namespace) -> int:
     # allocator's slack). A leak of even a few hundred bytes per request (about 10^5 here)
     # or one unbounded queue would go well past it.
     bound_kib = rss_start + nonreaders_at_once * 2 * 16 * 1024 + 64 * 1024
-    cut_logged = broker.log().count("cut off")
+    cut_logged = sl.log_count(broker.log(), "cut off")
     rc = broker.terminate()
 
     print()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -376,6 +377,18 @@ def peer_hung_up(sock: socket.socket, timeout: float = 0.0) -> bool:
 def error_code(reply: Dict[str, Any]) -> Optional[str]:
     error = reply.get("error")
     return error.get("code") if isinstance(error, dict) else None
+
+
+def log_count(text: str, word: str) -> int:
+    """How many log lines containing `word` the broker wrote or counted: it writes at most
+    one line of a kind a second, and such a line ends "(N more like it ...)" for the ones
+    it held back."""
+    total = 0
+    for line in text.splitlines():
+        if word in line:
+            match = re.search(r"\((\d+) more like it", line)
+            total += 1 + (int(match.group(1)) if match else 0)
+    return total
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
