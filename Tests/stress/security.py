@@ -174,7 +174,7 @@ def check_forbidden(checks: sl.Checks, ctx: Context) -> None:
     checks.check("forbidden is decided before --max-clients, and not counted",
                  "result" in second_reply and sl.error_code(third_frame) == "too_many_clients",
                  f"second root client: {second_reply.get('result', second_reply)}; third: {third_frame}")
-    status = holder.request("status")["result"]
+    status = sl.full_status(holder)
     checks.check("the refused peer never appears in status", all(c["uid"] != NOBODY for c in status["clients"]),
                  str(status["clients"]))
     holder.close()
@@ -397,7 +397,7 @@ def flood_events(checks: sl.Checks, ctx: Context) -> None:
             posts += 1
             traces.append([t["reply"] for t in reply["result"]["trace"]])
         after = flooder.request("post", name="flood", payload=big)["result"]
-        status = flooder.request("status")["result"]
+        status = sl.full_status(flooder)
     peak = b.hwm_kib()
     bound = base + 2 * (MAX_OUTPUT >> 10) + 64 * 1024
     checks.check("an observer that never reads is cut off (event frames)", sl.peer_hung_up(sink.sock, 1.0),

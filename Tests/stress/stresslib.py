@@ -364,6 +364,25 @@ class Conn:
             return False
 
 
+def full_status(c: "Conn", timeout: Optional[float] = None, max_pages: int = 100_000) -> Dict[str, Any]:
+    """The whole `status`: its pages asked for in turn (decision 29), the lists joined and
+    the figures of the last page; {} when a page is an error."""
+    whole: Dict[str, Any] = {}
+    fields: Dict[str, Any] = {}
+    for _ in range(max_pages):
+        page = c.request("status", timeout, **fields).get("result")
+        if not isinstance(page, dict):
+            return {}
+        merged = dict(page)
+        for name in ("clients", "observers", "handlers", "slots"):
+            merged[name] = list(whole.get(name, [])) + list(page.get(name, []))
+        whole = merged
+        if page.get("next") is None:
+            return whole
+        fields = {"page": page["next"]}
+    raise Timeout(f"status did not end within {max_pages} pages")
+
+
 def peer_hung_up(sock: socket.socket, timeout: float = 0.0) -> bool:
     """Whether the broker closed this socket, told without reading a byte of it."""
     poller = select.poll()
