@@ -32,7 +32,8 @@ enum BrokerCommand {
               --allow-uid UID      also accept clients of this uid (repeatable)
               --max-output BYTES   output queued for a client that does not read before it
                                    is cut off (default 16777216)
-              --max-buffered-bytes B  input and output buffered across all clients; beyond
+              --max-buffered-bytes B
+                                   input and output buffered across all clients; beyond
                                    it the biggest holders are cut off (default 268435456)
 
             DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
