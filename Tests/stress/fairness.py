@@ -238,10 +238,20 @@ def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
     body = b"{" + b" " * (1048576 - 2)
     for s in senders:
         s.send_raw(struct.pack(">I", 1048576) + body[:-1])
-    time.sleep(1.0)  # pings before the reading starts: the baseline on this machine now
+    # The broker reads 256 KiB at a time; wait until the cut-offs are over (no change for 1 s).
+    hung: List[bool] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = [sl.peer_hung_up(s.sock) for s in senders]
+        if now == hung and any(now):
+            break
+        hung = now
+        time.sleep(1.0)
     overloaded = 0
     closed = 0
-    for s in senders:
+    for s, cut in zip(senders, hung):
+        if not cut:
+            continue
         try:
             frame = s.recv(2.0)
             if sl.error_code(frame) == "overloaded":
