@@ -1,5 +1,6 @@
-// Building and emitting the frames the broker sends: replies, error frames, status, and
-// the `seen` mirror for monitors. Every outgoing frame passes through `emit`.
+// Building and emitting the frames the broker sends: replies, error frames, status (one
+// bounded page at a time), and the `seen` mirror for monitors. Every outgoing frame passes
+// through `emit`.
 import NotifBusProtocol
 
 extension Broker {

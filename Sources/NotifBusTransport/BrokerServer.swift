@@ -570,8 +570,8 @@ public final class BrokerServer {
     /// (there is no configuration to reload: everything comes from the command line).
     func signalArrived(_ signum: Int32) {
         if signum == SIGUSR1 {
-            logLine("notifbus: status: \(connections.count) connection(s), \(core.summary), "
-                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes")
+            log("notifbus: status: \(connections.count) connection(s), \(core.summary), "
+                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes", kind: "status")
         } else {
             let name = signum == SIGHUP ? "SIGHUP" : signum == SIGUSR2 ? "SIGUSR2" : signum == SIGALRM ? "SIGALRM" : "signal \(signum)"
             log("notifbus: \(name) received and ignored (SIGINT or SIGTERM stop the broker; SIGUSR1 logs its status)", kind: "signal \(signum)")
