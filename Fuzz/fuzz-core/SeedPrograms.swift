@@ -72,6 +72,15 @@ enum SeedPrograms {
             p.send(1, .post, 0)
             p.advance(ms: 60)
         },
+        program("hop-budget-skips") { p in
+            p.connect(); p.connect(); p.connect()
+            p.send(0, .subscribe, 1)
+            p.send(1, .subscribe, 1)
+            p.send(0, .subscribe, 1)         // the third hop: skipped once c0 timed out
+            p.send(2, .post, 0)
+            p.advance(ms: 60)                // c0's hop times out; c1's hop starts
+            p.answer(1, kind: next)          // c0's second observer is traced skipped
+        },
         program("tick-at-exact-deadline") { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 1)

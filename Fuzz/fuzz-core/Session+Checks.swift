@@ -82,7 +82,8 @@ extension Session {
     /// and handlers, the slots the persist actions left, and counters that add up.
     func checkStatus(_ value: JSONValue?) {
         guard case .object(let s)? = value,
-              Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "counters"],
+              Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "counters"],
+              s["next"] == .null,
               let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
               let handlerList = s["handlers"]?.arrayValue, let slotList = s["slots"]?.arrayValue,
               let pending = s["queue"]?["pending"]?.intValue, let current = s["queue"]?["current"],

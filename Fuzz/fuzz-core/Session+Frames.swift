@@ -134,6 +134,10 @@ extension Session {
     /// An error answering a request: a code the spec gives that request, at the time it may.
     func checkErrorReply(_ code: String, _ raw: [UInt8], _ pending: Pending, to id: ConnectionID) {
         let atOnce = pending.step == stepNumber || context.afterWrite
+        if code == "hello_required" {
+            if !atOnce || peers[id - 1].greeted { violation("hello_required for request \(pending.id) late or after hello") }
+            return
+        }
         switch (pending.request, code) {
         case (nil, "bad_request"), (nil, "unknown_op"), (nil, "invalid_payload"):
             if !atOnce { violation("a rejected request answered late") }
@@ -177,6 +181,7 @@ extension Session {
                 violation("subscribe replaced \(r) but no evicted frame went out for it")
             }
             observers[observer] = id
+            observerHolders[observer] = id
         case .unsubscribe:
             guard let view, case .array(let removed)? = view["removed"]?.value, removed.count == 1,
                   let o = removed[0].stringValue, o.first == "o", let n = Int(o.dropFirst()), observers[n] != nil
@@ -272,7 +277,28 @@ extension Session {
         else { violation("post result fields \(view.keys)") }
         guard finishedEvents.insert(event).inserted else { violation("event \(event) finished twice") }
         let started = hops[event] ?? []
-        let listed = trace.map { ($0["observer"]?.stringValue ?? "?", $0["reply"]?.stringValue ?? "?") }
+        let entries = trace.map { ($0["observer"]?.stringValue ?? "?", $0["reply"]?.stringValue ?? "?") }
+        // A skipped observer got no event: its connection had a hop earlier in this event,
+        // and at least a hop timeout has passed since that hop started.
+        var hopsSoFar: [Hop] = []
+        var startedIndex = 0
+        for entry in entries {
+            if entry.1 == "skipped" {
+                guard let n = Int(entry.0.dropFirst()), let holder = observerHolders[n] else {
+                    violation("event \(event) skipped \(entry.0), which no open connection holds")
+                }
+                let limit = UInt64(configuration.hopTimeoutMs) * 1_000_000
+                guard let earlier = hopsSoFar.first(where: { $0.connection == holder }), now >= earlier.sentAt + limit else {
+                    violation("event \(event) skipped \(entry.0) of c\(holder) before that connection used up a hop timeout")
+                }
+                continue
+            }
+            if startedIndex < started.count {
+                hopsSoFar.append(started[startedIndex])
+                startedIndex += 1
+            }
+        }
+        let listed = entries.filter { $0.1 != "skipped" }
         guard listed.map(\.0) == started.map({ "o\($0.observer)" }) else {
             violation("event \(event) traced \(listed) but its event frames went to \(started.map(\.observer))")
         }

@@ -105,6 +105,8 @@ final class Session {
     var peers: [Peer] = []
     /// Live observers and handlers, each with the connection that holds it.
     var observers: [Int: ConnectionID] = [:]
+    /// Every observer's connection, kept after it is removed (a trace may name it later).
+    var observerHolders: [Int: ConnectionID] = [:]
     var handlers: [Int: ConnectionID] = [:]
     var hops: [Int64: [Hop]] = [:]
     var answers: [Int64: [SentAnswer]] = [:]
@@ -146,6 +148,8 @@ final class Session {
         c.maxCallsPerConnection = 2
         c.maxTakesPerConnection = 2
         c.helloTimeoutMs = 150
+        // Status is compared whole with the model; its paging has a core test of its own.
+        c.statusPageBytes = 1 << 30
         c.maxQueueBytes = 200
         c.persistsState = true
         configuration = c
@@ -367,6 +371,8 @@ final class Session {
         case .rejected(let rejection, let isHello):
             guard greeted || isHello else {
                 context.mustClose.insert(id)
+                // hello_required echoes a usable id.
+                if let rid = rejection.id { expectReply(Session.json(rid), nil, from: id) }
                 return
             }
             guard let rid = rejection.id else { return }
@@ -374,6 +380,7 @@ final class Session {
         case .decoded(let inbound, let isHello):
             guard greeted || isHello else {
                 context.mustClose.insert(id)
+                if case .request(let rid, _) = inbound { expectReply(Session.json(rid), nil, from: id) }
                 return
             }
             switch inbound {

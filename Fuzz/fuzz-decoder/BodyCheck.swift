@@ -4,14 +4,15 @@
 import NotifBusProtocol
 
 enum BodyCheck {
-    /// Fields each request op accepts besides `op` and `id` (protocol-v1.md §3), restated
-    /// here so that the decoder's own table is checked against the spec, not against itself.
+    /// Fields each request op accepts besides `op` and `id` (protocol-v1.md §3, and
+    /// status's `page` from Protocol/PROTOCOL.md decision 31), restated here so that the
+    /// decoder's own table is checked against the spec, not against itself.
     static let requestFields: [String: Set<String>] = [
         "hello": ["protocol", "name"], "ping": [], "subscribe": ["events", "priority", "key"],
         "unsubscribe": ["observer", "key"], "post": ["name", "payload"], "handle": ["channel", "method"],
         "unhandle": ["handler"], "invoke": ["channel", "method", "arguments"], "put": ["slot", "value"],
         "take": ["slot", "wait"], "peek": ["slot"], "setCategories": ["categories"], "getCategories": [],
-        "status": [], "monitor": [],
+        "status": ["page"], "monitor": [],
     ]
     /// Fields each answer accepts besides `op`.
     static let answerFields: [String: Set<String>] = [
@@ -197,8 +198,15 @@ enum BodyCheck {
         case .hello(let version, let name):
             expect(view["protocol"]?.value == .integer(version), "protocol \(version)")
             checkOptionalName(name, "name", view)
-        case .ping, .getCategories, .status, .monitor:
+        case .ping, .getCategories, .monitor:
             break
+        case .status(let page):
+            if let page {
+                guard case .string(let text)? = view["page"]?.value else { violation("status page \(page) from no page string") }
+                expect(StatusPage(cursor: text) == page && StatusPage(cursor: page.cursor) == page, "page \(page) from \(text)")
+            } else {
+                expect(view["page"] == nil || view["page"]?.value == .null, "status without a page from \(String(describing: view["page"]?.value))")
+            }
         case .subscribe(let events, let priority, let key):
             expect((1...Limits.maxEventsPerSubscription).contains(events.count), "\(events.count) events")
             expect(Set(events).count == events.count, "repeated events \(events)")

@@ -63,6 +63,7 @@ VALID_BODIES: List[tuple] = [
      b'{"identifier":"REPLY","title":"Reply","options":[],"textInput":{"buttonTitle":"Send","placeholder":"Message"}}]}]}'),
     ("getCategories", b'{"op":"getCategories","id":14}'),
     ("status", b'{"op":"status","id":15}'),
+    ("status page", b'{"op":"status","id":15,"page":"o10:4"}'),
     ("monitor", b'{"op":"monitor","id":16}'),
     # Answers.
     ("next", b'{"op":"next","event":12}'),
@@ -254,11 +255,16 @@ def category(actions: Any = None, **fields: Any) -> Dict[str, Any]:
 
 def build_cases() -> None:
     # -- Greeting -------------------------------------------------------------------------
-    case("request before hello", {"op": "ping", "id": 1}, greeted=False,
-         id=None, error="hello_required", closes=True)
+    # hello_required echoes the request's id when it is usable (decision 17).
+    case("request before hello", {"op": "ping", "id": 7}, greeted=False,
+         error="hello_required", closes=True)
+    case("request with a string id before hello", {"op": "ping", "id": "p-1"}, greeted=False,
+         error="hello_required", closes=True)
     case("unknown op before hello", {"op": "frobnicate", "id": 1}, greeted=False,
+         error="hello_required", closes=True)
+    case("missing op before hello", {"id": 1}, greeted=False, error="hello_required", closes=True)
+    case("request without id before hello", {"op": "ping"}, greeted=False,
          id=None, error="hello_required", closes=True)
-    case("missing op before hello", {"id": 1}, greeted=False, id=None, error="hello_required", closes=True)
     case("unusable id before hello", {"op": "ping", "id": -1}, greeted=False,
          id=None, error="hello_required", closes=True)
     case("answer before hello", {"op": "next", "event": 1}, greeted=False,
@@ -347,6 +353,9 @@ def build_cases() -> None:
     # -- ping, status, monitor, getCategories ---------------------------------------------
     case("ping", {"op": "ping", "id": 2}, result={})
     bad("status with unknown field", {"op": "status", "id": 1, "verbose": True})
+    bad("status with a page no reply wrote", {"op": "status", "id": 1, "page": "x1"})
+    bad("status with a non-string page", {"op": "status", "id": 1, "page": 3})
+    bad("status with an empty page", {"op": "status", "id": 1, "page": ""})
     case("monitor", {"op": "monitor", "id": 16}, result={})
     bad("monitor with unknown field", {"op": "monitor", "id": 1, "filter": "x"})
     case("getCategories on a fresh broker", {"op": "getCategories", "id": 14}, result={"categories": []})

@@ -41,7 +41,8 @@ public enum PostOutcome: String, Sendable {
 /// One hop of a finished event.
 public struct TraceEntry: Sendable, Equatable {
     public let observer: String
-    /// `next`, `complete`, `stop`, `gone`, `timeout` or `invalid`.
+    /// `next`, `complete`, `stop`, `gone`, `timeout`, `invalid`, or `skipped` (not sent the
+    /// event: its connection's hops in this event had already taken a hop timeout).
     public let reply: String
 
     public init(observer: String, reply: String) {

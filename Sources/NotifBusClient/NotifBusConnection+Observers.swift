@@ -57,9 +57,23 @@ extension NotifBusConnection {
         return try PostResult(try await request(Op.post, fields, timeout: timeout))
     }
 
-    /// The broker's `status` reply.
+    /// The broker's `status`. A large status comes in pages (each reply's `next` names the
+    /// following one); this asks for each in turn and returns them merged: the lists joined,
+    /// the figures of the last page.
     public func status() async throws(NotifBusError) -> BrokerStatus {
-        BrokerStatus(try await request(Op.status))
+        var whole = try await request(Op.status)
+        while let cursor = whole["next"]?.stringValue {
+            let page = try await request(Op.status, ["page": .string(cursor)])
+            if page["next"]?.stringValue == cursor {
+                throw .protocolViolation("status page \(cursor) names itself as the next page")
+            }
+            guard case .object(var merged) = page else { throw .protocolViolation("status page \(cursor) is not an object") }
+            for name in BrokerStatus.pagedLists {
+                merged[name] = .array((whole[name]?.arrayValue ?? []) + (page[name]?.arrayValue ?? []))
+            }
+            whole = .object(merged)
+        }
+        return BrokerStatus(whole)
     }
 
     /// Measures one `ping` round trip.
@@ -101,6 +115,9 @@ extension NotifBusConnection {
 
 /// The broker's `status`, with typed access to what tools read most.
 public struct BrokerStatus: Sendable {
+    /// The lists that continue from one status page to the next.
+    static let pagedLists = ["clients", "observers", "handlers", "slots"]
+
     public let raw: JSONValue
 
     init(_ raw: JSONValue) { self.raw = raw }

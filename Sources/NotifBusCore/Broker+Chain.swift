@@ -7,6 +7,8 @@
 //                        │
 //                        ▼
 //              ┌─▶ next live observer? ──no──▶ finish(unhandled)
+//              │         │ yes, but its connection's hops here took a hop timeout
+//              │         │      already: trace `skipped`, look further
 //              │         │ yes: send `event`, arm hop deadline
 //              │         ▼
 //              │   wait for that connection's answer
@@ -99,7 +101,7 @@ extension Broker {
         }
         if current?.hopObserver == id {
             counters.gone += 1
-            recordHop(.gone)
+            recordHop(.gone, now: now)
         }
         if shouldPump { pump(now: now) }
     }
@@ -175,13 +177,18 @@ extension Broker {
             }
             if current!.hopObserver != nil { return }
             var target: ObserverRecord? = nil
+            let budget = UInt64(configuration.hopTimeoutMs) * 1_000_000
             while current!.nextIndex < current!.chain.count {
                 let id = current!.chain[current!.nextIndex]
                 current!.nextIndex += 1
-                if let record = observers[id] {
-                    target = record
-                    break
+                guard let record = observers[id] else { continue }
+                if let spent = current!.spent[record.client], spent >= budget {
+                    counters.skipped += 1
+                    current!.trace.append((id, .skipped))
+                    continue
                 }
+                target = record
+                break
             }
             guard let target else {
                 finish(.unhandled, by: nil, value: nil)
@@ -189,7 +196,8 @@ extension Broker {
             }
             current!.hopObserver = target.id
             current!.hopClient = target.client
-            current!.hopDeadline = now &+ UInt64(configuration.hopTimeoutMs) * 1_000_000
+            current!.hopDeadline = now &+ budget
+            current!.hopStartedAt = now
             let frame = Broker.eventFrame(current!.post, observer: target.id)
             emit(to: target.client, frame)
         }
@@ -217,7 +225,7 @@ extension Broker {
         case .next:
             endHop(.next, now: now)
         case .stop:
-            recordHop(.stop)
+            recordHop(.stop, now: now)
             finish(.stopped, by: observer, value: nil)
             pump(now: now)
         case .complete(_, let value):
@@ -227,7 +235,7 @@ extension Broker {
                 counters.invalid += 1
                 return endHop(.invalid, now: now)
             }
-            recordHop(.complete)
+            recordHop(.complete, now: now)
             finish(.completed, by: observer, value: value)
             pump(now: now)
         }
@@ -235,14 +243,17 @@ extension Broker {
 
     /// Ends the running hop and moves on down the chain.
     mutating func endHop(_ reply: HopReply, now: Instant) {
-        recordHop(reply)
+        recordHop(reply, now: now)
         pump(now: now)
     }
 
-    mutating func recordHop(_ reply: HopReply) {
+    /// Ends the running hop in the trace and charges its time to its connection.
+    mutating func recordHop(_ reply: HopReply, now: Instant) {
         guard let observer = current?.hopObserver else { return }
         current!.trace.append((observer, reply))
         current!.hopObserver = nil
+        let took = now >= current!.hopStartedAt ? now - current!.hopStartedAt : 0
+        current!.spent[current!.hopClient, default: 0] += took
     }
 
     /// Replies to the poster, applies launch retention, and clears the running event.
@@ -292,6 +303,7 @@ extension Broker {
             case .gone: f.literal("gone")
             case .timeout: f.literal("timeout")
             case .invalid: f.literal("invalid")
+            case .skipped: f.literal("skipped")
             }
             f.literal("\"}")
         }

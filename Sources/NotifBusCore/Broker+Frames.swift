@@ -1,5 +1,6 @@
-// Building and emitting the frames the broker sends: replies, error frames, status, and
-// the `seen` mirror for monitors. Every outgoing frame passes through `emit`.
+// Building and emitting the frames the broker sends: replies, error frames, status (one
+// bounded page at a time), and the `seen` mirror for monitors. Every outgoing frame passes
+// through `emit`.
 import NotifBusProtocol
 
 extension Broker {
@@ -70,68 +71,147 @@ extension Broker {
         code.frame(rid, message: message)
     }
 
-    func statusReply(_ rid: RequestID, now: Instant) -> [UInt8] {
-        var f = Broker.replyHead(rid, capacity: 512 + clients.count * 64 + observers.count * 96)
+    /// One line for the log (SIGUSR1): the sizes and counters `status` would report.
+    public var summary: String {
+        "\(clients.values.filter(\.greeted).count) greeted, \(observers.count) observer(s), \(handlers.count) handler(s), "
+            + "\(queue.count) post(s) waiting, running event \(current.map { String($0.post.event) } ?? "none"), "
+            + "\(slots.count) slot(s); posted \(counters.posted), completed \(counters.completed), stopped \(counters.stopped), "
+            + "unhandled \(counters.unhandled), hop timeouts \(counters.hopTimeouts), skipped \(counters.skipped), "
+            + "gone \(counters.gone), invalid \(counters.invalid), invokes \(counters.invokes), call timeouts \(counters.callTimeouts)"
+    }
+
+    /// One page of `status`: the four lists, in order, from just after `page`, until the
+    /// reply holds `statusPageBytes` (at least one item is listed, so paging always moves
+    /// on); `next` names where the following page starts, or is null on the last page.
+    /// The figures (queue, counters, buffers) are current on every page.
+    func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> [UInt8] {
+        let budget = configuration.statusPageBytes
+        var f = Broker.replyHead(rid, capacity: 1024 + Swift.min(budget, clients.count * 64 + observers.count * 96))
         f.literal("{\"server\":")
         f.string(configuration.serverName)
         f.literal(",\"uptimeMs\":")
         f.int(Int64((now &- startedAt) / 1_000_000))
+        let section = page?.section ?? 0
+        var next: StatusPage? = nil
+        var listed = 0
+        /// The last item listed on this page: where the next page starts when this one is full.
+        var lastListed: StatusPage? = nil
+
         f.literal(",\"clients\":[")
-        var first = true
-        for id in clients.keys.sorted() {
-            let c = clients[id]!
-            guard c.greeted else { continue }
-            f.literal(first ? "{\"client\":\"c" : ",{\"client\":\"c")
-            first = false
-            f.int(Int64(id))
-            f.literal("\",\"name\":")
-            f.optionalString(c.name)
-            f.literal(",\"pid\":")
-            f.int(Int64(c.credentials.pid))
-            f.literal(",\"uid\":")
-            f.int(Int64(c.credentials.uid))
-            f.literal("}")
+        if section == 0 {
+            var after = -1
+            if case .client(let n)? = page { after = n }
+            for id in clients.keys.sorted() where id > after {
+                let c = clients[id]!
+                guard c.greeted else { continue }
+                if listed > 0 && f.byteCount >= budget {
+                    next = lastListed
+                    break
+                }
+                f.literal(listed == 0 ? "{\"client\":\"c" : ",{\"client\":\"c")
+                listed += 1
+                lastListed = .client(id)
+                f.int(Int64(id))
+                f.literal("\",\"name\":")
+                f.optionalString(c.name)
+                f.literal(",\"pid\":")
+                f.int(Int64(c.credentials.pid))
+                f.literal(",\"uid\":")
+                f.int(Int64(c.credentials.uid))
+                f.literal("}")
+            }
         }
         f.literal("],\"observers\":[")
-        let ordered = observers.values.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
-        for (i, o) in ordered.enumerated() {
-            f.literal(i == 0 ? "{\"observer\":\"o" : ",{\"observer\":\"o")
-            f.int(Int64(o.id))
-            f.literal("\",\"client\":\"c")
-            f.int(Int64(o.client))
-            f.literal("\",\"events\":[")
-            for (j, e) in o.events.enumerated() {
-                if j > 0 { f.literal(",") }
-                f.string(e)
+        if next == nil && section <= 1 {
+            var after: ChainPosition? = nil
+            if case .observer(let p, let n)? = page { after = ChainPosition(priority: p, id: n) }
+            let positions = observers.values.lazy.map { ChainPosition(priority: $0.priority, id: $0.id) }
+            var first = true
+            let picked = Broker.smallest(positions, after: after, count: Broker.statusItemsPerPage(budget))
+            for position in picked {
+                let o = observers[position.id]!
+                if listed > 0 && f.byteCount >= budget {
+                    next = lastListed
+                    break
+                }
+                f.literal(first ? "{\"observer\":\"o" : ",{\"observer\":\"o")
+                first = false
+                listed += 1
+                lastListed = .observer(priority: o.priority, id: o.id)
+                f.int(Int64(o.id))
+                f.literal("\",\"client\":\"c")
+                f.int(Int64(o.client))
+                f.literal("\",\"events\":[")
+                for (j, e) in o.events.enumerated() {
+                    if j > 0 { f.literal(",") }
+                    f.string(e)
+                }
+                f.literal("],\"priority\":")
+                f.int(Int64(o.priority))
+                f.literal(",\"key\":")
+                f.optionalString(o.key)
+                f.literal("}")
             }
-            f.literal("],\"priority\":")
-            f.int(Int64(o.priority))
-            f.literal(",\"key\":")
-            f.optionalString(o.key)
-            f.literal("}")
+            // All picked fitted: there may be more beyond them, on the next page.
+            if next == nil && picked.count == Broker.statusItemsPerPage(budget) { next = lastListed }
         }
         f.literal("],\"handlers\":[")
-        for (i, h) in handlers.values.sorted(by: { $0.id < $1.id }).enumerated() {
-            f.literal(i == 0 ? "{\"handler\":\"h" : ",{\"handler\":\"h")
-            f.int(Int64(h.id))
-            f.literal("\",\"client\":\"c")
-            f.int(Int64(h.client))
-            f.literal("\",\"channel\":")
-            f.string(h.key.channel)
-            f.literal(",\"method\":")
-            f.optionalString(h.key.method)
-            f.literal("}")
+        if next == nil && section <= 2 {
+            var after = -1
+            if case .handler(let n)? = page { after = n }
+            var first = true
+            let picked = Broker.smallest(handlers.keys, after: after, count: Broker.statusItemsPerPage(budget))
+            for id in picked {
+                let h = handlers[id]!
+                if listed > 0 && f.byteCount >= budget {
+                    next = lastListed
+                    break
+                }
+                f.literal(first ? "{\"handler\":\"h" : ",{\"handler\":\"h")
+                first = false
+                listed += 1
+                lastListed = .handler(h.id)
+                f.int(Int64(h.id))
+                f.literal("\",\"client\":\"c")
+                f.int(Int64(h.client))
+                f.literal("\",\"channel\":")
+                f.string(h.key.channel)
+                f.literal(",\"method\":")
+                f.optionalString(h.key.method)
+                f.literal("}")
+            }
+            if next == nil && picked.count == Broker.statusItemsPerPage(budget) { next = lastListed }
         }
-        f.literal("],\"queue\":{\"pending\":")
+        f.literal("],\"slots\":[")
+        if next == nil {
+            var after: String? = nil
+            if case .slot(let name)? = page { after = name }
+            var first = true
+            for name in slots.keys.sorted() where after.map({ name > $0 }) ?? true {
+                if listed > 0 && f.byteCount >= budget {
+                    next = lastListed
+                    break
+                }
+                if !first { f.literal(",") }
+                first = false
+                listed += 1
+                lastListed = .slot(name)
+                f.string(name)
+            }
+        }
+        f.literal("],\"next\":")
+        if let next { f.string(next.cursor) } else { f.literal("null") }
+        f.literal(",\"queue\":{\"pending\":")
         f.int(Int64(queue.count))
         f.literal(",\"current\":")
         if let cur = current { f.int(cur.post.event) } else { f.literal("null") }
-        f.literal("},\"slots\":[")
-        for (i, name) in slots.keys.sorted().enumerated() {
-            if i > 0 { f.literal(",") }
-            f.string(name)
-        }
-        f.literal("],\"counters\":{\"posted\":")
+        f.literal("},\"buffers\":{\"bytes\":")
+        f.int(Int64(buffers.bytes))
+        f.literal(",\"max\":")
+        f.int(Int64(buffers.max))
+        f.literal(",\"cutOff\":")
+        f.int(Int64(buffers.cutOff))
+        f.literal("},\"counters\":{\"posted\":")
         f.int(Int64(counters.posted))
         f.literal(",\"completed\":")
         f.int(Int64(counters.completed))
@@ -145,6 +225,8 @@ extension Broker {
         f.int(Int64(counters.gone))
         f.literal(",\"invalid\":")
         f.int(Int64(counters.invalid))
+        f.literal(",\"skipped\":")
+        f.int(Int64(counters.skipped))
         f.literal(",\"invokes\":")
         f.int(Int64(counters.invokes))
         f.literal(",\"callTimeouts\":")
@@ -152,4 +234,49 @@ extension Broker {
         f.literal("}}}")
         return f.finish()
     }
+
+    /// At most this many observers or handlers are picked for one page: an entry takes at
+    /// least 64 bytes, so more could not fit in `budget` anyway.
+    static func statusItemsPerPage(_ budget: Int) -> Int { Swift.max(1, budget / 64) + 1 }
+
+    /// The `count` smallest keys above `after`, in order: O(n log count) with a bounded
+    /// max-heap, so that a page of a status with a million observers does not sort them all.
+    static func smallest<Key: Comparable>(_ keys: some Sequence<Key>, after: Key?, count: Int) -> [Key] {
+        var heap: [Key] = []  // a max-heap of the smallest keys seen so far
+        heap.reserveCapacity(Swift.min(count, 1024))
+        for key in keys {
+            if let after, key <= after { continue }
+            if heap.count < count {
+                heap.append(key)
+                var i = heap.count - 1
+                while i > 0 {
+                    let parent = (i - 1) / 2
+                    guard heap[parent] < heap[i] else { break }
+                    heap.swapAt(parent, i)
+                    i = parent
+                }
+            } else if key < heap[0] {
+                heap[0] = key
+                var i = 0
+                while true {
+                    let l = 2 * i + 1, r = l + 1
+                    var m = i
+                    if l < heap.count && heap[m] < heap[l] { m = l }
+                    if r < heap.count && heap[m] < heap[r] { m = r }
+                    if m == i { break }
+                    heap.swapAt(i, m)
+                    i = m
+                }
+            }
+        }
+        return heap.sorted()
+    }
+}
+
+/// An observer's place in chain order: priority, then subscription order.
+struct ChainPosition: Comparable {
+    let priority: Int32
+    let id: Int
+
+    static func < (a: ChainPosition, b: ChainPosition) -> Bool { (a.priority, a.id) < (b.priority, b.id) }
 }

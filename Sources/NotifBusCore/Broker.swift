@@ -71,6 +71,8 @@ public struct Broker {
 
     var categories = CategorySet.empty
     public internal(set) var counters = BrokerCounters()
+    /// Set by the transport; reported by `status`.
+    public var buffers = BufferFigures()
 
     var actions: [BrokerAction] = []
 
@@ -115,14 +117,17 @@ public struct Broker {
         case .badJSON(let reason):
             sendErrorFrame(to: id, code: .badJSON, message: reason)
         case .rejected(let rejection, let isHello):
-            guard client.greeted || isHello else { return refuseUngreeted(id) }
+            guard client.greeted || isHello else { return refuseUngreeted(id, rejection.id) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
                 return admit(.rejected(rid, .badRequest, "'hello' was already sent"), from: id, now: now)
             }
             admit(.rejected(rejection.id, rejection.code, rejection.message), from: id, now: now)
         case .decoded(let inbound, let isHello):
-            guard client.greeted || isHello else { return refuseUngreeted(id) }
+            guard client.greeted || isHello else {
+                if case .request(let requestID, _) = inbound { return refuseUngreeted(id, requestID) }
+                return refuseUngreeted(id, nil)
+            }
             switch inbound {
             case .request(let requestID, let request): admit(.request(requestID, request), from: id, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
@@ -293,8 +298,8 @@ public struct Broker {
             f.raw(categories.raw)
             f.literal("}}")
             emit(to: c, f.finish())
-        case .status:
-            let frame = statusReply(rid, now: now)
+        case .status(let page):
+            let frame = statusReply(rid, page: page, now: now)
             emit(to: c, frame)
         case .monitor:
             if clients[c]?.monitoring == false {
@@ -307,8 +312,10 @@ public struct Broker {
 
     // MARK: Connection teardown
 
-    mutating func refuseUngreeted(_ c: ConnectionID) {
-        sendErrorFrame(to: c, code: .helloRequired, message: "the first frame must be 'hello'")
+    /// `hello_required` echoes the refused request's id when it had a usable one (an answer,
+    /// or a frame whose id is missing or unusable, gets `"id": null`).
+    mutating func refuseUngreeted(_ c: ConnectionID, _ rid: RequestID?) {
+        emit(to: c, Broker.errorFrame(rid, code: .helloRequired, message: "the first frame must be 'hello'"))
         close(c, now: 0)
     }
 

@@ -52,6 +52,11 @@ public struct BrokerConfiguration: Sendable {
     /// its record written (`Broker.persisted`); without it changes take effect at once.
     public var persistsState = false
 
+    /// A `status` reply stops listing items once it holds this many bytes (256 KiB) and
+    /// names where the next page starts: a reply of every observer could be tens of
+    /// megabytes, beyond `--max-output`, and building it would hold up every client.
+    public var statusPageBytes = 256 << 10
+
     public init() {}
 }
 
@@ -85,9 +90,11 @@ public enum BrokerAction: Sendable {
     case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
 }
 
-/// How one hop of a chain ended, as the trace names it.
+/// How one hop of a chain ended, as the trace names it. `skipped` is an observer that was
+/// not sent the event because its connection had used up its time in this event (decision
+/// in Protocol/PROTOCOL.md §13).
 public enum HopReply: String, Sendable {
-    case next, complete, stop, gone, timeout, invalid
+    case next, complete, stop, gone, timeout, invalid, skipped
 }
 
 /// How a whole event ended.
@@ -104,8 +111,23 @@ public struct BrokerCounters: Sendable, Equatable {
     public var hopTimeouts = 0
     public var gone = 0
     public var invalid = 0
+    /// Observers passed over because their connection had used up its time in the event.
+    public var skipped = 0
     public var invokes = 0
     public var callTimeouts = 0
+}
+
+/// The transport's input and output buffers across all connections, as `status` reports
+/// them. The transport keeps these current; the core only reports them.
+public struct BufferFigures: Sendable, Equatable {
+    /// Bytes buffered now: incomplete frames read plus output not yet written.
+    public var bytes = 0
+    /// The broker-wide cap (`--max-buffered-bytes`); 0 when the transport sets none.
+    public var max = 0
+    /// Connections cut off because the cap was exceeded.
+    public var cutOff = 0
+
+    public init() {}
 }
 
 /// One connection's state. A class, so that the per-frame updates (calls in flight,
@@ -216,6 +238,10 @@ struct RunningEvent {
     var hopObserver: Int? = nil
     var hopClient: ConnectionID = -1
     var hopDeadline: Instant = 0
+    var hopStartedAt: Instant = 0
+    /// Time each connection's ended hops in this event took together; a connection whose
+    /// total reached the hop timeout gets no further hop in this event.
+    var spent: [ConnectionID: UInt64] = [:]
 }
 
 /// A FIFO with amortized O(1) pops and no per-element shifting.

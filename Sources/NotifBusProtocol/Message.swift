@@ -22,8 +22,68 @@ public enum Request: Sendable {
     case peek(slot: String)
     case setCategories(CategorySet)
     case getCategories
-    case status
+    /// `page` nil: the first page.
+    case status(page: StatusPage?)
     case monitor
+}
+
+/// Where a `status` page starts: just after this item of the lists `clients`, `observers`,
+/// `handlers`, `slots`, in that order. On the wire an opaque string (`next` of the page
+/// before): `c<id>`, `o<priority>:<id>`, `h<id>` or `s<slot name>`.
+public enum StatusPage: Sendable, Equatable {
+    case client(Int)
+    case observer(priority: Int32, id: Int)
+    case handler(Int)
+    case slot(String)
+
+    /// The list this position is in, in reply order.
+    public var section: Int {
+        switch self {
+        case .client: 0
+        case .observer: 1
+        case .handler: 2
+        case .slot: 3
+        }
+    }
+
+    /// The cursor string, or nil for text no status reply writes.
+    public init?(cursor text: String) {
+        guard let tag = text.first else { return nil }
+        let rest = text.dropFirst()
+        func number(_ s: Substring) -> Int? {
+            guard !s.isEmpty, s.count <= 18, s.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return Int(s)
+        }
+        switch tag {
+        case "c":
+            guard let n = number(rest) else { return nil }
+            self = .client(n)
+        case "h":
+            guard let n = number(rest) else { return nil }
+            self = .handler(n)
+        case "o":
+            let parts = rest.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, let n = number(parts[1]) else { return nil }
+            let sign = parts[0].first == "-" ? 1 : 0
+            guard number(parts[0].dropFirst(sign)) != nil, let priority = Int32(parts[0]) else { return nil }
+            self = .observer(priority: priority, id: n)
+        case "s":
+            let name = String(rest)
+            guard Names.isValid(name) else { return nil }
+            self = .slot(name)
+        default:
+            return nil
+        }
+    }
+
+    public var cursor: String {
+        switch self {
+        case .client(let n): "c\(n)"
+        case .observer(let p, let n): "o\(p):\(n)"
+        case .handler(let n): "h\(n)"
+        case .slot(let name): "s" + name
+        }
+    }
 }
 
 public enum UnsubscribeTarget: Sendable, Equatable {

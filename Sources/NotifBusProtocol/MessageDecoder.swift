@@ -6,6 +6,7 @@
 public enum MessageDecoder {
     static let helloFields: [StaticString] = ["op", "id", "protocol", "name"]
     static let bareFields: [StaticString] = ["op", "id"]
+    static let statusFields: [StaticString] = ["op", "id", "page"]
     static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key"]
     static let unsubscribeFields: [StaticString] = ["op", "id", "observer", "key"]
     static let postFields: [StaticString] = ["op", "id", "name", "payload"]
@@ -25,7 +26,8 @@ public enum MessageDecoder {
         switch op {
         case Op.invoke: return invokeFields
         case Op.post: return postFields
-        case Op.ping, Op.getCategories, Op.status, Op.monitor: return bareFields
+        case Op.ping, Op.getCategories, Op.monitor: return bareFields
+        case Op.status: return statusFields
         case Op.hello: return helloFields
         case Op.subscribe: return subscribeFields
         case Op.unsubscribe: return unsubscribeFields
@@ -218,7 +220,12 @@ public enum MessageDecoder {
                 throw v.bad(error.message)
             }
         case Op.getCategories: return .getCategories
-        case Op.status: return .status
+        case Op.status:
+            guard let text = try v.optionalString("page") else { return .status(page: nil) }
+            guard let page = StatusPage(cursor: text) else {
+                throw v.bad("'page' must be the 'next' of an earlier status reply")
+            }
+            return .status(page: page)
         case Op.monitor: return .monitor
         default:
             preconditionFailure("op '\(op)' is in requestFields but has no decoder")

@@ -25,11 +25,14 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// Not in the contract's list: a write to `--state-dir` failed (disk full, I/O error),
     /// so the `put` or `setCategories` it would have acknowledged is refused.
     case storageFailed = "storage_failed"
+    /// Not in the contract's list: the buffers across all connections passed
+    /// `--max-buffered-bytes` and this connection held the most, so it is closed.
+    case overloaded = "overloaded"
 
     /// Whether the broker closes the connection after sending this error (§3).
     public var closesConnection: Bool {
         switch self {
-        case .helloRequired, .unsupportedProtocol, .frameTooLarge, .forbidden, .tooManyClients: return true
+        case .helloRequired, .unsupportedProtocol, .frameTooLarge, .forbidden, .tooManyClients, .overloaded: return true
         default: return false
         }
     }

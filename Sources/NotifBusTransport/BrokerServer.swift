@@ -13,6 +13,9 @@ public struct ServerOptions: Sendable {
     public var stateDirectory: String? = nil
     /// Output queued for one peer beyond this means it is not reading: it is cut off.
     public var maxOutputBytes = 16 << 20
+    /// Input and output buffered across all connections beyond this (256 MiB) cuts off
+    /// the biggest holders: per-connection bounds times `--max-clients` would be ~17 GiB.
+    public var maxBufferedBytes = 256 << 20
     public var core = BrokerConfiguration()
 
     public init(socketPath: String) {
@@ -43,6 +46,12 @@ enum Trampolines {
     static let signal: event_callback_fn = { _, _, context in
         Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().beginShutdown()
     }
+    static let otherSignal: event_callback_fn = { fd, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().signalArrived(Int32(fd))
+    }
+    static let logFlush: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().flushHeldLog()
+    }
     static let resumeAccept: event_callback_fn = { _, _, context in
         Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().resumeAccepting()
     }
@@ -62,6 +71,9 @@ public final class BrokerServer {
     static let drainTimeoutMs: UInt64 = 500
     /// Accepts per readiness callback, so a flood of connects cannot starve clients.
     static let acceptBatch = 64
+    /// Signals whose default action would end the broker without answering anyone:
+    /// SIGUSR1 logs a status line, the others are logged and otherwise ignored.
+    static let survivedSignals: [Int32] = [SIGHUP, SIGUSR1, SIGUSR2, SIGALRM]
 
     var options: ServerOptions
     /// False when systemd owns the socket file (socket activation): it is not unlinked.
@@ -78,6 +90,10 @@ public final class BrokerServer {
     var armedDeadline: Instant? = nil
     var signalEvents: [OpaquePointer] = []
     var forceExitEvent: OpaquePointer? = nil
+    var logFlushEvent: OpaquePointer? = nil
+    var logLimiter = LogLimiter()
+    /// Input and output bytes buffered across all connections (`Connection.accounted`).
+    var bufferedBytes = 0
     var actionBuffer: [BrokerAction] = []
     /// Durable writes appended to the journal in this batch, and whether each append
     /// worked; reported to the core once the journal is synced.
@@ -92,6 +108,8 @@ public final class BrokerServer {
     public init(options: ServerOptions) throws {
         self.options = options
         signal(SIGPIPE, SIG_IGN)
+        // Ignored until `run` handles them, so that none can end the broker on the way up.
+        for signum in BrokerServer.survivedSignals { signal(signum, SIG_IGN) }
         notifbus_unblock_termination_signals()
         // Everything that can fail comes first: memory a failed init never hands to deinit
         // would leak.
@@ -107,6 +125,7 @@ public final class BrokerServer {
         var configuration = options.core
         configuration.persistsState = journal != nil
         core = Broker(configuration: configuration, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
+        core.buffers.max = options.maxBufferedBytes
         if let activated = try ListeningSocket.activated() {
             listenFD = activated.fd
             self.options.socketPath = activated.path
@@ -126,6 +145,7 @@ public final class BrokerServer {
 
     deinit {
         for e in signalEvents { event_free(e) }
+        if let e = logFlushEvent { event_free(e) }
         if let e = forceExitEvent { event_free(e) }
         if let e = timerEvent { event_free(e) }
         if let e = resumeAcceptEvent { event_free(e) }
@@ -149,6 +169,13 @@ public final class BrokerServer {
                 signalEvents.append(e)
             }
         }
+        for signum in BrokerServer.survivedSignals {
+            if let e = notifbus_evsignal_new(base, signum, Trampolines.otherSignal, context) {
+                event_add(e, nil)
+                signalEvents.append(e)
+            }
+        }
+        logFlushEvent = notifbus_evtimer_new(base, Trampolines.logFlush, context)
         logLine("notifbus: listening on \(options.socketPath)")
         // One loop iteration runs every callback that is ready; the output they queued is
         // then written in one go, one send per connection, however many frames it holds.
@@ -174,13 +201,13 @@ public final class BrokerServer {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
                 if e == EAGAIN || e == EWOULDBLOCK { break }
-                logLine("notifbus: accept: \(SystemError("accept4", code: e))")
+                log("notifbus: accept: \(SystemError("accept4", code: e))", kind: "accept")
                 if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM { pauseAccepting() }
                 break
             }
             var peer = notifbus_peer_credentials()
             guard notifbus_get_peer_credentials(fd, &peer) == 0 else {
-                logLine("notifbus: \(SystemError("SO_PEERCRED on a new connection")); closing it")
+                log("notifbus: \(SystemError("SO_PEERCRED on a new connection")); closing it", kind: "peercred")
                 close(fd)
                 continue
             }
@@ -188,7 +215,7 @@ public final class BrokerServer {
             nextConnectionID += 1
             let connection = Connection(id: id, fd: fd, server: self)
             guard let readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, connection.context) else {
-                logLine("notifbus: c\(id): event_new failed; closing")
+                log("notifbus: c\(id): event_new failed; closing", kind: "event_new")
                 close(fd)
                 continue
             }
@@ -219,7 +246,7 @@ public final class BrokerServer {
         if n <= 0 {
             let e = errno
             if n < 0 && (e == EINTR || e == EAGAIN || e == EWOULDBLOCK) { return }
-            if n < 0 && e != ECONNRESET { logLine("notifbus: c\(connection.id): \(SystemError("read", code: e))") }
+            if n < 0 && e != ECONNRESET { log("notifbus: c\(connection.id): \(SystemError("read", code: e))", kind: "read") }
             peerGone(connection)
             settle()
             return
@@ -242,6 +269,7 @@ public final class BrokerServer {
                 }
             }
         }
+        account(connection)
         settle()
     }
 
@@ -266,7 +294,7 @@ public final class BrokerServer {
     func writable(_ connection: Connection, timedOut: Bool) {
         connection.writeArmed = false
         if timedOut {
-            logLine("notifbus: c\(connection.id): closing; it took no output for \(BrokerServer.closeFlushTimeoutMs) ms")
+            log("notifbus: c\(connection.id): closing; it took no output for \(BrokerServer.closeFlushTimeoutMs) ms", kind: "flush-timeout")
             if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
             closeNow(connection)
         } else {
@@ -318,9 +346,53 @@ public final class BrokerServer {
     func settle() {
         while true {
             core.takeActions(swappingWith: &actionBuffer)
-            if actionBuffer.isEmpty { break }
+            if actionBuffer.isEmpty {
+                if bufferedBytes > options.maxBufferedBytes && cutOffBiggestHolders() { continue }
+                break
+            }
             for action in actionBuffer { apply(action) }
         }
+    }
+
+    /// Keeps `bufferedBytes` and the core's report of it current after `connection`'s
+    /// buffers changed.
+    func account(_ connection: Connection) {
+        let now = connection.state == .closed ? 0 : connection.pendingInput.count + connection.output.count
+        guard now != connection.accounted else { return }
+        bufferedBytes += now - connection.accounted
+        connection.accounted = now
+        core.buffers.bytes = bufferedBytes
+    }
+
+    /// Over `--max-buffered-bytes`: cuts off the connections holding the most until the
+    /// total fits again. One whose output is empty (it holds input: a large frame
+    /// arriving) is told why; one with output queued is not reading, so it is closed at
+    /// once. Returns whether any was cut off.
+    func cutOffBiggestHolders() -> Bool {
+        let holders = connections.values.filter { $0.state != .closed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
+        var cut = false
+        for connection in holders {
+            guard bufferedBytes > options.maxBufferedBytes else { break }
+            let held = connection.accounted
+            log("notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
+                + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
+            core.buffers.cutOff += 1
+            cut = true
+            let wasOpen = connection.state == .open
+            if wasOpen { core.disconnected(connection.id, now: monotonicNow()) }
+            if wasOpen && connection.pendingOutputBytes == 0 {
+                connection.pendingInput = []
+                account(connection)
+                connection.enqueue(ErrorCode.overloaded.frame(nil, message: "cut off: the broker's buffers are full "
+                    + "(--max-buffered-bytes \(options.maxBufferedBytes)) and this connection held the most (\(held) bytes)"))
+                account(connection)
+                connection.lingers = true
+                startClosing(connection)
+            } else {
+                closeNow(connection)
+            }
+        }
+        return cut
     }
 
     /// Syncs the batch's journal records and tells the core how each write went (which may
@@ -377,8 +449,9 @@ public final class BrokerServer {
     func queue(_ frame: [UInt8], to id: ConnectionID) {
         guard let connection = connections[id], connection.state != .closed else { return }
         connection.enqueue(frame)
+        account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {
-            logLine("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read")
+            log("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read", kind: "cut-off")
             if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
             closeNow(connection)
             return
@@ -391,6 +464,7 @@ public final class BrokerServer {
 
     func flush(_ connection: Connection) {
         guard connection.state != .closed else { return }
+        defer { account(connection) }
         switch connection.flush() {
         case .done:
             if connection.writeArmed, let e = connection.writeEvent {
@@ -401,7 +475,7 @@ public final class BrokerServer {
         case .wouldBlock:
             armWrite(connection)
         case .failed(let e):
-            if e != EPIPE && e != ECONNRESET { logLine("notifbus: c\(connection.id): \(SystemError("send", code: e))") }
+            if e != EPIPE && e != ECONNRESET { log("notifbus: c\(connection.id): \(SystemError("send", code: e))", kind: "send") }
             if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
             closeNow(connection)
         }
@@ -413,7 +487,7 @@ public final class BrokerServer {
             connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE), Trampolines.write, connection.context)
         }
         guard let e = connection.writeEvent else {
-            logLine("notifbus: c\(connection.id): event_new failed; closing")
+            log("notifbus: c\(connection.id): event_new failed; closing", kind: "event_new")
             if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
             closeNow(connection)
             return
@@ -438,6 +512,7 @@ public final class BrokerServer {
         connection.state = .closing
         if let e = connection.readEvent { event_del(e) }
         connection.pendingInput = []
+        account(connection)
         if connection.pendingOutputBytes == 0 {
             finishClosing(connection)
         } else if connection.writeArmed, let e = connection.writeEvent {
@@ -473,7 +548,42 @@ public final class BrokerServer {
 
     func closeNow(_ connection: Connection) {
         connection.release()
+        account(connection)
         connections[connection.id] = nil
+    }
+
+    // MARK: Signals and logging
+
+    /// SIGUSR1 writes a status line; SIGHUP, SIGUSR2 and SIGALRM are noted and ignored
+    /// (there is no configuration to reload: everything comes from the command line).
+    func signalArrived(_ signum: Int32) {
+        if signum == SIGUSR1 {
+            log("notifbus: status: \(connections.count) connection(s), \(core.summary), "
+                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes", kind: "status")
+        } else {
+            let name = signum == SIGHUP ? "SIGHUP" : signum == SIGUSR2 ? "SIGUSR2" : signum == SIGALRM ? "SIGALRM" : "signal \(signum)"
+            log("notifbus: \(name) received and ignored (SIGINT or SIGTERM stop the broker; SIGUSR1 logs its status)", kind: "signal \(signum)")
+        }
+    }
+
+    /// Logs `message` unless a line of the same kind was logged less than a second ago;
+    /// held lines are counted and reported a second later.
+    func log(_ message: String, kind: String) {
+        let now = monotonicNow()
+        if let line = logLimiter.admit(message, kind: kind, now: now) {
+            logLine(line)
+        } else if let logFlushEvent, event_pending(logFlushEvent, Int16(EV_TIMEOUT), nil) == 0 {
+            var tv = timeval(tv_sec: 1, tv_usec: 0)
+            event_add(logFlushEvent, &tv)
+        }
+    }
+
+    func flushHeldLog() {
+        for line in logLimiter.flush(now: monotonicNow()) { logLine(line) }
+        if logLimiter.hasHeld, let logFlushEvent {
+            var tv = timeval(tv_sec: 0, tv_usec: 200_000)
+            event_add(logFlushEvent, &tv)
+        }
     }
 
     func rearmTimer() {

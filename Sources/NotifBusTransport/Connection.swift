@@ -35,6 +35,8 @@ final class Connection {
     /// Set when the broker, not the peer, ends the connection: it then drains before closing.
     var lingers = false
     var drainDeadline: UInt64 = 0
+    /// This connection's share of the server's `bufferedBytes`, as last counted.
+    var accounted = 0
 
     init(id: ConnectionID, fd: Int32, server: BrokerServer) {
         self.id = id

@@ -1,5 +1,6 @@
 // `notifbus broker`: parses the flags of protocol §5 and runs the broker until SIGINT or
 // SIGTERM. Flag mistakes exit 2; a socket or state folder that cannot be used exits 1.
+// It only reads flags: what signals do is the server's to carry out.
 import Glibc
 import NotifBusProtocol
 import NotifBusTransport
@@ -15,6 +16,7 @@ enum BrokerCommand {
                                    [--max-frame BYTES] [--max-queue N] [--max-clients N]
                                    [--state-dir DIR] [--socket-mode OCTAL] [--allow-uid UID]...
                                    [--max-queue-bytes BYTES] [--max-output BYTES]
+                                   [--max-buffered-bytes BYTES]
 
             Runs the broker on a Unix socket until SIGINT or SIGTERM.
 
@@ -30,11 +32,19 @@ enum BrokerCommand {
               --allow-uid UID      also accept clients of this uid (repeatable)
               --max-output BYTES   output queued for a client that does not read before it
                                    is cut off (default 16777216)
+              --max-buffered-bytes B
+                                   input and output buffered across all clients; beyond
+                                   it the biggest holders are cut off (default 268435456)
 
             DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
+
+            Signals: SIGINT and SIGTERM answer everything pending with shutting_down and
+            stop the broker within 2 s. SIGUSR1 writes one status line to stderr. SIGHUP,
+            SIGUSR2 and SIGALRM are logged and otherwise ignored: the broker keeps running
+            (its settings come only from the command line, so there is nothing to reload).
             """,
         valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
-                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes"],
+                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes"],
         switchFlags: [],
         run: { args in try run(args) },
         runOnMainThread: { args in try run(args) }
@@ -51,6 +61,7 @@ enum BrokerCommand {
         if let n = try args.integer("max-queue", min: 0, max: Int64(Int32.max)) { options.core.maxQueue = Int(n) }
         if let n = try args.integer("max-clients", min: 1, max: Int64(Int32.max)) { options.core.maxClients = Int(n) }
         if let n = try args.integer("max-output", min: 1, max: Int64(Int32.max)) { options.maxOutputBytes = Int(n) }
+        if let n = try args.integer("max-buffered-bytes", min: 1, max: Int64.max / 2) { options.maxBufferedBytes = Int(n) }
         if let n = try args.integer("max-queue-bytes", min: 0, max: Int64.max / 2) { options.core.maxQueueBytes = Int(n) }
         if let dir = args.value("state-dir") {
             guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }

@@ -192,7 +192,10 @@ enum StatusTable {
         }
         lines.append("queue     pending \(s.pending), current \(s.currentEvent.map(String.init) ?? "-")")
         lines.append("slots     \(s.slots.isEmpty ? "-" : s.slots.joined(separator: ", "))")
-        let names = ["posted", "completed", "stopped", "unhandled", "hopTimeouts", "gone", "invalid", "invokes", "callTimeouts"]
+        if let b = s.raw["buffers"] {
+            lines.append("buffers   \(b["bytes"]?.intValue ?? 0) of \(b["max"]?.intValue ?? 0) bytes, \(b["cutOff"]?.intValue ?? 0) connection(s) cut off")
+        }
+        let names = ["posted", "completed", "stopped", "unhandled", "hopTimeouts", "gone", "invalid", "skipped", "invokes", "callTimeouts"]
         lines.append("counters  " + names.map { "\($0) \(s.counter($0))" }.joined(separator: ", "))
         return lines.joined(separator: "\n")
     }

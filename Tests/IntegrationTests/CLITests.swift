@@ -27,6 +27,18 @@ import Testing
         #expect(out.contains("--socket"))
     }
 
+    /// The broker's help says what each signal does and names the buffer cap.
+    @Test func brokerHelpDescribesSignalsAndTheBufferCap() throws {
+        let (status, out, _) = try run(["broker", "--help"])
+        #expect(status == 0)
+        for word in ["SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "--max-buffered-bytes"] {
+            #expect(out.contains(word), "\(word) missing from 'broker --help'")
+        }
+        let (bad, _, err) = try run(["broker", "--max-buffered-bytes", "0"])
+        #expect(bad == 2)
+        #expect(err.contains("max-buffered-bytes"))
+    }
+
     @Test func usageErrorsExitTwo() throws {
         for args in [["post"], ["post", "e", "{bad"], ["observe"], ["observe", "e", "--reply", "maybe"], ["invoke", "ch"],
                      ["take", "s", "--wait", "soon"], ["handle", "ch"], ["handle", "ch", "--result", "1", "--error", "E"],

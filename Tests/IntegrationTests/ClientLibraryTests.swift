@@ -14,6 +14,24 @@ final class Recorder: @unchecked Sendable {
 }
 
 @Suite(.timeLimit(.minutes(5))) struct ClientLibraryTests {
+    /// A status larger than one page (24 observers of 64 names of 250 bytes, ~400 KB) is
+    /// read page by page and returned whole.
+    @Test func statusFollowsItsPages() async throws {
+        let broker = try BrokerUnderTest()
+        let a = try await NotifBusConnection.connect(socket: broker.socket, name: "pages")
+        defer { a.close() }
+        var ids: [String] = []
+        for i in 0..<24 {
+            let names = (0..<64).map { n in "\(i)-\(n)-" + String(repeating: "x", count: 240) }
+            ids.append(try await a.addObserver(events: names) { _ in .next }.id)
+        }
+        let first = try await a.request(Op.status)
+        #expect(first["next"]?.stringValue != nil)
+        let status = try await a.status()
+        #expect(status.observers.compactMap { $0["observer"]?.stringValue } == ids)
+        #expect(status.raw["next"] == .null)
+    }
+
     @Test func observersChainAndTypedResult() async throws {
         let broker = try BrokerUnderTest()
         let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")

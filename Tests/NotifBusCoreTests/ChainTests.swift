@@ -252,4 +252,64 @@ import Testing
         let reply = h.request(c, #"{"op":"subscribe","id":1,"events":["e"]}"#)
         #expect(errorCode(reply) == "bad_request")
     }
+
+    /// Once a connection's hops in an event took a hop timeout in all, its further observers
+    /// in that event are skipped (traced `skipped`), so one silent connection holds an event
+    /// up for one hop timeout, not one per observer; other connections still get their turn.
+    @Test func aConnectionThatTimedOutIsSkippedForTheRestOfTheEvent() {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let silent = h.connect(), other = h.connect(), poster = h.connect()
+        let s1 = h.subscribe(silent, ["e"], priority: 1)
+        let s2 = h.subscribe(silent, ["e"], priority: 2)
+        let o = h.subscribe(other, ["e"], priority: 3)
+        let s3 = h.subscribe(silent, ["e"], priority: 4)
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        _ = h.expectEvent(silent)
+        h.advance(ms: 50)
+        let ev = h.expectEvent(other)
+        #expect(ev.observer == o)
+        #expect(h.nothingSent(to: silent))
+        h.send(other, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        let reply = h.take(poster).frame
+        #expect(reply["result"]?["outcome"] == "unhandled")
+        #expect(traceReplies(reply) == ["\(s1)=timeout", "\(s2)=skipped", "\(o)=next", "\(s3)=skipped"])
+        #expect(h.nothingSent(to: silent))
+        // The next event starts afresh: the silent connection gets its turn again.
+        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
+        #expect(h.expectEvent(silent).observer == s1)
+        let status = h.request(other, #"{"op":"status","id":3}"#)
+        #expect(status["result"]?["counters"]?["skipped"] == 2)
+        #expect(status["result"]?["counters"]?["hopTimeouts"] == 1)
+    }
+
+    /// A connection that answers each hop just before its timeout is cut short the same way:
+    /// its hops in one event take less than two hop timeouts together.
+    @Test func slowAnswersUseUpTheSameBudget() {
+        var h = CoreHarness { $0.hopTimeoutMs = 100 }
+        let slow = h.connect(), poster = h.connect()
+        let observers = (0..<5).map { _ in h.subscribe(slow, ["e"]) }
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        for _ in 0..<2 {
+            let ev = h.expectEvent(slow)
+            h.advance(ms: 99)
+            h.send(slow, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        }
+        let reply = h.take(poster).frame
+        #expect(traceReplies(reply) == ["\(observers[0])=next", "\(observers[1])=next"] + observers[2...].map { "\($0)=skipped" })
+        #expect(h.nothingSent(to: slow))
+    }
+
+    /// Quick answers use up nothing that matters: every observer of a prompt connection runs.
+    @Test func promptConnectionsAreNeverSkipped() {
+        var h = CoreHarness { $0.hopTimeoutMs = 100 }
+        let c = h.connect(), poster = h.connect()
+        let observers = (0..<20).map { _ in h.subscribe(c, ["e"]) }
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        for _ in 0..<20 {
+            let ev = h.expectEvent(c)
+            h.advance(ms: 4)
+            h.send(c, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        }
+        #expect(traceReplies(h.take(poster).frame) == observers.map { "\($0)=next" })
+    }
 }

@@ -186,8 +186,83 @@ import Testing
         #expect(s["handlers"] == .array([["handler": "h1", "client": .string("c\(b)"), "channel": "ch", "method": .null]]))
         #expect(s["queue"] == ["pending": 0, "current": .null])
         #expect(s["slots"] == ["alpha", "zeta"])
+        #expect(s["next"] == .null)
+        #expect(s["buffers"] == ["bytes": 0, "max": 0, "cutOff": 0])
         #expect(s["counters"] == ["posted": 0, "completed": 0, "stopped": 0, "unhandled": 0, "hopTimeouts": 0, "gone": 0,
-                                  "invalid": 0, "invokes": 0, "callTimeouts": 0])
+                                  "invalid": 0, "skipped": 0, "invokes": 0, "callTimeouts": 0])
+    }
+
+    /// A status larger than a page comes in pages that together list every item once, in
+    /// order, each page within the page size plus one item.
+    @Test func statusComesInPagesThatListEverythingOnce() {
+        var h = CoreHarness { $0.statusPageBytes = 2048 }
+        let a = h.connect(name: "a"), b = h.connect(name: "b")
+        var expectedObservers: [String] = []
+        let long = String(repeating: "n", count: 200)
+        for i in 0..<12 { expectedObservers.append(h.subscribe(i % 2 == 0 ? a : b, ["\(long)\(i)", "e"], priority: 5 - i % 3)) }
+        for i in 0..<6 { _ = h.request(b, "{\"op\":\"handle\",\"id\":1,\"channel\":\"\(long)\(i)\"}") }
+        for i in 0..<9 { _ = h.request(a, "{\"op\":\"put\",\"id\":1,\"slot\":\"\(long)\(i)\",\"value\":1}") }
+        var clients: [JSONValue] = [], observers: [JSONValue] = [], handlers: [JSONValue] = [], slots: [JSONValue] = []
+        var page: String? = nil
+        var pages = 0
+        repeat {
+            let request = page.map { "{\"op\":\"status\",\"id\":7,\"page\":\"\($0)\"}" } ?? #"{"op":"status","id":7}"#
+            h.send(a, request)
+            let sent = h.take(a)
+            #expect(sent.raw.utf8.count < 2048 + 700, "page \(pages) is \(sent.raw.utf8.count) bytes")
+            let r = sent.frame["result"]!
+            clients += r["clients"]?.arrayValue ?? []
+            observers += r["observers"]?.arrayValue ?? []
+            handlers += r["handlers"]?.arrayValue ?? []
+            slots += r["slots"]?.arrayValue ?? []
+            #expect(r["counters"]?["posted"] == 0)
+            page = r["next"]?.stringValue
+            pages += 1
+        } while page != nil && pages < 100
+        #expect(pages > 3)
+        #expect(clients.compactMap { $0["client"]?.stringValue } == ["c\(a)", "c\(b)"])
+        let listed = observers.compactMap { $0["observer"]?.stringValue }
+        let byPriority = expectedObservers.enumerated().sorted { (5 - $0.offset % 3, $0.offset) < (5 - $1.offset % 3, $1.offset) }.map(\.element)
+        #expect(listed == byPriority)
+        #expect(handlers.compactMap { $0["handler"]?.stringValue } == (1...6).map { "h\($0)" })
+        #expect(slots.compactMap(\.stringValue) == (0..<9).map { "\(long)\($0)" }.sorted())
+        // A cursor no reply wrote is refused.
+        #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":"x1"}"#)) == "bad_request")
+        #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":5}"#)) == "bad_request")
+    }
+
+    /// Many small items: each page picks a bounded number of them, and the pages still
+    /// list every one once, in order (also when a page ends because the pick ran out).
+    @Test func statusPagesOfManySmallHandlers() {
+        var h = CoreHarness { $0.statusPageBytes = 4096 }
+        let a = h.connect()
+        for i in 0..<300 { _ = h.request(a, "{\"op\":\"handle\",\"id\":1,\"channel\":\"c\",\"method\":\"m\(i)\"}") }
+        var listed: [String] = []
+        var page: String? = nil
+        var pages = 0
+        repeat {
+            let request = page.map { "{\"op\":\"status\",\"id\":7,\"page\":\"\($0)\"}" } ?? #"{"op":"status","id":7}"#
+            let r = h.request(a, request)["result"]!
+            listed += (r["handlers"]?.arrayValue ?? []).compactMap { $0["handler"]?.stringValue }
+            page = r["next"]?.stringValue
+            pages += 1
+        } while page != nil && pages < 100
+        #expect(pages >= 5)
+        #expect(listed == (1...300).map { "h\($0)" })
+    }
+
+    @Test func helloRequiredEchoesAUsableID() {
+        var h = CoreHarness()
+        let c = h.connect(greet: false)
+        let refusal = h.request(c, #"{"op":"ping","id":7}"#)
+        #expect(errorCode(refusal) == "hello_required")
+        #expect(refusal["id"] == 7)
+        let d = h.connect(greet: false)
+        #expect(h.request(d, #"{"op":"frobnicate","id":"s"}"#)["id"] == "s")
+        let e = h.connect(greet: false)
+        let unusable = h.request(e, #"{"op":"ping","id":-1}"#)
+        #expect(errorCode(unusable) == "hello_required")
+        #expect(unusable["id"] == .null)
     }
 
     @Test func monitorSeesOtherConnectionsOnly() {

@@ -113,7 +113,7 @@ def read_state(path: str, names: List[str]) -> Tuple[Dict[str, Any], list, List[
             if value is not None:
                 slots[name] = value
         categories = c.request("getCategories")["result"]["categories"]
-        listed = c.request("status")["result"]["slots"]
+        listed = sl.full_status(c)["slots"]
     return slots, categories, listed
 
 

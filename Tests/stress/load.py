@@ -195,7 +195,7 @@ def one_round(checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fd
                      ok == total, f"{ok} ok; {[e for r in reports for e in r['examples']][:3]}")
         with sl.Conn(broker.socket, timeout=30) as c:
             c.hello("load-check")
-            status = c.request("status", timeout=30)["result"]
+            status = sl.full_status(c, timeout=30)
             figures["fds_connected"] = broker.fds()
         clients, observers = len(status["clients"]), len(status["observers"])
         checks.check(f"{label}: all {total} open at once (status lists them)",

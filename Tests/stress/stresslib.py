@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -363,6 +364,25 @@ class Conn:
             return False
 
 
+def full_status(c: "Conn", timeout: Optional[float] = None, max_pages: int = 100_000) -> Dict[str, Any]:
+    """The whole `status`: its pages asked for in turn (decision 31), the lists joined and
+    the figures of the last page; {} when a page is an error."""
+    whole: Dict[str, Any] = {}
+    fields: Dict[str, Any] = {}
+    for _ in range(max_pages):
+        page = c.request("status", timeout, **fields).get("result")
+        if not isinstance(page, dict):
+            return {}
+        merged = dict(page)
+        for name in ("clients", "observers", "handlers", "slots"):
+            merged[name] = list(whole.get(name, [])) + list(page.get(name, []))
+        whole = merged
+        if page.get("next") is None:
+            return whole
+        fields = {"page": page["next"]}
+    raise Timeout(f"status did not end within {max_pages} pages")
+
+
 def peer_hung_up(sock: socket.socket, timeout: float = 0.0) -> bool:
     """Whether the broker closed this socket, told without reading a byte of it."""
     poller = select.poll()
@@ -376,6 +396,18 @@ def peer_hung_up(sock: socket.socket, timeout: float = 0.0) -> bool:
 def error_code(reply: Dict[str, Any]) -> Optional[str]:
     error = reply.get("error")
     return error.get("code") if isinstance(error, dict) else None
+
+
+def log_count(text: str, word: str) -> int:
+    """How many log lines containing `word` the broker wrote or counted: it writes at most
+    one line of a kind a second, and such a line ends "(N more like it ...)" for the ones
+    it held back."""
+    total = 0
+    for line in text.splitlines():
+        if word in line:
+            match = re.search(r"\((\d+) more like it", line)
+            total += 1 + (int(match.group(1)) if match else 0)
+    return total
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:

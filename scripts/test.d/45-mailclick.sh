@@ -22,6 +22,6 @@ check "[app.py] asked again: nil (a launch click is handed out once)"
 check "[host] the app was launched by a click on email e-4: answering \"e-4\""
 check "[app] launched by a click on email e-4"
 check "slot launch holds: null (the click went straight to the waiting take)"
-check '"completed": 1, "gone": 0, "hopTimeouts": 0, "invalid": 0, "invokes": 10, "posted": 4, "stopped": 0, "unhandled": 3'
+check '"completed": 1, "gone": 0, "hopTimeouts": 0, "invalid": 0, "invokes": 10, "posted": 4, "skipped": 0, "stopped": 0, "unhandled": 3'
 check "==> Done"
 echo "MailClick: ok"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # slow
-# Stress, chaos, durability and security checks against the built broker (Tests/stress/):
+# Stress, chaos, durability, security and fairness checks against the built broker (Tests/stress/):
 # each program prints its figures and exits non-zero when a check fails. Chaos runs 60 s
 # (NOTIFBUS_CHAOS_SECONDS to change it); the whole step takes about two minutes.
 set -uo pipefail
@@ -23,6 +23,7 @@ run 150 Tests/stress/chaos.py --seconds "${NOTIFBUS_CHAOS_SECONDS:-60}"
 run 90 Tests/stress/load.py
 run 90 Tests/stress/durability.py --rounds 5
 run 120 Tests/stress/security.py
+run 120 Tests/stress/fairness.py
 
 for f in "${failed[@]}"; do echo "stress: failed: $f"; done
 [ "${#failed[@]}" -eq 0 ]

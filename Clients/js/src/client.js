@@ -10,6 +10,7 @@ import {
   ConnectionLostError,
   MethodCallError,
   MissingPluginError,
+  NotifBusError,
   RequestTimeoutError,
 } from './errors.js';
 import { FrameDecoder, encodeFrame } from './framing.js';
@@ -37,7 +38,11 @@ const CLOSING_CODES = new Set([
   'frame_too_large',
   'forbidden',
   'too_many_clients',
+  'overloaded',
 ]);
+
+/** The lists of a `status` result that continue on the page its `next` names. */
+const STATUS_LISTS = ['clients', 'observers', 'handlers', 'slots'];
 
 /** Code of the error returned for a method call handler that threw something other than a `MethodCallError`. */
 export const HANDLER_ERROR_CODE = 'error';
@@ -119,7 +124,7 @@ export function complete(value) {
  * @property {string | null} by the observer that completed or stopped the chain
  * @property {unknown} value the completion value, else null
  * @property {string | null} retained the slot the payload was retained in (`"launch"`), else null
- * @property {{observer: string, reply: 'next' | 'complete' | 'stop' | 'gone' | 'timeout' | 'invalid'}[]} trace
+ * @property {{observer: string, reply: 'next' | 'complete' | 'stop' | 'gone' | 'timeout' | 'invalid' | 'skipped'}[]} trace
  */
 
 /**
@@ -402,12 +407,26 @@ export class Client extends EventEmitter {
   }
 
   /**
-   * The broker's clients, observers, handlers, queue, slots and counters (§3.7).
+   * The broker's clients, observers, handlers, queue, slots, buffers and counters (§3.7).
+   * A large status comes in pages; this asks for each in turn and resolves with them
+   * merged (the lists joined, the figures of the last page), each wait bounded by
+   * `options.timeout`.
    * @param {CallOptions} [options]
    * @returns {Promise<object>}
    */
   async status(options = {}) {
-    return this.#request('status', {}, options);
+    let whole = await this.#request('status', {}, options);
+    while (whole.next !== undefined && whole.next !== null) {
+      const cursor = whole.next;
+      const page = await this.#request('status', { page: cursor }, options);
+      if (page.next === cursor) {
+        throw new NotifBusError('protocol_violation', `status page ${cursor} names itself as the next page`);
+      }
+      const merged = { ...page };
+      for (const name of STATUS_LISTS) merged[name] = [...(whole[name] ?? []), ...(page[name] ?? [])];
+      whole = merged;
+    }
+    return whole;
   }
 
   /**
@@ -552,9 +571,12 @@ export class Client extends EventEmitter {
   }
 
   #onReply(message) {
+    if (message.error !== undefined && CLOSING_CODES.has(message.error?.code)) {
+      // The broker closes after this error, whether or not it names a request.
+      this.#closeCause = BrokerError.fromWire(message.error);
+    }
     if (message.id === null) {
       const error = BrokerError.fromWire(message.error);
-      if (CLOSING_CODES.has(error.code)) this.#closeCause = error;
       this.#emitLater('errorFrame', error);
       return;
     }

@@ -206,6 +206,22 @@ describe('keys and removal', () => {
     ]);
   });
 
+  test('status follows its pages and returns them merged', T, async () => {
+    const a = await bus.client('pages');
+    // 24 observers of 64 names of 250 bytes make a status of about 400 KB: two pages.
+    const ids = [];
+    for (let i = 0; i < 24; i++) {
+      const names = Array.from({ length: 64 }, (_, n) => `${i}-${n}-`.padEnd(250, 'x'));
+      ids.push(await a.addObserver(names, () => NEXT));
+    }
+    const status = await a.status();
+    assert.deepEqual(
+      status.observers.filter((o) => o.client === a.id).map((o) => o.observer),
+      ids,
+    );
+    assert.equal(status.next, null);
+  });
+
   test('without a key, alike observers all stay', T, async () => {
     const a = await bus.client('a');
     const log = [];

@@ -49,6 +49,21 @@ def test_hello_and_status(broker):
         bus.ping()
 
 
+def test_status_follows_its_pages(broker):
+    # 24 observers of 64 names of 250 bytes make a status of about 400 KB: two pages.
+    with open_client(broker, "pages") as bus:
+        ids = [
+            bus.add_observer([f"{i}-{n}-".ljust(250, "x") for n in range(64)], lambda event: NEXT)
+            for i in range(24)
+        ]
+        first = bus._perform(bus._session.status(), None)
+        assert first["next"] is not None and len(first["observers"]) < 24
+        status = bus.status()
+        assert [o["observer"] for o in status["observers"]] == ids
+        assert status["next"] is None
+        assert status["clients"] == first["clients"]
+
+
 def test_socket_from_environment(broker, monkeypatch):
     monkeypatch.setenv("NOTIFBUS_SOCKET", broker.socket)
     with notifbus.connect(timeout=10) as bus:

@@ -27,6 +27,7 @@ from ._session import (
     SendFrame,
     Session,
     Work,
+    merge_status_page,
 )
 from ._types import Event, Eviction, PostResult, PutResult, Verdict
 
@@ -258,8 +259,14 @@ class Client:
         return self._perform(self._session.get_categories(), timeout)
 
     def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The broker's status object (clients, observers, handlers, queue, slots, counters)."""
-        return self._perform(self._session.status(), timeout)
+        """The broker's status object (clients, observers, handlers, queue, slots, buffers,
+        counters). A large status comes in pages; this asks for each in turn and returns
+        them merged, each wait bounded by ``timeout``."""
+        result = self._perform(self._session.status(), timeout)
+        while result.get("next") is not None:
+            page = self._perform(self._session.status(result["next"]), timeout)
+            result = merge_status_page(result, page)
+        return result
 
     # -- plumbing ---------------------------------------------------------------------
 

@@ -53,8 +53,22 @@ DEFAULT_MAX_FRAME = 1048576
 
 #: Error codes after which the broker closes the connection (§3).
 CLOSING_CODES = frozenset(
-    {"hello_required", "unsupported_protocol", "frame_too_large", "forbidden", "too_many_clients"}
+    {"hello_required", "unsupported_protocol", "frame_too_large", "forbidden", "too_many_clients", "overloaded"}
 )
+
+#: The lists of a ``status`` result that continue on the page its ``next`` names.
+STATUS_LISTS = ("clients", "observers", "handlers", "slots")
+
+
+def merge_status_page(whole: Dict[str, Any], page: Dict[str, Any]) -> Dict[str, Any]:
+    """Appends a later ``status`` page to the pages before it: the lists grow, the
+    figures (queue, counters, buffers, ``next``) are the later page's."""
+    if page.get("next") is not None and page.get("next") == whole.get("next"):
+        raise ProtocolViolation(f"status page {whole.get('next')!r} names itself as the next page")
+    merged = dict(page)
+    for name in STATUS_LISTS:
+        merged[name] = list(whole.get(name, [])) + list(page.get(name, []))
+    return merged
 
 #: Error code of a ``return`` for a handler exception that is not a ``MethodCallError``.
 HANDLER_EXCEPTION_CODE = "error"
@@ -296,11 +310,12 @@ class Session:
 
     def _on_reply(self, frame: Dict[str, Any]) -> None:
         request_id = frame.get("id")
+        if isinstance(frame.get("error"), dict) and frame["error"].get("code") in CLOSING_CODES:
+            # The broker closes after this error, whether or not it names a request.
+            with self._lock:
+                self._close_reason = error_from_wire(frame["error"])
         if request_id is None:
             error = error_from_wire(frame.get("error"))
-            if error.code in CLOSING_CODES:
-                with self._lock:
-                    self._close_reason = error
             logger.warning("notifbus: broker sent an error frame: %s", error)
             return
         with self._lock:
@@ -628,6 +643,7 @@ class Session:
         """``getCategories``: returns the category list."""
         return Request("getCategories", {}, lambda result: list(result["categories"]))
 
-    def status(self) -> Request[Dict[str, Any]]:
-        """``status``: returns the broker's status object."""
-        return Request("status", {}, lambda result: dict(result))
+    def status(self, page: Optional[str] = None) -> Request[Dict[str, Any]]:
+        """``status``: returns one page of the broker's status object (the first, or the
+        one an earlier page's ``next`` names)."""
+        return Request("status", {} if page is None else {"page": page}, lambda result: dict(result))

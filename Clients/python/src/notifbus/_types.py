@@ -63,8 +63,9 @@ class Event:
 class TraceEntry:
     """One hop of a finished chain: the observer and how its hop ended.
 
-    ``reply`` is ``"next"``, ``"complete"``, ``"stop"``, ``"gone"``, ``"timeout"`` or
-    ``"invalid"``.
+    ``reply`` is ``"next"``, ``"complete"``, ``"stop"``, ``"gone"``, ``"timeout"``,
+    ``"invalid"`` or ``"skipped"`` (not sent the event: its connection's hops in this
+    event had already taken a hop timeout).
     """
 
     observer: str

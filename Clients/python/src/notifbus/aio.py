@@ -27,7 +27,16 @@ from ._errors import (
 )
 from ._framing import FrameDecoder
 from ._paths import resolve_socket_path
-from ._session import DeliverCall, DeliverEvent, NotifyEviction, Request, SendFrame, Session, Work
+from ._session import (
+    DeliverCall,
+    DeliverEvent,
+    NotifyEviction,
+    Request,
+    SendFrame,
+    Session,
+    Work,
+    merge_status_page,
+)
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry, Verdict
 
 __all__ = [
@@ -299,8 +308,14 @@ class Client:
         return await self._perform(self._session.get_categories(), timeout)
 
     async def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The broker's status object (clients, observers, handlers, queue, slots, counters)."""
-        return await self._perform(self._session.status(), timeout)
+        """The broker's status object (clients, observers, handlers, queue, slots, buffers,
+        counters). A large status comes in pages; this asks for each in turn and returns
+        them merged, each wait bounded by ``timeout``."""
+        result = await self._perform(self._session.status(), timeout)
+        while result.get("next") is not None:
+            page = await self._perform(self._session.status(result["next"]), timeout)
+            result = merge_status_page(result, page)
+        return result
 
     # -- plumbing ---------------------------------------------------------------------
 

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""Fairness checks of the broker: one client cannot hold up, blind or kill the others.
+
+- hop-budget: a connection with 200 observers that never answer holds an event up for
+  one hop timeout, not 200; an unrelated post behind it is answered (figure: its latency).
+- status-pages: a status of 2 x 1024 observers of 64 names of 256 bytes (~34 MB whole)
+  comes in pages that together list everything once, while another client's pings are
+  answered (figures: page count and sizes, page and ping round trips).
+- buffer-budget: input and output buffered across connections beyond
+  --max-buffered-bytes cut off the biggest holders with `overloaded`; status reports it.
+- signals: SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM leave the broker running; SIGUSR1 logs a
+  status line; SIGTERM still stops it cleanly.
+- log-flood: under EMFILE, failed accepts are logged at most once a second with a count.
+
+Every wait is bounded; times are printed, never asserted. `-k WORD` runs only the checks
+whose name contains WORD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stresslib as sl  # noqa: E402
+
+
+#: argv: socket, stop file. Pings in a loop (one at a time) until the stop file exists,
+#: then prints [when sent (time.monotonic), round trip in ms or null if it failed] pairs.
+PINGER = r"""
+import json, os, sys, time
+sys.path.insert(0, %r)
+import stresslib as sl
+c = sl.Conn(sys.argv[1], timeout=10)
+c.hello("pinger")
+out = []
+while not os.path.exists(sys.argv[2]) and len(out) < 100000:
+    t = time.monotonic()
+    try:
+        c.request("ping", timeout=10)
+        out.append([t, (time.monotonic() - t) * 1000])
+    except Exception:
+        out.append([t, None])
+        break
+    time.sleep(0.001)
+print(json.dumps(out))
+""" % os.path.dirname(os.path.abspath(__file__))
+
+
+class Context:
+    def __init__(self, folder: str, binary: str) -> None:
+        self.folder = folder
+        self.binary = binary
+        self.count = 0
+
+    def broker(self, args: List[str] = (), preexec: Any = None) -> sl.Broker:
+        self.count += 1
+        sub = os.path.join(self.folder, f"b{self.count}")
+        os.makedirs(sub, mode=0o700)
+        return sl.Broker(self.binary, sub, list(args), preexec=preexec).start()
+
+
+def greeted(path: str, name: str, timeout: float = 10.0) -> sl.Conn:
+    c = sl.Conn(path, timeout=timeout)
+    c.hello(name)
+    return c
+
+
+def pipelined(c: sl.Conn, messages: List[Dict[str, Any]], timeout: float = 60) -> List[Dict[str, Any]]:
+    """Sends every message at once, then collects one reply per message, in order."""
+    first = c.next_id
+    data = bytearray()
+    for m in messages:
+        data += sl.encode({**m, "id": c.next_id})
+        c.next_id += 1
+    sender = threading.Thread(target=c.send_raw, args=(bytes(data),), daemon=True)
+    c.timeout = timeout
+    sender.start()
+    replies = [c.reply_to(rid, timeout) for rid in range(first, c.next_id)]
+    sender.join(timeout)
+    return replies
+
+
+# MARK: checks
+
+
+def check_hop_budget(checks: sl.Checks, ctx: Context) -> None:
+    hop_ms = 50
+    b = ctx.broker(["--hop-timeout", f"{hop_ms}ms"])
+    silent = greeted(b.socket, "silent")
+    poster = greeted(b.socket, "poster")
+    replies = pipelined(silent, [{"op": "subscribe", "events": ["slow"]} for _ in range(200)])
+    checks.check("200 silent observers subscribed", all("result" in r for r in replies))
+    poster.send({"op": "post", "id": 1, "name": "slow"})
+    silent.recv(5)  # the first event frame: the slow event is running
+    started = time.monotonic()
+    poster.send({"op": "post", "id": 2, "name": "unrelated"})
+    try:
+        # Today's bound is one hop timeout; 200 of them (10 s) would run past this wait.
+        unrelated = poster.reply_to(2, 5.0)
+        waited_ms = (time.monotonic() - started) * 1000
+    except (sl.Timeout, sl.Closed) as exc:
+        checks.check("unrelated post answered behind 200 silent observers", False, repr(exc))
+        return
+    slow = next((f for f in poster.unsolicited if f.get("id") == 1), None) or poster.reply_to(1, 5.0)
+    print(f"  unrelated post behind 200 silent observers: answered in {waited_ms:.0f} ms "
+          f"at --hop-timeout {hop_ms}ms (bound: < 2 hop timeouts per connection per event)", flush=True)
+    checks.check("unrelated post answered behind 200 silent observers",
+                 unrelated.get("result", {}).get("outcome") == "unhandled", str(unrelated)[:200])
+    trace = [t["reply"] for t in slow.get("result", {}).get("trace", [])]
+    checks.check("the silent connection timed out once and its other 199 observers were skipped",
+                 trace == ["timeout"] + ["skipped"] * 199, f"trace {trace[:3]}... ({len(trace)} entries)")
+    others = 0
+    while True:
+        try:
+            silent.recv(0.2)
+            others += 1
+        except sl.Timeout:
+            break
+    checks.check("no other event frame went to the silent connection", others == 0, f"{others} more")
+    status = poster.request("status")["result"]
+    checks.check("status counts the skipped observers",
+                 status["counters"]["skipped"] == 199 and status["counters"]["hopTimeouts"] == 1, str(status["counters"]))
+
+
+def check_status_pages(checks: sl.Checks, ctx: Context) -> None:
+    b = ctx.broker()
+    holders = [greeted(b.socket, f"holder{i}", timeout=60) for i in range(2)]
+    expected = 0
+    for h, holder in enumerate(holders):
+        messages = []
+        for o in range(1024):
+            events = [f"{h}-{o}-{e}-".ljust(256, "x") for e in range(64)]
+            messages.append({"op": "subscribe", "events": events})
+        replies = pipelined(holder, messages, timeout=120)
+        expected += sum(1 for r in replies if "result" in r)
+    checks.check("2 x 1024 observers of 64 names of 256 bytes subscribed", expected == 2048, f"{expected}")
+
+    # The pinger is a process of its own, so that this one's JSON parsing cannot delay it.
+    stop_file = os.path.join(b.folder, "stop-pinging")
+    pinger = sl.track(subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file],
+                                       stdout=subprocess.PIPE, text=True))
+    time.sleep(1.0)  # pings before the reading starts: the baseline on this machine now
+    reader = greeted(b.socket, "reader", timeout=30)
+    observers: List[Dict[str, Any]] = []
+    clients: List[Dict[str, Any]] = []
+    page = None
+    pages = 0
+    sizes: List[int] = []
+    rtts: List[float] = []
+    ok = True
+    detail = ""
+    started = time.monotonic()
+    while pages < 10_000:
+        fields = {} if page is None else {"page": page}
+        t = time.monotonic()
+        rid = reader.next_id
+        reader.next_id += 1
+        reader.send({"op": "status", "id": rid, **fields})
+        try:
+            # Read the raw frame to know its size.
+            while True:
+                while len(reader.buffer) < 4 or len(reader.buffer) < 4 + struct.unpack(">I", reader.buffer[:4])[0]:
+                    reader._fill(time.monotonic() + 30)
+                n = struct.unpack(">I", reader.buffer[:4])[0]
+                frame = json.loads(bytes(reader.buffer[4:4 + n]))
+                del reader.buffer[:4 + n]
+                if frame.get("id") == rid:
+                    break
+        except (sl.Timeout, sl.Closed) as exc:
+            ok, detail = False, f"page {pages}: {exc!r}"
+            break
+        rtts.append((time.monotonic() - t) * 1000)
+        sizes.append(n)
+        result = frame.get("result")
+        if not isinstance(result, dict):
+            ok, detail = False, f"page {pages}: {str(frame)[:200]}"
+            break
+        observers += result["observers"]
+        clients += result["clients"]
+        pages += 1
+        page = result.get("next")
+        if page is None:
+            break
+    total_s = time.monotonic() - started
+    with open(stop_file, "w"):
+        pass
+    try:
+        out, _ = pinger.communicate(timeout=20)
+        latencies = json.loads(out)
+    except (subprocess.TimeoutExpired, ValueError):
+        latencies = []
+    checks.check("every status page arrived whole", ok, detail)
+    ids = [o["observer"] for o in observers]
+    checks.check("the pages list all 2048 observers once, with all their names",
+                 len(ids) == 2048 and len(set(ids)) == 2048 and all(len(o["events"]) == 64 for o in observers),
+                 f"{len(ids)} listed, {len(set(ids))} distinct")
+    order = [(o["priority"], int(o["observer"][1:])) for o in observers]
+    checks.check("observers come in chain order across pages", order == sorted(order))
+    checks.check("the pages list every greeted client once", len(clients) == 4 and len({c["client"] for c in clients}) == 4,
+                 str([c["client"] for c in clients]))
+    during = [ms for t, ms in latencies if started <= t <= started + total_s]
+    baseline = sorted(ms for t, ms in latencies if t < started - 0.3 and ms is not None)
+    finite = [x for x in during if x is not None]
+    checks.check("pings were answered while status was read", len(finite) == len(during) and len(finite) > 0,
+                 f"{len(during) - len(finite)} failed of {len(during)}")
+    if sizes and finite:
+        finite.sort()
+        print(f"  status of 2048 observers: {pages} pages in {total_s * 1000:.0f} ms, {sum(sizes) / 1e6:.1f} MB in all, "
+              f"largest page {max(sizes)} bytes; page round trip median {sorted(rtts)[len(rtts) // 2]:.1f} ms, "
+              f"max {max(rtts):.1f} ms", flush=True)
+        print(f"  pings meanwhile: {len(finite)}, median {finite[len(finite) // 2]:.2f} ms, "
+              f"p99 {finite[int(len(finite) * 0.99)]:.2f} ms, max {finite[-1]:.2f} ms", flush=True)
+        if baseline:
+            print(f"  pings before (idle broker, same machine load): {len(baseline)}, median "
+                  f"{baseline[len(baseline) // 2]:.2f} ms, p99 {baseline[int(len(baseline) * 0.99)]:.2f} ms, "
+                  f"max {baseline[-1]:.2f} ms", flush=True)
+    checks.check("no page is larger than 512 KiB", bool(sizes) and max(sizes) <= 512 << 10, f"largest {max(sizes or [0])}")
+
+
+def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
+    budget = 8 << 20
+    b = ctx.broker(["--max-buffered-bytes", str(budget)])
+    watcher = greeted(b.socket, "watcher")
+    # Input: twelve connections each send all but the last byte of a 1 MiB frame.
+    senders = [greeted(b.socket, f"big{i}") for i in range(12)]
+    body = b"{" + b" " * (1048576 - 2)
+    for s in senders:
+        s.send_raw(struct.pack(">I", 1048576) + body[:-1])
+    # The broker reads 256 KiB at a time; wait until the cut-offs are over (no change for 1 s).
+    hung: List[bool] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = [sl.peer_hung_up(s.sock) for s in senders]
+        if now == hung and any(now):
+            break
+        hung = now
+        time.sleep(1.0)
+    overloaded = 0
+    closed = 0
+    for s, cut in zip(senders, hung):
+        if not cut:
+            continue
+        try:
+            frame = s.recv(2.0)
+            if sl.error_code(frame) == "overloaded":
+                overloaded += 1
+            if s.expect_eof(3.0):
+                closed += 1
+        except sl.Closed:
+            closed += 1
+        except sl.Timeout:
+            pass
+    status = watcher.request("status")["result"]
+    buffers = status.get("buffers", {})
+    print(f"  12 x (1 MiB - 1) of input at --max-buffered-bytes {budget}: {closed} cut off "
+          f"({overloaded} told 'overloaded'); buffered now {buffers.get('bytes')} bytes", flush=True)
+    checks.check("holders beyond the budget were cut off with 'overloaded'", overloaded >= 4 and closed == overloaded,
+                 f"{overloaded} overloaded, {closed} closed")
+    checks.check("status reports the buffers within the budget",
+                 buffers.get("max") == budget and 0 < buffers.get("bytes", -1) <= budget and buffers.get("cutOff") == overloaded,
+                 str(buffers))
+    checks.check("the broker's log names the budget", "--max-buffered-bytes" in b.log())
+    for s in senders:
+        s.close()
+
+    # Output: a monitor that never reads is cut off once it holds most of the budget.
+    b2 = ctx.broker(["--max-buffered-bytes", str(budget)])
+    lazy = greeted(b2.socket, "lazy")
+    lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    lazy.request("monitor")
+    poster = greeted(b2.socket, "poster", timeout=30)
+    payload = "p" * 60000
+    replies = pipelined(poster, [{"op": "post", "name": "none", "payload": payload} for _ in range(300)], timeout=60)
+    checks.check("posts go on while a monitor does not read", all("result" in r for r in replies))
+    status = poster.request("status")["result"]
+    cut = status["buffers"]["cutOff"]
+    print(f"  a monitor not reading ~36 MB of mirrored posts: cut off {cut} time(s); "
+          f"buffered now {status['buffers']['bytes']} bytes", flush=True)
+    checks.check("the monitor that did not read was cut off by the budget (below --max-output)",
+                 cut == 1 and sl.peer_hung_up(lazy.sock, 3.0) and status["buffers"]["bytes"] <= budget, str(status["buffers"]))
+
+
+def check_signals(checks: sl.Checks, ctx: Context) -> None:
+    b = ctx.broker(["--hop-timeout", "5s"])
+    observer = greeted(b.socket, "observer")
+    observer.request("subscribe", events=["e"])
+    poster = greeted(b.socket, "poster")
+    poster.send({"op": "post", "id": 99, "name": "e"})
+    event = observer.recv(5)
+    for signum in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        b.process.send_signal(signum)
+        time.sleep(0.2)
+        alive = b.alive()
+        ping = poster.request("ping", timeout=5) if alive else {}
+        checks.check(f"{signal.Signals(signum).name} leaves the broker running", alive and ping.get("result") == {},
+                     f"exit {b.process.returncode}" if not alive else "")
+        if not alive:
+            return
+    checks.check("SIGUSR1 logged a status line", "notifbus: status:" in b.log())
+    checks.check("the other signals are logged as ignored", all(n in b.log() for n in ("SIGHUP", "SIGUSR2", "SIGALRM")))
+    observer.send({"op": "next", "event": event["event"]})
+    reply = poster.reply_to(99, 5)
+    checks.check("the post running across the signals was answered", reply.get("result", {}).get("outcome") == "unhandled")
+    rc = b.terminate()
+    checks.check("SIGTERM still stops it with exit 0 and removes the socket", rc == 0 and not os.path.exists(b.socket), f"exit {rc}")
+
+
+def check_log_flood(checks: sl.Checks, ctx: Context) -> None:
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (24, 24))
+
+    b = ctx.broker(preexec=few_descriptors)
+    held: List[socket.socket] = []
+    # Fill the descriptor table, then keep connections waiting in the backlog: every
+    # retry of accept fails with EMFILE.
+    for _ in range(40):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(2)
+        try:
+            s.connect(b.socket)
+        except OSError:
+            s.close()
+            break
+        held.append(s)
+    seconds = 3.5
+    time.sleep(seconds)
+    lines = [line for line in b.log().splitlines() if "accept" in line]
+    repeated = [line for line in lines if "more like it" in line]
+    print(f"  EMFILE for {seconds} s with {len(held)} connections waiting: {len(lines)} accept lines in the log "
+          f"({len(repeated)} with a count)", flush=True)
+    checks.check("failed accepts were logged at most about once a second", 1 <= len(lines) <= seconds + 3,
+                 f"{len(lines)} lines: {lines[:3]}")
+    checks.check("the held-back lines were counted", len(repeated) >= 1, str(lines[-2:]))
+    for s in held:
+        s.close()
+    alive = b.alive()
+    checks.check("the broker survived the EMFILE stretch", alive)
+    if alive:
+        deadline = time.monotonic() + 10
+        ok = False
+        while time.monotonic() < deadline and not ok:
+            try:
+                with sl.Conn(b.socket, timeout=2) as c:
+                    ok = c.hello().get("result") is not None
+            except (OSError, sl.Timeout, sl.Closed):
+                time.sleep(0.2)
+        checks.check("it serves new clients once descriptors are free again", ok)
+
+
+CHECKS = [
+    ("hop-budget", check_hop_budget), ("status-pages", check_status_pages), ("buffer-budget", check_buffer_budget),
+    ("signals", check_signals), ("log-flood", check_log_flood),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", dest="only", default="", help="run only the checks whose name contains this")
+    args = parser.parse_args()
+    sl.install_signal_cleanup()
+    folder = sl.fresh_folder("nb-fair-")
+    ctx = Context(folder, sl.snapshot_binary(folder))
+    checks = sl.Checks("fairness")
+    for name, fn in CHECKS:
+        if args.only not in name:
+            continue
+        print(f"{name}:", flush=True)
+        started = time.monotonic()
+        try:
+            fn(checks, ctx)
+        except Exception as exc:  # a check that blows up is a failed check, not a crash
+            checks.check(f"{name} ran to the end", False, repr(exc)[:300])
+        sl.kill_children()
+        print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
+    code = checks.report()
+    if code == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        os.remove(ctx.binary)
+        print(f"(broker logs kept in {folder})")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
