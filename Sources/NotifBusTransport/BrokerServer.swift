@@ -195,6 +195,9 @@ public final class BrokerServer {
             connection.readEvent = readEvent
             event_add(readEvent, nil)
             connections[id] = connection
+            if !core.admits(uid: peer.uid) {
+                logLine("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)")
+            }
             core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
         }
         settle()
