@@ -14,7 +14,10 @@ public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConverti
     case notImplemented(String)
     /// The handler, or the broker on its behalf (`handler_gone`, `timeout`), answered with an error.
     case platform(PlatformError)
-    /// The call never got an answer through this connection.
+    /// The call never got an answer through this connection: it was lost
+    /// (`NotifBusError.connectionLost`), no answer came within the timeout
+    /// (`.timedOut`), or the call could not be made (`.invalidArgument`). Whether the
+    /// handler ran is unknown; retry only calls that are safe to repeat.
     case transport(NotifBusError)
 
     public var description: String {

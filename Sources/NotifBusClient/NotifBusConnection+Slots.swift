@@ -30,7 +30,7 @@ extension NotifBusConnection {
         if let wait {
             let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
             guard (0...Limits.maxTakeWaitMs).contains(ms) else {
-                throw .invalidArgument("wait must be 0 to \(Limits.maxTakeWaitMs) ms")
+                throw .invalidArgument("wait must be at most \(Duration.milliseconds(Limits.maxTakeWaitMs)) (10 minutes), not \(wait)")
             }
             fields["wait"] = .integer(ms)
             timeout = requestTimeout + wait
