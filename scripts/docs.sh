@@ -6,12 +6,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v docc >/dev/null || { echo "docs.sh: docc is not on PATH (it ships with the Swift toolchain)" >&2; exit 1; }
-graphs=.build/docs/symbol-graphs
+# Graphs live beside the incremental scratch build: a module that was not recompiled
+# keeps the graph of its last compile.
+graphs=.build/docs-build/symbol-graphs
 rm -rf .build/docs
-mkdir -p "$graphs"
+mkdir -p "$graphs" .build/docs
 # A scratch folder of its own: the extra compiler flags would otherwise rebuild .build/debug.
-swift build --scratch-path .build/docs-build --target NotifBusClient \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" >/dev/null
+build_graphs() {
+    swift build --scratch-path .build/docs-build --target NotifBusClient \
+        -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" >/dev/null
+}
+build_graphs
+if [ ! -f "$graphs/NotifBusClient.symbols.json" ] || [ ! -f "$graphs/NotifBusProtocol.symbols.json" ]; then
+    # Graphs lost while the build is current: start the scratch build afresh.
+    rm -rf .build/docs-build
+    mkdir -p "$graphs"
+    build_graphs
+fi
 for module in NotifBusClient NotifBusProtocol; do
     one=.build/docs/graphs-$module
     mkdir -p "$one"

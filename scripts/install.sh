@@ -73,5 +73,7 @@ chmod 0644 "$prefix/share/man/man1/notifbus.1" "$prefix"/share/*/completions/not
 echo "installed $("$bin" --version) in $prefix:"
 echo "  $bin"
 echo "  $prefix/share/man/man1/notifbus.1, completions for bash, zsh and fish"
+echo "    (bash loads the completion through the bash-completion package; without it, add"
+echo "    'source $prefix/share/bash-completion/completions/notifbus' to ~/.bashrc)"
 echo "  $units/notifbus.{socket,service}"
 case :$PATH: in *:"$prefix/bin":*) ;; *) echo "add $prefix/bin to PATH: export PATH=\"$prefix/bin:\$PATH\"" ;; esac

@@ -40,7 +40,9 @@ public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConverti
 
 /// One call received by a handler.
 public struct MethodCall: Sendable {
+    /// The channel the call was made on.
     public let channel: String
+    /// The method invoked.
     public let method: String
     /// The invoker's arguments; `.null` when it sent none.
     public let arguments: JSONValue
@@ -59,9 +61,12 @@ public struct MethodChannel: Sendable {
     /// The code a handler's non-`PlatformError` failure is returned with.
     public static let genericErrorCode = "error"
 
+    /// The channel's name (`"notification_interaction"`).
     public let name: String
+    /// The connection its calls go through.
     public let connection: NotifBusConnection
 
+    /// The channel `name` on `connection`; `connection.methodChannel(_:)` makes the same.
     public init(_ name: String, connection: NotifBusConnection) {
         self.name = name
         self.connection = connection

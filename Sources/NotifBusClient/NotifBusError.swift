@@ -6,10 +6,12 @@ import NotifBusProtocol
 public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The wire code, such as `not_found` or a handler's own code.
     public let code: String
+    /// What went wrong, for a person.
     public let message: String
     /// `nil` when the error carried no `details`; `.null` when it carried `null`.
     public let details: JSONValue?
 
+    /// An error to throw from a method handler, or one the broker sent.
     public init(code: String, message: String, details: JSONValue? = nil) {
         self.code = code
         self.message = message
