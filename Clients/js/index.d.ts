@@ -156,6 +156,7 @@ export class Client extends EventEmitter<ClientEvents> {
   notificationCategories(options?: CallOptions): Promise<NotificationCategory[]>;
   status(options?: CallOptions): Promise<Status>;
   monitor(options?: CallOptions): Promise<void>;
+  monitor(onSeen: (...seen: ClientEvents['seen']) => void, options?: CallOptions): Promise<void>;
   // The notification profile (src/profile.js).
   addWillPresentObserver(handler: (notification: Notification) => PresentationOption[] | null | undefined | Promise<PresentationOption[] | null | undefined>, options?: ObserverOptions): Promise<string>;
   addDidReceiveObserver(handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;

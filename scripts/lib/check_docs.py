@@ -104,7 +104,54 @@ class Broker:
             self.process.kill()
 
 
+def check_installed(block: Block, prefix: Path) -> None:
+    """The install block put everything the Getting started section promises in place."""
+    wanted = ["bin/notifbus", "share/man/man1/notifbus.1", "share/bash-completion/completions/notifbus",
+              "share/zsh/site-functions/_notifbus", "share/fish/vendor_completions.d/notifbus.fish",
+              "share/systemd/user/notifbus.socket", "share/systemd/user/notifbus.service"]
+    missing = [path for path in wanted if not (prefix / path).is_file()]
+    if missing:
+        fail(block, f"did not install {', '.join(missing)}", "")
+    service = (prefix / "share/systemd/user/notifbus.service").read_text()
+    if f"ExecStart={prefix}/bin/notifbus broker" not in service:
+        fail(block, "installed a service that does not run the installed binary", service)
+    if not (prefix / "share/man/man1/notifbus.1").read_text().startswith(".TH NOTIFBUS 1"):
+        fail(block, "installed a man page that is not one", "")
+
+
+#: Where each README states its durations, once, near the top: (file, words, line limit).
+DURATIONS = [("README.md", "Durations are Swift `Duration`s", None),
+             ("Clients/python/README.md", "Durations are **seconds**", 15),
+             ("Clients/js/README.md", "Durations are **milliseconds**", 15)]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def check_prose() -> None:
+    """Relative links resolve (Protocol/ included: it must stand alone), and each client's
+    README says how it takes durations before any example."""
+    problems = []
+    for file in READMES + [str(p.relative_to(ROOT)) for p in sorted((ROOT / "Protocol").glob("*.md"))]:
+        text = (ROOT / file).read_text()
+        for target in LINK.findall(text):
+            if "://" in target:
+                continue
+            if not (ROOT / file).parent.joinpath(target).exists():
+                problems.append(f"{file}: link to {target} leads nowhere")
+        if file.startswith("Protocol/") and "shared specification" in text:
+            problems.append(f"{file}: refers to a specification outside Protocol/")
+    for file, words, limit in DURATIONS:
+        lines = (ROOT / file).read_text().splitlines()
+        where = [i for i, line in enumerate(lines) if words in line]
+        if len(where) != 1 or (limit is not None and where[0] >= limit):
+            problems.append(f"{file}: '{words}' should appear once, near the top")
+    if problems:
+        print("docs: " + "\ndocs: ".join(problems), file=sys.stderr)
+        sys.exit(1)
+    print("docs: ok links, Protocol/ stands alone, each README states its durations")
+
+
 def main() -> int:
+    check_prose()
     binary_dir = Path(os.environ.get("NOTIFBUS_BUILD_DIR", ROOT / ".build" / "debug"))
     binary = binary_dir / "notifbus"
     if not binary.is_file():
@@ -139,6 +186,8 @@ def main() -> int:
                     # The blocks that use the default socket get the shell's own; a
                     # README block is meant to be pasted as a whole.
                     run(block, ["bash", "-euo", "pipefail", "-c", block.text], shell_env, ROOT)
+                    if block.marker == "install":
+                        check_installed(block, home / ".local")
                 elif block.lang == "swift":
                     swift_blocks.append(block)
                     continue

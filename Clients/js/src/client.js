@@ -412,11 +412,18 @@ export class Client extends EventEmitter {
 
   /**
    * Starts mirroring: from now on the client emits `'seen'` for every frame the broker
-   * reads from or writes to any other connection.
+   * reads from or writes to any other connection, in order. `onSeen`, when given, is
+   * added as a `'seen'` listener first, as the Swift client's `monitor { frame in }`.
+   * @param {((seen: {op: 'seen', dir: 'in' | 'out', client: string, frame: object}) => void) | CallOptions} [onSeen]
    * @param {CallOptions} [options]
    * @returns {Promise<void>}
    */
-  async monitor(options = {}) {
+  async monitor(onSeen, options = {}) {
+    if (typeof onSeen === 'function') {
+      this.on('seen', onSeen);
+    } else {
+      options = onSeen ?? {};
+    }
     await this.#request('monitor', {}, options);
   }
 

@@ -45,10 +45,9 @@ describe('notification profile', () => {
   test('monitor emits every frame of the other clients, in order', T, async () => {
     const [watcher, writer] = [await bus.client('watcher'), await bus.client('writer')];
     const puts = [];
-    watcher.on('seen', ({ dir, client, frame }) => {
+    await watcher.monitor(({ dir, client, frame }) => {
       if (dir === 'in' && frame.op === 'put') puts.push([client, frame.value]);
-    });
-    await watcher.monitor();
+    }, { timeout: 5000 });
     for (let n = 0; n < 5; n += 1) await writer.put('m', n);
     const allSeen = (async () => { while (puts.length < 5) await new Promise((r) => setTimeout(r, 20)); })();
     await within(allSeen, 5000, 'five put frames');
