@@ -4,6 +4,7 @@
 
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
+import { statSync } from 'node:fs';
 
 import {
   BrokerError,
@@ -833,6 +834,28 @@ function checkTimeout(value, name) {
 }
 
 /**
+ * Says so when `path` exists but is no socket (a folder, a plain file): the system's
+ * ECONNREFUSED would suggest a broker that is down. Keeps the error's code.
+ * @param {Error & {code?: string}} error
+ * @param {string} path
+ * @returns {Error}
+ */
+function describeSocketError(error, path) {
+  let what;
+  try {
+    const st = statSync(path);
+    if (st.isDirectory()) what = 'is a folder, not a socket (give the socket\'s path inside it)';
+    else if (!st.isSocket()) what = 'is not a socket';
+  } catch {
+    return error;
+  }
+  if (what === undefined) return error;
+  const described = new Error(`connect ${error.code}: ${path} ${what}`, { cause: error });
+  described.code = error.code;
+  return described;
+}
+
+/**
  * Opens the Unix socket, bounded by `ms`.
  * @param {string} path
  * @param {number} ms
@@ -847,7 +870,7 @@ function openSocket(path, ms) {
     }, Math.min(ms, MAX_TIMER_MS));
     socket.once('error', (error) => {
       clearTimeout(timer);
-      reject(error);
+      reject(describeSocketError(error, path));
     });
     socket.once('connect', () => {
       clearTimeout(timer);
