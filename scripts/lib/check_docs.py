@@ -144,10 +144,17 @@ def check_prose() -> None:
         where = [i for i, line in enumerate(lines) if words in line]
         if len(where) != 1 or (limit is not None and where[0] >= limit):
             problems.append(f"{file}: '{words}' should appear once, near the top")
+    package = json.loads((ROOT / "Clients/js/package.json").read_text())
+    if package.get("license") != "MIT" or package.get("type") != "module":
+        problems.append("Clients/js/package.json: needs \"license\": \"MIT\" and \"type\": \"module\"")
+    if 'license = { text = "MIT" }' not in (ROOT / "Clients/python/pyproject.toml").read_text():
+        problems.append("Clients/python/pyproject.toml: needs its license")
+    if not (ROOT / "LICENSE").is_file():
+        problems.append("LICENSE is missing")
     if problems:
         print("docs: " + "\ndocs: ".join(problems), file=sys.stderr)
         sys.exit(1)
-    print("docs: ok links, Protocol/ stands alone, each README states its durations")
+    print("docs: ok links, Protocol/ stands alone, each README states its durations, licenses in place")
 
 
 def main() -> int:
