@@ -6,9 +6,10 @@ set -euo pipefail
 
 # Debian packages by what they provide: the broker (libevent), the desktop bridge (sd-bus,
 # a session bus, a fake and a real notification server, a virtual display), the NATS bridge
-# (cnats, nats-server) and the benchmark's instruction counts (valgrind).
+# (cnats, nats-server), the benchmark's instruction counts (valgrind) and the shells whose
+# completion scripts the CLI tests load (zsh, fish).
 packages=(pkg-config libevent-dev libsystemd-dev dbus python3-dbusmock dunst xvfb x11-utils
-    imagemagick libnats-dev nats-server valgrind)
+    imagemagick libnats-dev nats-server valgrind zsh fish)
 need_apt=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$p")

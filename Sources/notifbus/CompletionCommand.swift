@@ -81,7 +81,11 @@ enum CompletionCommand {
                 _describe command commands
                 return
               fi
-              case $words[2] in
+              local command=$words[2]
+              # The subcommand's own words, as _arguments expects them.
+              shift words
+              (( CURRENT-- ))
+              case $command in
                 help) compadd \(CLI.subcommands.map(\.name).joined(separator: " ")) ;;
                 completion) compadd \(shells.joined(separator: " ")) ;;
             \(cases.joined(separator: "\n"))

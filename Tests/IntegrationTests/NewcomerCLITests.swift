@@ -206,6 +206,26 @@ import Testing
         #expect(man.contains("\\-\\-priority defaults to 100"))
     }
 
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/fish"), "fish is installed by scripts/setup.sh"))
+    func fishCompletionOffersCommandsAndOptions() throws {
+        let folder = TempFolder()
+        let script = folder.path + "/notifbus.fish"
+        try (try run(["completion", "fish"])).1.write(toFile: script, atomically: true, encoding: .utf8)
+        let probe = try Child("/usr/bin/fish", ["--no-config", "-c", "source \(script); complete -C 'notifbus intro'; complete -C 'notifbus monitor --mat'"])
+        #expect(probe.waitExit() == 0)
+        #expect(probe.stdoutLines == ["introspect\tshow events, channels, slots and categories by name", "--match"],
+                "\(probe.stdout) \(probe.stderr)")
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/zsh"), "zsh is installed by scripts/setup.sh"))
+    func zshCompletionIsValidZsh() throws {
+        let folder = TempFolder()
+        let script = folder.path + "/_notifbus"
+        try (try run(["completion", "zsh"])).1.write(toFile: script, atomically: true, encoding: .utf8)
+        let check = try Child("/usr/bin/zsh", ["-n", script])
+        #expect(check.waitExit() == 0, "\(check.stderr)")
+    }
+
     @Test func notifyKeepsTheObserversOptionOrder() throws {
         let broker = try BrokerUnderTest()
         let observer = try broker.spawn(["observe", "willPresent", "--reply", "complete", "--value", #"["sound","badge","banner"]"#])
