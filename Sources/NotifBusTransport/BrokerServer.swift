@@ -71,6 +71,7 @@ public final class BrokerServer {
     var journal: StateJournal?
     var connections: [ConnectionID: Connection] = [:]
     var nextConnectionID = 1
+    var refusals = RefusalLog()
     var listenFD: Int32 = -1
     var listenEvent: OpaquePointer? = nil
     var resumeAcceptEvent: OpaquePointer? = nil
@@ -196,7 +197,9 @@ public final class BrokerServer {
             event_add(readEvent, nil)
             connections[id] = connection
             if !core.admits(uid: peer.uid) {
-                logLine("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)")
+                let (log, leftOut) = refusals.note(now: now)
+                if leftOut > 0 { logLine("notifbus: \(leftOut) more refused connection(s) not logged") }
+                if log { logLine("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)") }
             }
             core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
         }

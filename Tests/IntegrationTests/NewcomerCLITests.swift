@@ -101,6 +101,20 @@ import Testing
         #expect(c.stderr.contains("--allow-uid 65534"), "\(c.stderr)")
         #expect(broker.child.waitFor { broker.child.stderr.contains("refused pid") && broker.child.stderr.contains("uid 65534") },
                 "\(broker.child.stderr)")
+        // A peer that keeps knocking gets at most 10 log lines per 10 s window.
+        for _ in 0..<14 {
+            let again = try Child("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.notifbus,
+                                                       "ping", "--socket", broker.socket])
+            #expect(again.waitExit() == 1)
+        }
+        let refusedLines = { broker.child.stderr.split(separator: "\n").filter { $0.contains("refused pid") }.count }
+        #expect(broker.child.waitFor { refusedLines() >= 10 })
+        #expect(try broker.cli(["ping"]).0 == 0)  // the broker still serves its own user
+        // Exactly 10, unless this machine took over 10 s for the 15 and a new window began,
+        // which then starts with the count of those left out.
+        #expect(refusedLines() == 10 || broker.child.stderr.contains("more refused connection(s) not logged"),
+                "\(broker.child.stderr)")
+        #expect(refusedLines() < 15, "\(broker.child.stderr)")
     }
 
     @Test func stateDirParentsAreCreatedPrivate() throws {
