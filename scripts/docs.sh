@@ -23,6 +23,16 @@ if [ ! -f "$graphs/NotifBusClient.symbols.json" ] || [ ! -f "$graphs/NotifBusPro
     mkdir -p "$graphs"
     build_graphs
 fi
+# Every public symbol the client declares has a /// comment (STYLE.md).
+python3 - "$graphs/NotifBusClient.symbols.json" <<'PY'
+import json, sys
+graph = json.load(open(sys.argv[1]))
+bare = [".".join(s["pathComponents"]) for s in graph["symbols"]
+        if s.get("accessLevel") in ("public", "open") and not s.get("docComment")
+        and "/Sources/NotifBusClient/" in s.get("location", {}).get("uri", "")]
+if bare:
+    sys.exit("docs.sh: public symbols of NotifBusClient without documentation: " + ", ".join(sorted(bare)))
+PY
 for module in NotifBusClient NotifBusProtocol; do
     one=.build/docs/graphs-$module
     mkdir -p "$one"

@@ -20,6 +20,7 @@ public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConverti
     /// handler ran is unknown; retry only calls that are safe to repeat.
     case transport(NotifBusError)
 
+    /// `CODE: MESSAGE`, as the CLI prints it.
     public var description: String {
         switch self {
         case .notImplemented(let message): return "not_implemented: \(message)"

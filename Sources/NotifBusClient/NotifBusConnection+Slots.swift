@@ -8,6 +8,7 @@ public struct PutResult: Sendable, Equatable {
     /// A waiting `take` received the value directly; the slot stays empty.
     public let delivered: Bool
 
+    /// A result as the broker reports it.
     public init(replaced: Bool, delivered: Bool) {
         self.replaced = replaced
         self.delivered = delivered

@@ -14,6 +14,7 @@ import NotifBusProtocol
 ///     }
 ///     let result = try await bus.post("willPresent", payload: payload)
 public final class NotifBusConnection: @unchecked Sendable {
+    /// Answers one event delivered to an observer.
     public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
     typealias Completion = (Result<JSONValue, NotifBusError>) -> Void
 

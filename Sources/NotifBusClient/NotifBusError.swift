@@ -18,6 +18,7 @@ public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
         self.details = details
     }
 
+    /// `CODE: MESSAGE`, as the CLI prints it.
     public var description: String { "\(code): \(message)" }
 }
 
@@ -36,6 +37,7 @@ public enum NotifBusError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call was not valid to make (for example a name too long).
     case invalidArgument(String)
 
+    /// One line for a person: what failed and why.
     public var description: String {
         switch self {
         case .broker(let e): return e.description
