@@ -178,3 +178,15 @@ def test_monitor_sees_frames_in_order(broker):
         assert wait_until(lambda: sum(1 for f in frames if f.frame.get("op") == "put") == 5)
         values = [f.frame["value"] for f in frames if f.frame.get("op") == "put"]
         assert values == [0, 1, 2, 3, 4]
+
+
+@bounded
+async def test_a_bounded_run_forever_leaves_the_connection_working(broker):
+    async with await notifbus.aio.connect(broker.socket) as bus:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(bus.run_forever(), timeout=0.2)
+        await bus.ping()
+        assert bus.connected
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(bus.wait_closed(), timeout=0.1)
+        await bus.ping()
