@@ -74,17 +74,14 @@ import Testing
     @Test func helloIsBoundByTheRequestTimeout() async throws {
         let folder = TempFolder()
         let listener = try MuteListener(folder.path + "/mute")
-        let clock = ContinuousClock()
-        let start = clock.now
         do {
             _ = try await NotifBusConnection.connect(socket: listener.path, requestTimeout: .milliseconds(300))
             Issue.record("a mute socket greeted")
         } catch {
+            // The bound it names is the request timeout, not a fixed one.
             guard case .timedOut(let what) = error else { throw error }
-            #expect(what.contains("hello"))
+            #expect(what == "no reply to 'hello' within 0.3 seconds", "\(what)")
         }
-        // Far below the old fixed 10 s; no tighter bound, as the machine may be busy.
-        #expect(clock.now - start < .seconds(8))
         withExtendedLifetime(listener) {}
     }
 
