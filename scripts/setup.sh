@@ -7,9 +7,9 @@ set -euo pipefail
 # Debian packages by what they provide: the broker (libevent), the desktop bridge (sd-bus,
 # a session bus, a fake and two real notification servers, gdbus, a virtual display), the NATS bridge
 # (cnats, nats-server), the benchmark's instruction counts (valgrind) and its D-Bus peers
-# (dbus-broker beside dbus).
+# (dbus-broker beside dbus), and the shells whose completion scripts the CLI tests load (zsh, fish).
 packages=(pkg-config libevent-dev libsystemd-dev dbus python3-dbusmock dunst xvfb x11-utils
-    imagemagick libnats-dev nats-server valgrind notification-daemon libglib2.0-bin dbus-broker)
+    imagemagick libnats-dev nats-server valgrind notification-daemon libglib2.0-bin dbus-broker zsh fish)
 need_apt=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$p")

@@ -156,7 +156,55 @@ export class Client extends EventEmitter<ClientEvents> {
   notificationCategories(options?: CallOptions): Promise<NotificationCategory[]>;
   status(options?: CallOptions): Promise<Status>;
   monitor(options?: CallOptions): Promise<void>;
+  monitor(onSeen: (...seen: ClientEvents['seen']) => void, options?: CallOptions): Promise<void>;
+  // The notification profile (src/profile.js).
+  addWillPresentObserver(handler: (notification: Notification) => PresentationOption[] | null | undefined | Promise<PresentationOption[] | null | undefined>, options?: ObserverOptions): Promise<string>;
+  addDidReceiveObserver(handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
+  addOpenSettingsObserver(handler: (notification: Notification | null) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
+  postWillPresent(notification: Notification, options?: CallOptions): Promise<PostResult>;
+  postDidReceive(response: NotificationResponse, options?: CallOptions): Promise<PostResult>;
+  postOpenSettings(notification: Notification | null, options?: CallOptions): Promise<PostResult>;
+  launchNotificationResponse(options?: { wait?: number } & CallOptions): Promise<NotificationResponse | null>;
 }
+
+/** `UNNotificationPresentationOptions` by wire name. */
+export type PresentationOption = 'badge' | 'sound' | 'list' | 'banner' | 'alert';
+
+/** `UNNotificationContent`, as the protocol carries it. */
+export interface NotificationContent {
+  title?: string | null;
+  subtitle?: string | null;
+  body?: string | null;
+  categoryIdentifier?: string | null;
+  threadIdentifier?: string | null;
+  userInfo?: Record<string, Json> | null;
+  badge?: number | null;
+  sound?: string | null;
+}
+
+/** `UNNotification`: its request's identifier, its source and content. */
+export interface Notification {
+  identifier: string;
+  source?: 'remote' | 'local' | null;
+  content: NotificationContent;
+}
+
+/** `UNNotificationResponse` (and the text-input one). */
+export interface NotificationResponse {
+  actionIdentifier: string;
+  notification: Notification;
+  userText?: string | null;
+}
+
+export const DEFAULT_ACTION_IDENTIFIER: 'com.apple.UNNotificationDefaultActionIdentifier';
+export const DISMISS_ACTION_IDENTIFIER: 'com.apple.UNNotificationDismissActionIdentifier';
+export const LAUNCH_SLOT: 'launch';
+export const PRESENTATION_OPTIONS: readonly PresentationOption[];
+/** Delegate answer: handled (outcome completed). */
+export const HANDLED: ChainAnswer;
+/** Delegate answer: pass to the next observer. */
+export const PASS: ChainAnswer;
+export function presentationOptions(result: PostResult): PresentationOption[] | null;
 
 export class MethodChannel {
   readonly name: string;

@@ -10,13 +10,10 @@ import argparse
 import json
 import signal
 import sys
-import time
-from pathlib import Path
+import threading
 from typing import Any, NoReturn, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Clients" / "python" / "src"))
-
-import notifbus  # noqa: E402  (importable only once the path above is in place)
+import notifbus  # pip install ./Clients/python (run.sh puts it on PYTHONPATH instead)
 
 
 def say(text: str) -> None:
@@ -53,17 +50,18 @@ def main() -> int:
         bus = notifbus.connect(name="python-observer")
         observer = bus.add_observer("willPresent", on_event, priority=options.priority)
         say(f"python observer {observer} on willPresent at priority {options.priority}")
-        deadline = time.monotonic() + options.run_for
-        while bus.connected and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if bus.connected:
-            say("python observer: --run-for has passed, closing")
-            return 0
-        print("python_observer.py: the connection to the broker was lost", file=sys.stderr)
-        return 1
+        timer = threading.Timer(options.run_for, bus.close)
+        timer.daemon = True
+        timer.start()
+        bus.run_forever()  # returns once the timer closes the connection
+        say("python observer: --run-for has passed, closed")
+        return 0
     except Terminated as why:
         say(f"python observer: closing ({why})")
         return 0
+    except notifbus.ConnectionLost:
+        print("python_observer.py: the connection to the broker was lost", file=sys.stderr)
+        return 1
     except (OSError, notifbus.NotifbusError) as exc:
         print(f"python_observer.py: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
 
 say "Starting the broker on $NOTIFBUS_SOCKET"
+# The Python observer imports the client as an installed package; this puts the checkout's
+# copy on the path instead of running pip install ./Clients/python.
+export PYTHONPATH="$HERE/../../Clients/python/src${PYTHONPATH:+:$PYTHONPATH}"
 start_broker --hop-timeout 5s
 
 say "Swift observer (priority 10): notifbus observe, which passes every willPresent on"

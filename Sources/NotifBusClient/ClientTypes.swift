@@ -8,14 +8,19 @@ public struct ObserverEvent: Sendable {
     public let event: Int64
     /// The observer this hop is for (`"o4"`).
     public let observer: String
+    /// The event's name, as posted (`"willPresent"`).
     public let name: String
+    /// The poster's payload; `.null` when it sent none.
     public let payload: JSONValue
 }
 
 /// What an observer answers: pass it on, handle it with a value, or end the chain.
 public enum ObserverReply: Sendable, Equatable {
+    /// Not this observer's: the next observer in the chain gets the event.
     case next
+    /// Handled: the chain ends `completed`, with this value for the poster (`nil`: none).
     case complete(JSONValue?)
+    /// End the chain unhandled: later observers do not see the event.
     case stop
 }
 
@@ -29,22 +34,31 @@ public struct ObserverRegistration: Sendable, Equatable {
 
 /// Someone took over an observer's key or a handler's channel and method.
 public enum Eviction: Sendable, Equatable {
+    /// This connection's observer (id) lost its unique key to the observer `by`.
     case observer(String, by: String)
+    /// This connection's handler (id) was replaced by the handler `by`.
     case handler(String, by: String)
 }
 
 /// How an event ended.
 public enum PostOutcome: String, Sendable {
-    case completed, stopped, unhandled
+    /// An observer answered `complete`.
+    case completed
+    /// An observer answered `stop`.
+    case stopped
+    /// Every observer passed it on, or there was none.
+    case unhandled
 }
 
 /// One hop of a finished event.
 public struct TraceEntry: Sendable, Equatable {
+    /// The observer asked in this hop (`"o4"`).
     public let observer: String
     /// `next`, `complete`, `stop`, `gone`, `timeout`, `invalid`, or `skipped` (not sent the
     /// event: its connection's hops in this event had already taken a hop timeout).
     public let reply: String
 
+    /// A hop as the broker reports it.
     public init(observer: String, reply: String) {
         self.observer = observer
         self.reply = reply
@@ -53,7 +67,9 @@ public struct TraceEntry: Sendable, Equatable {
 
 /// The result of `post`.
 public struct PostResult: Sendable {
+    /// The broker's id for the event.
     public let event: Int64
+    /// How the chain ended.
     public let outcome: PostOutcome
     /// The observer that completed or stopped the event.
     public let by: String?
@@ -61,6 +77,7 @@ public struct PostResult: Sendable {
     public let value: JSONValue
     /// `"launch"` when the payload was kept for an app that is not running.
     public let retained: String?
+    /// Every hop in chain order: who was asked and how it answered.
     public let trace: [TraceEntry]
     /// The reply as received.
     public let raw: JSONValue
@@ -84,6 +101,8 @@ public struct PostResult: Sendable {
 public struct SeenFrame: Sendable {
     /// `"in"` (read by the broker) or `"out"` (written by it).
     public let direction: String
+    /// The other connection (`"c7"`).
     public let client: String
+    /// The frame itself, decoded.
     public let frame: JSONValue
 }

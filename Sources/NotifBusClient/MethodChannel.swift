@@ -14,9 +14,13 @@ public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConverti
     case notImplemented(String)
     /// The handler, or the broker on its behalf (`handler_gone`, `timeout`), answered with an error.
     case platform(PlatformError)
-    /// The call never got an answer through this connection.
+    /// The call never got an answer through this connection: it was lost
+    /// (`NotifBusError.connectionLost`), no answer came within the timeout
+    /// (`.timedOut`), or the call could not be made (`.invalidArgument`). Whether the
+    /// handler ran is unknown; retry only calls that are safe to repeat.
     case transport(NotifBusError)
 
+    /// `CODE: MESSAGE`, as the CLI prints it.
     public var description: String {
         switch self {
         case .notImplemented(let message): return "not_implemented: \(message)"
@@ -37,7 +41,9 @@ public enum MethodChannelError: Error, Sendable, Equatable, CustomStringConverti
 
 /// One call received by a handler.
 public struct MethodCall: Sendable {
+    /// The channel the call was made on.
     public let channel: String
+    /// The method invoked.
     public let method: String
     /// The invoker's arguments; `.null` when it sent none.
     public let arguments: JSONValue
@@ -56,9 +62,12 @@ public struct MethodChannel: Sendable {
     /// The code a handler's non-`PlatformError` failure is returned with.
     public static let genericErrorCode = "error"
 
+    /// The channel's name (`"notification_interaction"`).
     public let name: String
+    /// The connection its calls go through.
     public let connection: NotifBusConnection
 
+    /// The channel `name` on `connection`; `connection.methodChannel(_:)` makes the same.
     public init(_ name: String, connection: NotifBusConnection) {
         self.name = name
         self.connection = connection

@@ -118,17 +118,26 @@ public struct BrokerStatus: Sendable {
     /// The lists that continue from one status page to the next.
     static let pagedLists = ["clients", "observers", "handlers", "slots"]
 
+    /// The reply as received (§10.1); the properties below read it.
     public let raw: JSONValue
 
     init(_ raw: JSONValue) { self.raw = raw }
 
+    /// The broker's name and version (`"notifbus/0.1.0"`).
     public var server: String { raw["server"]?.stringValue ?? "" }
+    /// Milliseconds since the broker started.
     public var uptimeMs: Int64 { raw["uptimeMs"]?.intValue ?? 0 }
+    /// Greeted clients: `client`, `name`, `pid`, `uid`.
     public var clients: [JSONValue] { raw["clients"]?.arrayValue ?? [] }
+    /// Observers in chain order: `observer`, `client`, `events`, `priority`, `key`.
     public var observers: [JSONValue] { raw["observers"]?.arrayValue ?? [] }
+    /// Method handlers: `handler`, `client`, `channel`, `method` (null: the whole channel).
     public var handlers: [JSONValue] { raw["handlers"]?.arrayValue ?? [] }
+    /// Posts waiting behind the running one.
     public var pending: Int64 { raw["queue"]?["pending"]?.intValue ?? 0 }
+    /// The event whose chain is running, if any.
     public var currentEvent: Int64? { raw["queue"]?["current"]?.intValue }
+    /// Names of the slots that hold a value.
     public var slots: [String] { raw["slots"]?.arrayValue?.compactMap(\.stringValue) ?? [] }
 
     /// A counter by its wire name (`posted`, `hopTimeouts`, …).

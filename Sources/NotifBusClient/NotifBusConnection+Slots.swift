@@ -8,6 +8,7 @@ public struct PutResult: Sendable, Equatable {
     /// A waiting `take` received the value directly; the slot stays empty.
     public let delivered: Bool
 
+    /// A result as the broker reports it.
     public init(replaced: Bool, delivered: Bool) {
         self.replaced = replaced
         self.delivered = delivered
@@ -30,7 +31,7 @@ extension NotifBusConnection {
         if let wait {
             let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
             guard (0...Limits.maxTakeWaitMs).contains(ms) else {
-                throw .invalidArgument("wait must be 0 to \(Limits.maxTakeWaitMs) ms")
+                throw .invalidArgument("wait must be at most \(Duration.milliseconds(Limits.maxTakeWaitMs)) (10 minutes), not \(wait)")
             }
             fields["wait"] = .integer(ms)
             timeout = requestTimeout + wait

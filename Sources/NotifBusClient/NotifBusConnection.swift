@@ -14,6 +14,7 @@ import NotifBusProtocol
 ///     }
 ///     let result = try await bus.post("willPresent", payload: payload)
 public final class NotifBusConnection: @unchecked Sendable {
+    /// Answers one event delivered to an observer.
     public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
     typealias Completion = (Result<JSONValue, NotifBusError>) -> Void
 
@@ -43,6 +44,11 @@ public final class NotifBusConnection: @unchecked Sendable {
     var closedReason: String? = nil
     var evictionHandler: (@Sendable (Eviction) -> Void)? = nil
     var errorFrameHandler: (@Sendable (BrokerError) -> Void)? = nil
+    /// The last error frame (`"id": null`), kept to explain a refusal before `hello`.
+    var lastErrorFrame: BrokerError? = nil
+    /// Tasks waiting in `waitForClose()`, resumed with the reason once the reader ends.
+    var closeWaiters: [CheckedContinuation<String, Never>] = []
+    var readerFinished = false
     let readerDone = DispatchSemaphore(value: 0)
 
     /// Called for every eviction of this connection's observers and handlers.
@@ -63,6 +69,10 @@ public final class NotifBusConnection: @unchecked Sendable {
     }
 
     /// Connects, resolving the socket path as the protocol's §1 says, and sends `hello`.
+    ///
+    /// `requestTimeout` bounds the `hello` as it bounds every later request. A broker that
+    /// refuses this client (`forbidden`, `too_many_clients`) sends an error frame and
+    /// closes; that error is thrown as ``NotifBusError/broker(_:)``.
     public static func connect(socket: String? = nil, name: String? = nil,
                                requestTimeout: Duration = .seconds(60)) async throws(NotifBusError) -> NotifBusConnection {
         let path = SocketPath.resolve(explicit: socket)
@@ -73,9 +83,12 @@ public final class NotifBusConnection: @unchecked Sendable {
         if let name { fields["name"] = .string(name) }
         let result: JSONValue
         do {
-            result = try await connection.request(Op.hello, fields, timeout: .seconds(10))
+            result = try await connection.request(Op.hello, fields, timeout: requestTimeout)
         } catch {
             connection.close()
+            if case .connectionLost = error, let refusal = connection.lock.withLock({ connection.lastErrorFrame }) {
+                throw .broker(refusal)
+            }
             throw error
         }
         connection.clientID = result["client"]?.stringValue ?? ""
@@ -105,11 +118,22 @@ public final class NotifBusConnection: @unchecked Sendable {
         guard rc == 0 else {
             let why = String(cString: strerror(errno))
             Glibc.close(fd)
-            throw .connectFailed("\(path): \(why)")
+            throw .connectFailed("\(path): \(describeNonSocket(path) ?? why)")
         }
         var tv = timeval(tv_sec: sendTimeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         return fd
+    }
+
+    /// Why `path` cannot be a broker's socket when it exists but is something else.
+    static func describeNonSocket(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        switch st.st_mode & S_IFMT {
+        case S_IFSOCK: return nil
+        case S_IFDIR: return "is a folder, not a socket (give the socket's path inside it)"
+        default: return "is not a socket"
+        }
     }
 
     /// Closes the connection. Pending calls fail with `connectionLost`.
@@ -129,6 +153,20 @@ public final class NotifBusConnection: @unchecked Sendable {
             return true
         }
         return false
+    }
+
+    /// Suspends until the connection has closed (by ``close()``, by the broker or by a
+    /// failure) and the socket is released; returns the reason. Returns at once when it
+    /// already has. An observer process can `await` this instead of polling ``isOpen``.
+    public func waitForClose() async -> String {
+        await withCheckedContinuation { continuation in
+            let reason = lock.withLock { () -> String? in
+                if readerFinished { return closedReason ?? "closed" }
+                closeWaiters.append(continuation)
+                return nil
+            }
+            if let reason { continuation.resume(returning: reason) }
+        }
     }
 
     /// Whether the connection still works.
@@ -257,6 +295,12 @@ public final class NotifBusConnection: @unchecked Sendable {
         }
         for callback in callbacks { callback(.failure(.connectionLost(finalReason))) }
         Glibc.close(fd)
+        let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
+            readerFinished = true
+            defer { closeWaiters.removeAll() }
+            return closeWaiters
+        }
+        for waiter in waiters { waiter.resume(returning: finalReason) }
         readerDone.signal()
     }
 
@@ -265,6 +309,7 @@ public final class NotifBusConnection: @unchecked Sendable {
         case Op.reply?:
             let error = message["error"].flatMap(NotifBusConnection.brokerError)
             guard let id = message["id"]?.intValue else {
+                if let error { lock.withLock { lastErrorFrame = error } }
                 if let error, let handler = onErrorFrame { handler(error) }
                 return
             }

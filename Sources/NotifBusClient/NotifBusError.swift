@@ -6,16 +6,19 @@ import NotifBusProtocol
 public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The wire code, such as `not_found` or a handler's own code.
     public let code: String
+    /// What went wrong, for a person.
     public let message: String
     /// `nil` when the error carried no `details`; `.null` when it carried `null`.
     public let details: JSONValue?
 
+    /// An error to throw from a method handler, or one the broker sent.
     public init(code: String, message: String, details: JSONValue? = nil) {
         self.code = code
         self.message = message
         self.details = details
     }
 
+    /// `CODE: MESSAGE`, as the CLI prints it.
     public var description: String { "\(code): \(message)" }
 }
 
@@ -34,6 +37,7 @@ public enum NotifBusError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call was not valid to make (for example a name too long).
     case invalidArgument(String)
 
+    /// One line for a person: what failed and why.
     public var description: String {
         switch self {
         case .broker(let e): return e.description

@@ -11,6 +11,7 @@ public protocol NotificationActionProtocol: Sendable {
     var identifier: String { get }
     /// The button's title.
     var title: String { get }
+    /// Foreground, destructive, authentication required.
     var options: NotificationAction.Options { get }
     /// The action as §3.6 writes it.
     var jsonValue: JSONValue { get }
@@ -26,6 +27,7 @@ extension NotificationActionProtocol {
 public struct NotificationAction: NotificationActionProtocol, Hashable {
     /// As `UNNotificationActionOptions`.
     public struct Options: OptionSet, Sendable, Hashable {
+        /// The options' bits.
         public let rawValue: UInt8
 
         /// Options from their bits; prefer the named constants.
@@ -67,6 +69,7 @@ public struct NotificationAction: NotificationActionProtocol, Hashable {
         self.options = options
     }
 
+    /// The action as §3.6 writes it.
     public var jsonValue: JSONValue {
         ["identifier": .string(identifier), "title": .string(title), "options": options.jsonValue]
     }
@@ -96,6 +99,7 @@ public struct TextInputNotificationAction: NotificationActionProtocol, Hashable 
         self.textInputPlaceholder = textInputPlaceholder
     }
 
+    /// The action as §3.6 writes it, with its `textInput` member.
     public var jsonValue: JSONValue {
         var textInput: [String: JSONValue] = ["buttonTitle": .string(textInputButtonTitle)]
         if let textInputPlaceholder { textInput["placeholder"] = .string(textInputPlaceholder) }
@@ -109,6 +113,7 @@ public struct TextInputNotificationAction: NotificationActionProtocol, Hashable 
 public struct NotificationCategory: Sendable, Hashable {
     /// As `UNNotificationCategoryOptions`.
     public struct Options: OptionSet, Sendable, Hashable {
+        /// The options' bits.
         public let rawValue: UInt8
 
         /// Options from their bits; prefer the named constants.
@@ -235,10 +240,12 @@ public struct NotificationCategory: Sendable, Hashable {
         return .object(o)
     }
 
+    /// Equal when both write the same JSON.
     public static func == (lhs: NotificationCategory, rhs: NotificationCategory) -> Bool {
         lhs.jsonValue == rhs.jsonValue
     }
 
+    /// Hashes the JSON the category writes, as `==` compares it.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(jsonValue)
     }

@@ -70,7 +70,9 @@ public struct DeliveredNotification: Sendable, Hashable {
 public struct NotificationServerInfo: Sendable, Hashable {
     /// Such as `dunst`.
     public var name: String
+    /// Who makes the server, as it says.
     public var vendor: String
+    /// The server's own version.
     public var version: String
     /// The version of the Desktop Notifications Specification it implements.
     public var specVersion: String

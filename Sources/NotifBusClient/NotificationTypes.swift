@@ -16,6 +16,7 @@ public struct NotificationDecodingError: Error, Sendable, Equatable, CustomStrin
         self.reason = reason
     }
 
+    /// `PATH: REASON`.
     public var description: String { "\(path): \(reason)" }
 }
 
@@ -184,6 +185,7 @@ public struct NotificationResponse: Sendable, Hashable {
 /// How to present a notification that arrives while the app is in the foreground, as
 /// `UNNotificationPresentationOptions`. On the wire, an array of distinct names.
 public struct PresentationOptions: OptionSet, Sendable, Hashable {
+    /// The options' bits.
     public let rawValue: UInt8
 
     /// Options from their bits; prefer the named constants.

@@ -7,6 +7,7 @@ import Glibc
 public final class Lock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
+    /// A new, unlocked lock.
     public init() {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -18,9 +19,12 @@ public final class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Waits for the lock and takes it.
     public func lock() { pthread_mutex_lock(mutex) }
+    /// Releases the lock taken by `lock()` on this thread.
     public func unlock() { pthread_mutex_unlock(mutex) }
 
+    /// Runs `body` holding the lock and returns what it returns.
     @discardableResult
     public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
@@ -36,6 +40,7 @@ public enum DetachedThread {
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
+    /// Starts the thread; false when the system refused to create it.
     public static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()

@@ -91,10 +91,15 @@ public struct Broker {
 
     // MARK: Inputs
 
+    /// Whether a peer of `uid` may use this broker: its owner, root and `allowedUIDs`.
+    public func admits(uid: UInt32) -> Bool {
+        uid == configuration.brokerUID || uid == 0 || configuration.allowedUIDs.contains(uid)
+    }
+
     /// A socket was accepted. Refused peers get one error frame and are closed.
     public mutating func connect(_ id: ConnectionID, credentials: PeerCredentials, now: Instant) {
         let uid = credentials.uid
-        guard uid == configuration.brokerUID || uid == 0 || configuration.allowedUIDs.contains(uid) else {
+        guard admits(uid: uid) else {
             sendErrorFrame(to: id, code: .forbidden, message: "uid \(uid) may not use this broker")
             actions.append(.close(id))
             return

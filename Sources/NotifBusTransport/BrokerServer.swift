@@ -222,6 +222,9 @@ public final class BrokerServer {
             connection.readEvent = readEvent
             event_add(readEvent, nil)
             connections[id] = connection
+            if !core.admits(uid: peer.uid) {
+                log("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)", kind: "refused")
+            }
             core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
         }
         settle()

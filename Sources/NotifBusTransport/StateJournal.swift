@@ -48,9 +48,11 @@ public final class StateJournal {
 
     var path: String { directory + "/" + StateJournal.fileName }
 
-    /// Opens (creating with mode 0700 if missing) the folder and loads what is valid.
+    /// Opens (creating it and its missing parents with mode 0700) the folder and loads what
+    /// is valid.
     public init(directory: String) throws {
         self.directory = directory
+        try StateJournal.createParents(of: directory)
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw SystemError("mkdir \(directory)")
         }
@@ -86,6 +88,19 @@ public final class StateJournal {
 
     deinit {
         if fd >= 0 { close(fd) }
+    }
+
+    /// Creates the missing folders above `directory` with mode 0700, as `mkdir -p -m 0700`
+    /// would (a fresh account has no `~/.local/state`). Existing folders are left as they are.
+    static func createParents(of directory: String) throws {
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        let parts = directory.split(separator: "/", omittingEmptySubsequences: true).dropLast()
+        for part in parts {
+            prefix += "/" + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw SystemError("mkdir \(prefix)")
+            }
+        }
     }
 
     // MARK: Recording

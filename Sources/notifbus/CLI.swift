@@ -22,7 +22,41 @@ enum CLI {
         ChannelCommands.invoke, ChannelCommands.handle,
         ChannelCommands.put, ChannelCommands.take, ChannelCommands.peek,
         ProfileCommands.categories, ProfileCommands.notify, ProfileCommands.click,
+        IntrospectCommand.command, CompletionCommand.command, ManPageCommand.command,
     ]
+
+    /// The version `--version` prints, in the usual `NAME VERSION` shape.
+    static let version = "notifbus 0.1.0"
+
+    /// Subcommands that never talk to a broker: they take neither `--timeout` nor `--json`.
+    static let offlineCommands: Set<String> = ["broker", "completion", "manpage"]
+
+    /// Options every subcommand that talks to the broker accepts, added to its usage text.
+    static let commonOptionsHelp = """
+
+        Common options:
+          --socket PATH   the broker's socket (see 'notifbus --help' for the default)
+          --timeout DUR   bound on connecting, hello and each reply (default 10s; post, notify,
+                          click and invoke wait up to 60s for the chain or the handler)
+          --json          print JSON only
+          --help          print this help
+        """
+
+    /// Default bound on connecting and `hello`, and on replies that need no other client.
+    static let defaultTimeout: Duration = .seconds(10)
+    /// Default bound on replies that wait for observers or a handler (a chain of hops).
+    static let defaultChainTimeout: Duration = .seconds(60)
+
+    /// The usage text `--help` and `help CMD` print.
+    static func help(for command: Subcommand) -> String {
+        offlineCommands.contains(command.name) ? command.usage : command.usage + "\n" + commonOptionsHelp
+    }
+
+    /// Flags a subcommand accepts: its own and the common ones.
+    static func flags(of command: Subcommand) -> (values: Set<String>, switches: Set<String>) {
+        if offlineCommands.contains(command.name) { return (command.valueFlags.union(["socket"]), command.switchFlags) }
+        return (command.valueFlags.union(["socket", "timeout"]), command.switchFlags.union(["json"]))
+    }
 
     static let overview = """
         notifbus: one notification delegate shared across processes.
@@ -34,7 +68,9 @@ enum CLI {
         \(SiblingTool.tools.map { "  " + StatusTable.pad($0.command, 12) + $0.summary }.joined(separator: "\n"))
 
         Every command takes --socket PATH (default: $NOTIFBUS_SOCKET, then
-        $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help.
+        $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help;
+        every command that talks to the broker also takes --timeout DUR and --json.
+        'notifbus help CMD' prints CMD's help; 'notifbus --version' the version.
         Exit status: 0 success, 1 error, 2 bad usage.
         """
 
@@ -51,11 +87,22 @@ enum CLI {
             return .exit(2)
         }
         if first == "--help" || first == "-h" || first == "help" {
-            Output.line(overview)
+            guard args.count > 1 else {
+                Output.line(overview)
+                return .exit(0)
+            }
+            guard args.count == 2, let command = subcommands.first(where: { $0.name == args[1] }) else {
+                if args.count == 2, SiblingTool.tools.contains(where: { $0.command == args[1] }) {
+                    return plan([args[1], "--help"])
+                }
+                Output.error("notifbus help: unknown command '\(args.dropFirst().joined(separator: " "))'; see 'notifbus --help'")
+                return .exit(2)
+            }
+            Output.line(help(for: command))
             return .exit(0)
         }
-        if first == "--version" {
-            Output.line(BrokerCommand.serverName)
+        if first == "--version" || first == "-V" || first == "version" {
+            Output.line(version)
             return .exit(0)
         }
         if let tool = SiblingTool.tools.first(where: { $0.command == first }) {
@@ -66,10 +113,10 @@ enum CLI {
             return .exit(2)
         }
         do {
-            let parsed = try Arguments(Array(args.dropFirst()), valueFlags: command.valueFlags.union(["socket"]),
-                                       switchFlags: command.switchFlags)
+            let accepted = flags(of: command)
+            let parsed = try Arguments(Array(args.dropFirst()), valueFlags: accepted.values, switchFlags: accepted.switches)
             if parsed.has("help") {
-                Output.line(command.usage)
+                Output.line(help(for: command))
                 return .exit(0)
             }
             return .run(command, parsed)
@@ -94,13 +141,30 @@ enum CLI {
         }
     }
 
-    /// Connects to the broker named by `--socket` or the environment.
-    static func connect(_ args: Arguments, name: String) async throws -> NotifBusConnection {
-        do {
-            return try await NotifBusConnection.connect(socket: args.value("socket"), name: name)
-        } catch {
-            throw CommandError("\(error)")
+    /// Connects to the broker named by `--socket` or the environment; `--timeout` bounds
+    /// connecting and `hello`, and becomes the connection's request timeout.
+    /// With `retryingFor` (milliseconds), a socket that cannot be reached yet is tried again
+    /// until that much time has passed.
+    static func connect(_ args: Arguments, name: String, retryingFor retryMs: Int64? = nil) async throws -> NotifBusConnection {
+        let timeout = try args.duration("timeout").map { Duration.milliseconds($0) } ?? defaultTimeout
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(retryMs ?? 0)
+        while true {
+            do {
+                return try await NotifBusConnection.connect(socket: args.value("socket"), name: name, requestTimeout: timeout)
+            } catch {
+                if case .connectFailed = error, clock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    continue
+                }
+                throw CommandError(ConnectFailure.describe(error))
+            }
         }
+    }
+
+    /// The bound on a reply that waits for other clients (a post's chain, a handler).
+    static func chainTimeout(_ args: Arguments) throws(UsageError) -> Duration {
+        try args.duration("timeout").map { Duration.milliseconds($0) } ?? defaultChainTimeout
     }
 
     static func expectPositionals(_ args: Arguments, _ range: ClosedRange<Int>, _ usage: String) throws(UsageError) {

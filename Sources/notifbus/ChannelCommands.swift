@@ -12,12 +12,13 @@ enum ChannelCommands {
 
             Invokes METHOD on CHANNEL with the JSON arguments and prints the result as JSON.
             An error goes to stderr as 'CODE: MESSAGE' (and its details), with exit status 1.
+            --timeout bounds the wait for the handler's answer (default 60s).
             """,
         valueFlags: ["timeout"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 2...3, "CHANNEL METHOD [JSON]")
             let arguments = args.positionals.count == 3 ? try args.json(args.positionals[2], what: "the arguments") : nil
-            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-invoke")
             defer { bus.close() }
             do {
@@ -130,7 +131,7 @@ enum ChannelCommands {
             Usage: notifbus take SLOT [--wait DUR] [--socket PATH]
 
             Prints the slot's value as JSON and empties the slot, or prints null when it is
-            empty. --wait waits up to DUR for a put (at most 10m).
+            empty. --wait waits up to DUR for a put (at most 10m); --timeout is added to it.
             """,
         valueFlags: ["wait"], switchFlags: [],
         run: { args in

@@ -16,20 +16,29 @@ enum ProbeCommands {
         name: "ping",
         summary: "measure a round trip to the broker",
         usage: """
-            Usage: notifbus ping [--socket PATH] [--count N]
+            Usage: notifbus ping [--socket PATH] [--count N] [--wait DUR] [--json]
 
-            Sends N pings (default 1) and prints each round-trip time.
+            Sends N pings (default 1) and prints each round-trip time. --wait retries
+            connecting for up to DUR while the socket is missing or refuses connections, for
+            a script that has just started a broker. --json prints one object per ping:
+            {"server":…,"client":…,"rttUs":…}.
             """,
-        valueFlags: ["count"], switchFlags: [],
+        valueFlags: ["count", "wait"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
             let count = try args.integer("count", min: 1, max: 1_000_000) ?? 1
-            let bus = try await CLI.connect(args, name: "notifbus-ping")
+            let wait = try args.duration("wait")
+            let bus = try await CLI.connect(args, name: "notifbus-ping", retryingFor: wait)
             defer { bus.close() }
             for _ in 0..<count {
                 let rtt = try await bus.ping()
                 let us = Double(rtt.components.attoseconds) / 1e12 + Double(rtt.components.seconds) * 1e6
-                Output.line("pong from \(bus.server) (\(bus.clientID)): \(Format.fixed(us, digits: 1)) µs")
+                if args.has("json") {
+                    Output.line(JSONValue.object(["server": .string(bus.server), "client": .string(bus.clientID),
+                                                  "rttUs": .double((us * 10).rounded() / 10)]).text)
+                } else {
+                    Output.line("pong from \(bus.server) (\(bus.clientID)): \(Format.fixed(us, digits: 1)) µs")
+                }
             }
             return 0
         })
@@ -41,13 +50,14 @@ enum ProbeCommands {
             Usage: notifbus post NAME [JSON] [--socket PATH] [--timeout DUR]
 
             Posts event NAME with the JSON payload (default: none) and prints the result
-            (event, outcome, by, value, retained, trace) as JSON.
+            (event, outcome, by, value, retained, trace) as JSON. --timeout bounds the wait
+            for the whole chain (default 60s).
             """,
         valueFlags: ["timeout"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 1...2, "NAME [JSON]")
             let payload = args.positionals.count == 2 ? try args.json(args.positionals[1], what: "the payload") : .null
-            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-post")
             defer { bus.close() }
             let result = try await bus.post(args.positionals[0], payload: payload, timeout: timeout)
@@ -64,8 +74,9 @@ enum ProbeCommands {
                                     [--delay DUR] [--count N] [--name CLIENT]
 
             Subscribes to the named events, prints each event as one JSON line and answers
-            it as told (default: next). --value is the complete value. --delay waits before
-            answering; --count exits after N events. Exits when evicted or disconnected.
+            it as told (default: next). --priority defaults to \(Limits.defaultPriority) (lower runs
+            first). --value is the complete value. --delay waits before answering; --count
+            exits after N events. Exits when evicted or disconnected.
             """,
         valueFlags: ["priority", "key", "reply", "value", "delay", "count", "name"], switchFlags: [],
         run: { args in try await runObserve(args) })
@@ -143,24 +154,31 @@ enum ProbeCommands {
         name: "monitor",
         summary: "print every frame the broker exchanges with other clients",
         usage: """
-            Usage: notifbus monitor [--socket PATH] [--json] [--count N]
+            Usage: notifbus monitor [--socket PATH] [--json] [--count N] [--match RULE]...
 
-            Prints one line per frame: 'c7 -> {...}' for frames the broker read from c7,
-            'c7 <- {...}' for frames it wrote to c7. --json prints the raw 'seen' frames.
+            Prints one line per frame, with the local time: '14:51:02.123456 c7 -> {...}' for
+            frames the broker read from c7, '... c7 <- {...}' for frames it wrote to c7.
+            --json prints the raw 'seen' frames with a "time" field (UTC, ISO 8601).
+            --match RULE shows only frames that match: RULE is KEY=VALUE[,KEY=VALUE...],
+            all of which must hold, with KEY one of op, client, name (an event's or post's
+            name, or one of a subscription's events), channel, method and dir (in or out).
+            Repeated, a frame that matches any rule is shown. --count counts shown frames.
             """,
-        valueFlags: ["count"], switchFlags: ["json"],
+        valueFlags: ["count", "match"], switchFlags: ["json"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
             let limit = try args.integer("count", min: 1)
             let json = args.has("json")
+            let filter = try MonitorFilter(args.all("match"))
             let bus = try await CLI.connect(args, name: "notifbus-monitor")
             let seen = Counter()
             try await bus.monitor { frame in
+                guard filter.matches(frame) else { return }
                 if json {
-                    Output.line(JSONValue.object(["op": "seen", "dir": .string(frame.direction), "client": .string(frame.client),
-                                                  "frame": frame.frame]).text)
+                    Output.line(JSONValue.object(["op": "seen", "time": .string(Timestamp.utc()), "dir": .string(frame.direction),
+                                                  "client": .string(frame.client), "frame": frame.frame]).text)
                 } else {
-                    Output.line("\(frame.client) \(frame.direction == "in" ? "->" : "<-") \(frame.frame.text)")
+                    Output.line("\(Timestamp.local()) \(frame.client) \(frame.direction == "in" ? "->" : "<-") \(frame.frame.text)")
                 }
                 if let limit, seen.increment() >= limit { bus.close() }
             }

@@ -9,8 +9,8 @@ enum ProfileCommands {
         name: "categories",
         summary: "set or show the notification categories",
         usage: """
-            Usage: notifbus categories set FILE|- [--socket PATH]
-                   notifbus categories get [--socket PATH]
+            Usage: notifbus categories set FILE|- [--socket PATH] [--timeout DUR]
+                   notifbus categories get [--socket PATH] [--timeout DUR]
 
             'set' replaces the broker's whole category set with the JSON array in FILE (- reads
             stdin), as setNotificationCategories does, and prints {"count":N}. A set the broker
@@ -85,7 +85,7 @@ enum ProfileCommands {
             notification.content.threadIdentifier = args.value("thread")
             notification.content.badge = try args.integer("badge").map { Int($0) }
             notification.content.sound = args.value("sound")
-            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-notify")
             defer { bus.close() }
             if args.has("deliver") {
@@ -132,7 +132,7 @@ enum ProfileCommands {
             case let other: action = other
             }
             let response = NotificationResponse(actionIdentifier: action, notification: notification, userText: args.value("text"))
-            let timeout = try args.duration("timeout").map { Duration.milliseconds($0) }
+            let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-click")
             defer { bus.close() }
             let result = try await bus.post(didReceive: response, timeout: timeout)
@@ -170,7 +170,9 @@ enum ProfileCommands {
         switch r.outcome {
         case .completed:
             if let options = r.presentationOptions, !options.isEmpty {
-                decision = "present with \(options.names.joined(separator: ", ")) (completed by \(r.by ?? "?")"
+                // The observer's order, as it completed; the option set itself has none.
+                let names = r.value.arrayValue?.compactMap(\.stringValue) ?? options.names
+                decision = "present with \(names.joined(separator: ", ")) (completed by \(r.by ?? "?")"
             } else {
                 decision = "not presented (completed by \(r.by ?? "?") with no options"
             }

@@ -796,7 +796,7 @@ private final class Gate: @unchecked Sendable {
         #expect(observer.waitFor { observer.stderr.contains("observer o") })
         r = try broker.cli(["notify", "--id", "n-2", "--title", "Hi", "--subtitle", "S", "--body", "B", "--category", "MESSAGE",
                             "--thread", "t", "--badge", "4", "--sound", "ping", "--user-info", #"{"k":[1]}"#, "--source", "remote"])
-        #expect(r.0 == 0 && r.1.hasPrefix("willPresent n-2: present with sound, banner (completed by o1; trace o1 complete)"), "\(r)")
+        #expect(r.0 == 0 && r.1.hasPrefix("willPresent n-2: present with banner, sound (completed by o1; trace o1 complete)"), "\(r)")
         #expect(observer.waitExit() == 0)
         let expected: JSONValue = ["notification": ["identifier": "n-2", "source": "remote", "content": [
             "title": "Hi", "subtitle": "S", "body": "B", "categoryIdentifier": "MESSAGE", "threadIdentifier": "t", "badge": 4,

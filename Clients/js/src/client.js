@@ -4,6 +4,7 @@
 
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
+import { statSync } from 'node:fs';
 
 import {
   BrokerError,
@@ -431,11 +432,18 @@ export class Client extends EventEmitter {
 
   /**
    * Starts mirroring: from now on the client emits `'seen'` for every frame the broker
-   * reads from or writes to any other connection.
+   * reads from or writes to any other connection, in order. `onSeen`, when given, is
+   * added as a `'seen'` listener first, as the Swift client's `monitor { frame in }`.
+   * @param {((seen: {op: 'seen', dir: 'in' | 'out', client: string, frame: object}) => void) | CallOptions} [onSeen]
    * @param {CallOptions} [options]
    * @returns {Promise<void>}
    */
-  async monitor(options = {}) {
+  async monitor(onSeen, options = {}) {
+    if (typeof onSeen === 'function') {
+      this.on('seen', onSeen);
+    } else {
+      options = onSeen ?? {};
+    }
     await this.#request('monitor', {}, options);
   }
 
@@ -848,6 +856,28 @@ function checkTimeout(value, name) {
 }
 
 /**
+ * Says so when `path` exists but is no socket (a folder, a plain file): the system's
+ * ECONNREFUSED would suggest a broker that is down. Keeps the error's code.
+ * @param {Error & {code?: string}} error
+ * @param {string} path
+ * @returns {Error}
+ */
+function describeSocketError(error, path) {
+  let what;
+  try {
+    const st = statSync(path);
+    if (st.isDirectory()) what = 'is a folder, not a socket (give the socket\'s path inside it)';
+    else if (!st.isSocket()) what = 'is not a socket';
+  } catch {
+    return error;
+  }
+  if (what === undefined) return error;
+  const described = new Error(`connect ${error.code}: ${path} ${what}`, { cause: error });
+  described.code = error.code;
+  return described;
+}
+
+/**
  * Opens the Unix socket, bounded by `ms`.
  * @param {string} path
  * @param {number} ms
@@ -862,7 +892,7 @@ function openSocket(path, ms) {
     }, Math.min(ms, MAX_TIMER_MS));
     socket.once('error', (error) => {
       clearTimeout(timer);
-      reject(error);
+      reject(describeSocketError(error, path));
     });
     socket.once('connect', () => {
       clearTimeout(timer);

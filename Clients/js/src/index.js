@@ -1,4 +1,5 @@
-// Public entry point of the notifbus JavaScript client: re-exports only, no logic.
+// Public entry point of the notifbus JavaScript client: re-exports only, no logic (importing
+// profile.js also gives Client its notification-profile methods).
 
 export {
   Client,
@@ -21,3 +22,12 @@ export {
 } from './errors.js';
 export { FrameDecoder, FrameError, encodeFrame, decodeBody } from './framing.js';
 export { resolveSocketPath } from './socketPath.js';
+export {
+  DEFAULT_ACTION_IDENTIFIER,
+  DISMISS_ACTION_IDENTIFIER,
+  LAUNCH_SLOT,
+  PRESENTATION_OPTIONS,
+  HANDLED,
+  PASS,
+  presentationOptions,
+} from './profile.js';

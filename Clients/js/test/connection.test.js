@@ -2,7 +2,7 @@
 // client-side timeouts, and a broker that is killed or stopped while requests are pending.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -69,6 +69,20 @@ describe('connecting', () => {
         within(connect({ socket: path.join(dir, 'none.sock'), timeout: 5_000 }), 2_000, 'connect'),
         (error) => error.code === 'ENOENT',
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a folder or a plain file at the path is named as no socket', T, async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nbjs-'));
+    try {
+      await assert.rejects(connect({ socket: dir, timeout: 5_000 }),
+        (error) => error.code === 'ECONNREFUSED' && error.message.includes(`${dir} is a folder, not a socket`));
+      const file = path.join(dir, 'plain');
+      writeFileSync(file, 'x');
+      await assert.rejects(connect({ socket: file, timeout: 5_000 }),
+        (error) => error.message.includes(`${file} is not a socket`));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

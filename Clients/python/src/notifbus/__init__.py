@@ -1,7 +1,8 @@
 """Python client for notifbus, the broker that shares one notification delegate
 across processes (protocol v1).
 
-This module is the blocking API; :mod:`notifbus.aio` has the same names for asyncio::
+This module is the blocking API; :mod:`notifbus.aio` has the same names for asyncio.
+Durations are seconds (floats) everywhere: ``timeout=``, ``take``'s ``wait``::
 
     import notifbus
 
@@ -25,12 +26,35 @@ from ._errors import (
 )
 from ._paths import resolve_socket_path
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
-from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry, Verdict
+from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
+from .profile import (
+    DEFAULT_ACTION_IDENTIFIER,
+    DISMISS_ACTION_IDENTIFIER,
+    HANDLED,
+    LAUNCH_SLOT,
+    PASS,
+    PRESENTATION_OPTIONS,
+    Notification,
+    NotificationContent,
+    NotificationResponse,
+    presentation_options,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ABSENT",
+    "DEFAULT_ACTION_IDENTIFIER",
+    "DISMISS_ACTION_IDENTIFIER",
+    "HANDLED",
+    "LAUNCH_SLOT",
+    "PASS",
+    "PRESENTATION_OPTIONS",
+    "Notification",
+    "NotificationContent",
+    "NotificationResponse",
+    "SeenFrame",
+    "presentation_options",
     "DEFAULT_TIMEOUT",
     "HANDLER_EXCEPTION_CODE",
     "NEXT",

@@ -1,8 +1,8 @@
 """The blocking client: one socket, one reader thread, handlers on threads of their own.
 
 Carries the frames of a ``Session`` over a Unix socket. The reader thread only reads,
-matches replies and hands work off: it never runs user code, so a slow handler holds
-up nothing else on the connection.
+matches replies and hands work off: the only user code it runs is a monitor's callback,
+which must see frames in order, so a slow handler holds up nothing else on the connection.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar,
 
 from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
 from ._framing import FrameDecoder
-from ._paths import resolve_socket_path
+from ._paths import resolve_socket_path, socket_error
 from ._session import (
     DeliverCall,
     DeliverEvent,
@@ -29,7 +29,8 @@ from ._session import (
     Work,
     merge_status_page,
 )
-from ._types import Event, Eviction, PostResult, PutResult, Verdict
+from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
+from .profile import BlockingProfile
 
 logger = logging.getLogger("notifbus")
 
@@ -58,8 +59,8 @@ def connect(
     status. ``timeout`` (seconds) bounds the connect and becomes the client's default
     timeout for every call.
 
-    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) when
-    the socket cannot be reached, ``BrokerError`` when the broker refuses the
+    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) naming
+    the path when the socket cannot be reached, ``BrokerError`` when the broker refuses the
     connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
     ``RequestTimeout`` when it does not answer in time.
     """
@@ -68,6 +69,9 @@ def connect(
     try:
         sock.settimeout(timeout)
         sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        raise socket_error(exc, path) from None
     except BaseException:
         sock.close()
         raise
@@ -89,7 +93,7 @@ def connect(
     return client
 
 
-class Client:
+class Client(BlockingProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Thread-safe: any thread may call any method. A context manager: leaving the
@@ -151,6 +155,35 @@ class Client:
             self._reader.join(self.timeout)
         self._session.connection_lost("connection closed by the client")
         self._sock.close()
+
+    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+        """Block until the connection has closed (by :meth:`close`, by the broker or by a
+        failure), at most ``timeout`` seconds (``None``: no bound). True once it has."""
+        self._reader.join(timeout)
+        return not self._reader.is_alive()
+
+    def run_forever(self) -> None:
+        """Serve observers and handlers until the connection ends: what an observer
+        process does after registering, instead of a polling loop.
+
+        Returns when :meth:`close` was called (from a handler or another thread) or on
+        ``KeyboardInterrupt`` (after closing); raises ``ConnectionLost`` when the broker
+        closed the connection or it failed.
+        """
+        try:
+            while not self.wait_closed(1.0):
+                pass
+        except KeyboardInterrupt:
+            self.close()
+            return
+        if not self._closed:
+            raise self._session.lost_error()
+
+    def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
+        """Mirror every frame the broker exchanges with other clients: ``callback`` gets
+        each :class:`SeenFrame` in order, on the reader thread (keep it short)."""
+        self._session.monitor_callback = callback
+        self._perform(self._session.monitor(), timeout)
 
     def __enter__(self) -> Client:
         return self

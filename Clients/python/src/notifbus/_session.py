@@ -38,7 +38,7 @@ from ._errors import (
     ProtocolViolation,
 )
 from ._framing import encode_frame
-from ._types import Complete, Event, Eviction, PostResult, PutResult, TraceEntry, _Next, _Stop
+from ._types import Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, _Next, _Stop
 
 logger = logging.getLogger("notifbus")
 
@@ -69,6 +69,10 @@ def merge_status_page(whole: Dict[str, Any], page: Dict[str, Any]) -> Dict[str, 
     for name in STATUS_LISTS:
         merged[name] = list(whole.get(name, [])) + list(page.get(name, []))
     return merged
+
+
+#: The longest ``take`` wait, in seconds (the broker's limit of 10 minutes).
+MAX_TAKE_WAIT = 600.0
 
 #: Error code of a ``return`` for a handler exception that is not a ``MethodCallError``.
 HANDLER_EXCEPTION_CODE = "error"
@@ -221,6 +225,8 @@ class Session:
         self.max_frame = DEFAULT_MAX_FRAME
         self.client_id: Optional[str] = None
         self.server: Optional[str] = None
+        #: Called with each :class:`SeenFrame` after ``monitor``.
+        self.monitor_callback: Optional[Callable[[SeenFrame], Any]] = None
 
     # -- connection state -------------------------------------------------------------
 
@@ -305,6 +311,9 @@ class Session:
             return self._on_call(frame)
         if op == "evicted":
             return self._on_evicted(frame)
+        if op == "seen":
+            self._on_seen(frame)
+            return None
         logger.debug("notifbus: ignoring frame with op %r", op)
         return None
 
@@ -316,6 +325,10 @@ class Session:
                 self._close_reason = error_from_wire(frame["error"])
         if request_id is None:
             error = error_from_wire(frame.get("error"))
+            if error.code in CLOSING_CODES:
+                # Raised to the caller (connect, or every pending call): not logged too.
+                logger.debug("notifbus: broker is closing the connection: %s", error)
+                return
             logger.warning("notifbus: broker sent an error frame: %s", error)
             return
         with self._lock:
@@ -342,6 +355,17 @@ class Session:
             entry.waiter.set_exception(outcome)
         else:
             entry.waiter.set_result(outcome[0])
+
+    def _on_seen(self, frame: Dict[str, Any]) -> None:
+        # Called in order on the reading thread or task: a monitor must see frames as
+        # the broker did, so they are not handed to workers that could reorder them.
+        callback = self.monitor_callback
+        if callback is None:
+            return
+        try:
+            callback(SeenFrame(str(frame.get("dir", "")), str(frame.get("client", "")), frame.get("frame")))
+        except Exception:
+            logger.exception("notifbus: monitor callback failed")
 
     def _on_event(self, frame: Dict[str, Any]) -> Optional[Work]:
         event_id = frame.get("event")
@@ -627,6 +651,8 @@ class Session:
         if wait is not None:
             if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait):
                 raise ValueError(f"take wait must be a finite number of seconds, not {wait!r}")
+            if not 0 <= wait <= MAX_TAKE_WAIT:
+                raise ValueError(f"take wait must be 0 to {MAX_TAKE_WAIT:g} seconds, not {wait!r}")
             fields["wait"] = math.ceil(wait * 1000)
             extra_wait = max(0.0, float(wait))
         return Request("take", fields, extra_wait=extra_wait)
@@ -642,6 +668,10 @@ class Session:
     def get_categories(self) -> Request[List[Dict[str, Any]]]:
         """``getCategories``: returns the category list."""
         return Request("getCategories", {}, lambda result: list(result["categories"]))
+
+    def monitor(self) -> Request[None]:
+        """``monitor``: from its reply on, ``seen`` frames go to :attr:`monitor_callback`."""
+        return Request("monitor", {}, lambda result: None)
 
     def status(self, page: Optional[str] = None) -> Request[Dict[str, Any]]:
         """``status``: returns one page of the broker's status object (the first, or the

@@ -110,3 +110,13 @@ class Eviction:
     id: str
     #: The id of the registration that replaced it.
     by: str
+
+
+@dataclass(frozen=True)
+class SeenFrame:
+    """One frame the broker read (``direction`` ``"in"``) from or wrote (``"out"``) to
+    ``client``, as a ``monitor`` sees it; ``frame`` is the decoded JSON."""
+
+    direction: str
+    client: str
+    frame: Any

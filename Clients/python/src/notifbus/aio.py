@@ -26,7 +26,7 @@ from ._errors import (
     RequestTimeout,
 )
 from ._framing import FrameDecoder
-from ._paths import resolve_socket_path
+from ._paths import resolve_socket_path, socket_error
 from ._session import (
     DeliverCall,
     DeliverEvent,
@@ -37,7 +37,8 @@ from ._session import (
     Work,
     merge_status_page,
 )
-from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry, Verdict
+from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
+from .profile import AsyncProfile
 
 __all__ = [
     "ABSENT",
@@ -118,7 +119,10 @@ async def _greet(
     writes its one error frame and closes, so the hello reply (or the refusal) is read
     here, where a failed send cannot hide it.
     """
-    await loop.sock_connect(sock, path)
+    try:
+        await loop.sock_connect(sock, path)
+    except OSError as exc:
+        raise socket_error(exc, path) from None
     waiter: "asyncio.Future[Dict[str, Any]]" = loop.create_future()
     request_id, data = session.start(session.hello(name), waiter)
     try:
@@ -149,7 +153,7 @@ async def _greet(
         raise
 
 
-class Client:
+class Client(AsyncProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Methods are coroutines and must be awaited on the loop that connected. Every one
@@ -222,6 +226,26 @@ class Client:
         except (OSError, asyncio.TimeoutError) as exc:
             logger.debug("notifbus: closing the stream: %r", exc)
         await asyncio.gather(self._reader_task, return_exceptions=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection has closed (by :meth:`close`, by the broker or by
+        a failure); bound it with ``asyncio.wait_for`` where needed."""
+        await asyncio.gather(asyncio.shield(self._reader_task), return_exceptions=True)
+
+    async def run_forever(self) -> None:
+        """Serve observers and handlers until the connection ends: what an observer
+        process awaits after registering, instead of a polling loop. Returns when
+        :meth:`close` was called; raises ``ConnectionLost`` when the broker closed the
+        connection or it failed."""
+        await self.wait_closed()
+        if not self._closed:
+            raise self._session.lost_error()
+
+    async def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
+        """Mirror every frame the broker exchanges with other clients: ``callback`` (a
+        plain function, run on the loop in order) gets each :class:`SeenFrame`."""
+        self._session.monitor_callback = callback
+        await self._perform(self._session.monitor(), timeout)
 
     async def __aenter__(self) -> Client:
         return self

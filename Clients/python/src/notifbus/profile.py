@@ -1,0 +1,270 @@
+"""The notification profile, as the Swift client has it: typed values for notifications
+and responses, typed observers for the three delegate methods, typed posts and the
+launch payload. Conversions only; the broker checks payloads and decides.
+
+    UNUserNotificationCenterDelegate method     event         observer / post
+    userNotificationCenter(_:willPresent:...)   willPresent   add_will_present_observer / post_will_present
+    userNotificationCenter(_:didReceive:...)    didReceive    add_did_receive_observer / post_did_receive
+    userNotificationCenter(_:openSettingsFor:)  openSettings  add_open_settings_observer / post_open_settings
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Union
+
+from ._types import NEXT, STOP, Complete, Event, PostResult, Verdict
+
+#: ``UNNotificationDefaultActionIdentifier``: the user tapped the notification itself.
+DEFAULT_ACTION_IDENTIFIER = "com.apple.UNNotificationDefaultActionIdentifier"
+#: ``UNNotificationDismissActionIdentifier``: the user dismissed it.
+DISMISS_ACTION_IDENTIFIER = "com.apple.UNNotificationDismissActionIdentifier"
+#: The slot where the broker keeps an unhandled click that would launch the app.
+LAUNCH_SLOT = "launch"
+#: ``UNNotificationPresentationOptions``, by their wire names.
+PRESENTATION_OPTIONS = ("badge", "sound", "list", "banner", "alert")
+
+#: A ``did_receive`` or ``open_settings`` observer's answers besides ``STOP``:
+#: ``HANDLED`` ends the chain completed, ``PASS`` gives it to the next observer.
+#: ``Complete(value)`` is handled with a value for the poster.
+HANDLED = Complete(None)
+PASS = NEXT
+
+
+@dataclass
+class NotificationContent:
+    """``UNNotificationContent``: what the notification shows."""
+
+    title: Optional[str] = None
+    subtitle: Optional[str] = None
+    body: Optional[str] = None
+    category_identifier: Optional[str] = None
+    thread_identifier: Optional[str] = None
+    user_info: Dict[str, Any] = field(default_factory=dict)
+    badge: Optional[int] = None
+    sound: Optional[str] = None
+
+    _WIRE = (("title", "title"), ("subtitle", "subtitle"), ("body", "body"),
+             ("category_identifier", "categoryIdentifier"), ("thread_identifier", "threadIdentifier"),
+             ("badge", "badge"), ("sound", "sound"))
+
+    def to_json(self) -> Dict[str, Any]:
+        out = {wire: getattr(self, name) for name, wire in self._WIRE if getattr(self, name) is not None}
+        if self.user_info:
+            out["userInfo"] = dict(self.user_info)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "NotificationContent":
+        data = data if isinstance(data, dict) else {}
+        content = cls(**{name: data.get(wire) for name, wire in cls._WIRE})
+        content.user_info = dict(data.get("userInfo") or {})
+        return content
+
+
+@dataclass
+class Notification:
+    """``UNNotification``: its request's identifier, where it came from and its content."""
+
+    identifier: str
+    content: NotificationContent = field(default_factory=NotificationContent)
+    #: ``"remote"``, ``"local"`` or ``None``.
+    source: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"identifier": self.identifier, "content": self.content.to_json()}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Notification":
+        if not isinstance(data, dict) or not isinstance(data.get("identifier"), str):
+            raise ValueError(f"not a notification: {data!r}")
+        return cls(data["identifier"], NotificationContent.from_json(data.get("content")), data.get("source"))
+
+
+@dataclass
+class NotificationResponse:
+    """``UNNotificationResponse`` (and ``UNTextInputNotificationResponse``): what the
+    user did with a notification."""
+
+    action_identifier: str
+    notification: Notification
+    #: What the user typed into a text-input action.
+    user_text: Optional[str] = None
+
+    @property
+    def is_default_action(self) -> bool:
+        return self.action_identifier == DEFAULT_ACTION_IDENTIFIER
+
+    @property
+    def is_dismiss_action(self) -> bool:
+        return self.action_identifier == DISMISS_ACTION_IDENTIFIER
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"actionIdentifier": self.action_identifier, "notification": self.notification.to_json()}
+        if self.user_text is not None:
+            out["userText"] = self.user_text
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "NotificationResponse":
+        if not isinstance(data, dict) or not isinstance(data.get("actionIdentifier"), str):
+            raise ValueError(f"not a notification response: {data!r}")
+        return cls(data["actionIdentifier"], Notification.from_json(data.get("notification")), data.get("userText"))
+
+
+def presentation_options(result: PostResult) -> Optional[List[str]]:
+    """The options a ``willPresent`` post completed with, in the observer's order, or
+    ``None`` when no observer decided to present (stopped, unhandled)."""
+    if result.outcome != "completed" or not isinstance(result.value, list):
+        return None
+    return [str(name) for name in result.value]
+
+
+def _options_answer(options: Optional[Sequence[str]]) -> Verdict:
+    if options is None:
+        return NEXT
+    names = list(options)
+    for name in names:
+        if name not in PRESENTATION_OPTIONS:
+            raise ValueError(f"unknown presentation option {name!r}; expected {', '.join(PRESENTATION_OPTIONS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"repeated presentation option in {names!r}")
+    return Complete(names)
+
+
+def _delegate_answer(reply: Any) -> Verdict:
+    if reply is None:
+        return NEXT
+    if reply is NEXT or reply is STOP or isinstance(reply, Complete):
+        return reply
+    raise ValueError(f"a delegate observer returns HANDLED, PASS, STOP or Complete(value), not {reply!r}")
+
+
+def _open_settings_notification(payload: Any) -> Optional[Notification]:
+    data = payload.get("notification") if isinstance(payload, dict) else None
+    return None if data is None else Notification.from_json(data)
+
+
+class _Wrap:
+    """Turns a typed observer into a plain one: reads the payload, answers ``next`` when
+    it does not read, and converts the typed answer. Awaits coroutines for asyncio."""
+
+    @staticmethod
+    def blocking(read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
+                 handler: Callable[[Any], Any]) -> Callable[[Event], Verdict]:
+        def observer(event: Event) -> Verdict:
+            try:
+                value = read(event.payload)
+            except (ValueError, TypeError, KeyError):
+                return NEXT
+            return answer(handler(value))
+        return observer
+
+    @staticmethod
+    def asynchronous(read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
+                     handler: Callable[[Any], Any]) -> Callable[[Event], Awaitable[Verdict]]:
+        async def observer(event: Event) -> Verdict:
+            try:
+                value = read(event.payload)
+            except (ValueError, TypeError, KeyError):
+                return NEXT
+            outcome = handler(value)
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+            return answer(outcome)
+        return observer
+
+
+def _will_present_notification(payload: Any) -> Notification:
+    return Notification.from_json(payload.get("notification") if isinstance(payload, dict) else None)
+
+
+def _launch_response(value: Any) -> Optional[NotificationResponse]:
+    return None if value is None else NotificationResponse.from_json(value)
+
+
+class BlockingProfile:
+    """The profile methods of the blocking :class:`notifbus.Client`."""
+
+    def add_will_present_observer(self, handler: Callable[[Notification], Optional[Sequence[str]]], *,
+                                  priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """Observe ``willPresent``: ``handler(notification)`` returns the presentation
+        options (``["banner", "sound"]``; ``[]`` means do not present), or ``None`` to pass
+        it to the next observer. Returns the observer id."""
+        observer = _Wrap.blocking(_will_present_notification, _options_answer, handler)
+        return self.add_observer("willPresent", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    def add_did_receive_observer(self, handler: Callable[[NotificationResponse], Verdict], *,
+                                 priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """Observe ``didReceive``: ``handler(response)`` returns ``HANDLED`` (or
+        ``Complete(value)``), ``PASS`` or ``STOP``. Returns the observer id."""
+        observer = _Wrap.blocking(NotificationResponse.from_json, _delegate_answer, handler)
+        return self.add_observer("didReceive", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    def add_open_settings_observer(self, handler: Callable[[Optional[Notification]], Verdict], *,
+                                   priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """Observe ``openSettings``: ``handler(notification_or_None)`` returns ``HANDLED``,
+        ``PASS`` or ``STOP``. Returns the observer id."""
+        observer = _Wrap.blocking(_open_settings_notification, _delegate_answer, handler)
+        return self.add_observer("openSettings", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> PostResult:
+        """Post ``willPresent``; :func:`presentation_options` reads the decision."""
+        return self.post("willPresent", {"notification": notification.to_json()}, timeout=timeout)  # type: ignore[attr-defined]
+
+    def post_did_receive(self, response: NotificationResponse, *, timeout: Optional[float] = None) -> PostResult:
+        """Post ``didReceive``; the broker refuses what the categories do not allow (``invalid_action``)."""
+        return self.post("didReceive", response.to_json(), timeout=timeout)  # type: ignore[attr-defined]
+
+    def post_open_settings(self, notification: Optional[Notification], *, timeout: Optional[float] = None) -> PostResult:
+        """Post ``openSettings``, from a notification or (``None``) from the system settings."""
+        payload = {"notification": None if notification is None else notification.to_json()}
+        return self.post("openSettings", payload, timeout=timeout)  # type: ignore[attr-defined]
+
+    def launch_notification_response(self, wait: Optional[float] = None, *,
+                                     timeout: Optional[float] = None) -> Optional[NotificationResponse]:
+        """Take the response that launched the app (slot ``launch``), once; ``None`` when
+        there is none. ``wait`` (seconds) waits that long for one to arrive."""
+        return _launch_response(self.take(LAUNCH_SLOT, wait, timeout=timeout))  # type: ignore[attr-defined]
+
+
+class AsyncProfile:
+    """The profile methods of :class:`notifbus.aio.Client`; handlers may be coroutines."""
+
+    async def add_will_present_observer(self, handler: Callable[[Notification], Any], *,
+                                        priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """As :meth:`BlockingProfile.add_will_present_observer`."""
+        observer = _Wrap.asynchronous(_will_present_notification, _options_answer, handler)
+        return await self.add_observer("willPresent", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    async def add_did_receive_observer(self, handler: Callable[[NotificationResponse], Any], *,
+                                       priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """As :meth:`BlockingProfile.add_did_receive_observer`."""
+        observer = _Wrap.asynchronous(NotificationResponse.from_json, _delegate_answer, handler)
+        return await self.add_observer("didReceive", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    async def add_open_settings_observer(self, handler: Callable[[Optional[Notification]], Any], *,
+                                         priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+        """As :meth:`BlockingProfile.add_open_settings_observer`."""
+        observer = _Wrap.asynchronous(_open_settings_notification, _delegate_answer, handler)
+        return await self.add_observer("openSettings", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+
+    async def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> PostResult:
+        return await self.post("willPresent", {"notification": notification.to_json()}, timeout=timeout)  # type: ignore[attr-defined]
+
+    async def post_did_receive(self, response: NotificationResponse, *, timeout: Optional[float] = None) -> PostResult:
+        return await self.post("didReceive", response.to_json(), timeout=timeout)  # type: ignore[attr-defined]
+
+    async def post_open_settings(self, notification: Optional[Notification], *,
+                                 timeout: Optional[float] = None) -> PostResult:
+        payload = {"notification": None if notification is None else notification.to_json()}
+        return await self.post("openSettings", payload, timeout=timeout)  # type: ignore[attr-defined]
+
+    async def launch_notification_response(self, wait: Optional[float] = None, *,
+                                           timeout: Optional[float] = None) -> Optional[NotificationResponse]:
+        """As :meth:`BlockingProfile.launch_notification_response`."""
+        return _launch_response(await self.take(LAUNCH_SLOT, wait, timeout=timeout))  # type: ignore[attr-defined]

@@ -1,0 +1,15 @@
+// How the CLI words a failure to reach the broker: the broker's own refusal (`forbidden`,
+// `too_many_clients`) with what to do about it, else the client's message. Words only.
+import Glibc
+import NotifBusClient
+
+enum ConnectFailure {
+    /// One line for `error`, naming the fix where there is one.
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? NotifBusError else { return "\(error)" }
+        if case .broker(let refusal) = error, refusal.code == "forbidden" {
+            return "\(refusal.code): \(refusal.message) (the broker's owner can admit it: notifbus broker --allow-uid \(getuid()))"
+        }
+        return error.description
+    }
+}

@@ -1,0 +1,64 @@
+// `notifbus manpage`: the notifbus(1) manual page in roff, generated from the same help
+// texts `--help` prints, so the page and the command never disagree. It prints; the
+// install script writes it to share/man/man1/notifbus.1.
+enum ManPageCommand {
+    static let command = Subcommand(
+        name: "manpage",
+        summary: "print the notifbus(1) manual page (roff)",
+        usage: """
+            Usage: notifbus manpage
+
+            Prints the manual page, built from every command's help text, in roff.
+            scripts/install.sh installs it; to read it at once: notifbus manpage | man -l -
+            """,
+        valueFlags: [], switchFlags: [],
+        run: { args in
+            try CLI.expectPositionals(args, 0...0, "no arguments")
+            Output.line(page())
+            return 0
+        })
+
+    static func page() -> String {
+        var out = [".TH NOTIFBUS 1 \"\" \"\(CLI.version)\" \"User Commands\"",
+                   ".SH NAME",
+                   "notifbus \\- one notification delegate shared across processes",
+                   ".SH SYNOPSIS",
+                   ".B notifbus",
+                   ".I command",
+                   "[options]",
+                   ".SH DESCRIPTION"]
+        out.append(contentsOf: preformatted(CLI.overview))
+        out.append(".SH COMMANDS")
+        for command in CLI.subcommands {
+            out.append(".SS \(escape(command.name))")
+            out.append(escape(command.summary) + ".")
+            out.append(contentsOf: preformatted(CLI.help(for: command)))
+        }
+        out.append(".SH ENVIRONMENT")
+        out.append(".TP\n.B NOTIFBUS_SOCKET\nthe broker's socket, when --socket is not given")
+        out.append(".TP\n.B XDG_RUNTIME_DIR\nthe socket is $XDG_RUNTIME_DIR/notifbus.sock when NOTIFBUS_SOCKET is unset")
+        out.append(".SH EXIT STATUS\n0 on success, 1 on an error (one line on stderr), 2 on bad usage.")
+        return out.joined(separator: "\n")
+    }
+
+    /// Help text kept as printed: no filling, no adjusting.
+    static func preformatted(_ text: String) -> [String] {
+        [".nf"] + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            let escaped = escape(String(line))
+            return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
+        } + [".fi"]
+    }
+
+    /// Backslashes and leading dashes as roff wants them.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for c in text {
+            switch c {
+            case "\\": out += "\\e"
+            case "-": out += "\\-"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+}
