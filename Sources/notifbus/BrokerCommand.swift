@@ -34,7 +34,8 @@ enum BrokerCommand {
                                    is cut off (default 16777216)
               --max-buffered-bytes B
                                    input and output buffered across all clients; beyond
-                                   it the biggest holders are cut off (default 268435456)
+                                   it the biggest holders are cut off (default 268435456,
+                                   or --max-frame when that is larger; at least --max-frame)
 
             DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
 
@@ -61,7 +62,15 @@ enum BrokerCommand {
         if let n = try args.integer("max-queue", min: 0, max: Int64(Int32.max)) { options.core.maxQueue = Int(n) }
         if let n = try args.integer("max-clients", min: 1, max: Int64(Int32.max)) { options.core.maxClients = Int(n) }
         if let n = try args.integer("max-output", min: 1, max: Int64(Int32.max)) { options.maxOutputBytes = Int(n) }
-        if let n = try args.integer("max-buffered-bytes", min: 1, max: Int64.max / 2) { options.maxBufferedBytes = Int(n) }
+        if let n = try args.integer("max-buffered-bytes", min: 1, max: Int64.max / 2) {
+            // Below one frame, a client sending a frame the broker allows would be cut off.
+            guard n >= options.core.maxFrame else {
+                throw UsageError("--max-buffered-bytes must be at least --max-frame (\(options.core.maxFrame)), not \(n)")
+            }
+            options.maxBufferedBytes = Int(n)
+        } else {
+            options.maxBufferedBytes = max(options.maxBufferedBytes, options.core.maxFrame)
+        }
         if let n = try args.integer("max-queue-bytes", min: 0, max: Int64.max / 2) { options.core.maxQueueBytes = Int(n) }
         if let dir = args.value("state-dir") {
             guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }

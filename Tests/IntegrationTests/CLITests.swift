@@ -37,6 +37,10 @@ import Testing
         let (bad, _, err) = try run(["broker", "--max-buffered-bytes", "0"])
         #expect(bad == 2)
         #expect(err.contains("max-buffered-bytes"))
+        // A cap below one frame would cut off a client for sending a frame the broker allows.
+        let (small, _, smallErr) = try run(["broker", "--max-frame", "4096", "--max-buffered-bytes", "4095"])
+        #expect(small == 2)
+        #expect(smallErr.contains("at least --max-frame"), "\(smallErr)")
     }
 
     @Test func usageErrorsExitTwo() throws {
