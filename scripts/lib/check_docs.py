@@ -61,6 +61,12 @@ def blocks(file: str) -> list[Block]:
     return found
 
 
+def stopped_from_outside(signum: int, _frame: object) -> None:
+    """SIGTERM (the step's `timeout`) or SIGINT: unwind, so that the `finally` clauses end
+    the running block's process group and the broker, and remove the temporary folder."""
+    raise SystemExit(128 + signum)
+
+
 def run(what: Block, command: list[str], env: dict, cwd: Path, stdin: str | None = None) -> str:
     """Runs `command` in its own process group (background jobs included), bounded."""
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -93,8 +99,12 @@ class Broker:
         self.socket = str(folder / "bus.sock")
         self.process = subprocess.Popen([str(binary), "broker", "--socket", self.socket, "--hop-timeout", "2s"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run([str(binary), "ping", "--wait", "10s", "--socket", self.socket], check=True,
-                       stdout=subprocess.DEVNULL, timeout=30)
+        try:
+            subprocess.run([str(binary), "ping", "--wait", "10s", "--socket", self.socket], check=True,
+                           stdout=subprocess.DEVNULL, timeout=30)
+        except BaseException:
+            self.stop()  # a broker that never answered is not left running
+            raise
 
     def stop(self) -> None:
         self.process.terminate()
@@ -158,6 +168,8 @@ def check_prose() -> None:
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, stopped_from_outside)
+    signal.signal(signal.SIGINT, stopped_from_outside)
     check_prose()
     binary_dir = Path(os.environ.get("NOTIFBUS_BUILD_DIR", ROOT / ".build" / "debug"))
     binary = binary_dir / "notifbus"
