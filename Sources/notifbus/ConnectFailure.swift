@@ -10,6 +10,9 @@ enum ConnectFailure {
         if case .broker(let refusal) = error, refusal.code == "forbidden" {
             return "\(refusal.code): \(refusal.message) (the broker's owner can admit it: notifbus broker --allow-uid \(getuid()))"
         }
+        if case .broker(let refusal) = error, refusal.code == "too_many_clients" {
+            return "\(refusal.code): \(refusal.message) (try again once a client has left, or start the broker with a larger --max-clients)"
+        }
         return error.description
     }
 }

@@ -115,6 +115,23 @@ import Testing
         #expect(refusedLines < 16, "16 refusals, \(refusedLines) lines: \(broker.child.stderr)")
     }
 
+    /// A full broker is named as such, with what to do about it, not as a lost connection.
+    @Test func aFullBrokerIsNamedWithTheFix() throws {
+        let broker = try BrokerUnderTest(["--max-clients", "1"])
+        // The readiness probe's connection may still hold the one place for a moment.
+        var holder: RawClient? = nil
+        #expect(broker.child.waitFor {
+            guard let c = try? RawClient(broker.socket), (try? c.hello()) != nil else { return false }
+            holder = c
+            return true
+        })
+        let (status, _, err) = try broker.cli(["ping"])
+        #expect(status == 1)
+        #expect(err.contains("too_many_clients: the broker serves at most 1 clients"), "\(err)")
+        #expect(err.contains("--max-clients"), "\(err)")
+        withExtendedLifetime(holder) {}
+    }
+
     @Test func stateDirParentsAreCreatedPrivate() throws {
         let folder = TempFolder()
         let state = folder.path + "/home/.local/state/notifbus"
