@@ -49,14 +49,18 @@ enum ManPageCommand {
         } + [".fi"]
     }
 
-    /// Backslashes and leading dashes as roff wants them.
+    /// Backslashes, dashes and characters beyond ASCII as roff wants them: roff reads
+    /// its input as Latin-1 unless told otherwise, so `…` or `µ` are written `\[u2026]`.
     static func escape(_ text: String) -> String {
         var out = ""
-        for c in text {
-            switch c {
+        for scalar in text.unicodeScalars {
+            switch scalar {
             case "\\": out += "\\e"
             case "-": out += "\\-"
-            default: out.append(c)
+            case _ where scalar.isASCII: out.unicodeScalars.append(scalar)
+            default:
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\[u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "]"
             }
         }
         return out

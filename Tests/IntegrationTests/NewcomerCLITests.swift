@@ -233,6 +233,10 @@ import Testing
         #expect(manStatus == 0 && man.hasPrefix(".TH NOTIFBUS 1"))
         for name in NewcomerCLITests.brokerCommands { #expect(man.contains(".SS \(name)"), "\(name) missing from the man page") }
         #expect(man.contains("\\-\\-priority defaults to 100"))
+        // roff reads Latin-1 by default: the help's "…" and "µs" are written as \[uXXXX].
+        let nonASCII = man.unicodeScalars.filter { !$0.isASCII }
+        #expect(nonASCII.isEmpty, "non-ASCII in the man page: \(String(String.UnicodeScalarView(nonASCII)))")
+        #expect(man.contains("\\[u2026]"))
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/fish"), "fish is installed by scripts/setup.sh"))
