@@ -162,6 +162,9 @@ import Testing
     @Test func monitorStampsLinesAndFilters() throws {
         let broker = try BrokerUnderTest()
         #expect(try broker.cli(["monitor", "--match", "colour=red"]).0 == 2)
+        // A direction other than in or out would match nothing, silently: it is a usage error.
+        let (badDir, _, dirErr) = try broker.cli(["monitor", "--match", "dir=up"])
+        #expect(badDir == 2 && dirErr.contains("in") && dirErr.contains("out"), "\(dirErr)")
         let monitor = try broker.spawn(["monitor", "--match", "op=put,client=c9999", "--match", "op=take", "--count", "1"])
         #expect(monitor.waitFor { monitor.stderr.contains("monitoring") })
         _ = try broker.cli(["put", "x", "1"])
