@@ -235,8 +235,10 @@ extension Broker {
         return f.finish()
     }
 
-    /// At most this many observers or handlers are picked for one page: an entry takes at
-    /// least 64 bytes, so more could not fit in `budget` anyway.
+    /// At most this many observers or handlers are picked for one page, about as many as
+    /// fit in `budget` (an observer's entry takes at least 70 bytes, a handler's at least
+    /// 58). When the pick runs out before the budget, the page ends there and `next` goes
+    /// on after its last item.
     static func statusItemsPerPage(_ budget: Int) -> Int { Swift.max(1, budget / 64) + 1 }
 
     /// The `count` smallest keys above `after`, in order: O(n log count) with a bounded
