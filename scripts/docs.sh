@@ -12,8 +12,9 @@ graphs=.build/docs-build/symbol-graphs
 rm -rf .build/docs
 mkdir -p "$graphs" .build/docs
 # A scratch folder of its own: the extra compiler flags would otherwise rebuild .build/debug.
+# Every step is bounded: a fresh scratch build on a busy machine takes minutes, not more.
 build_graphs() {
-    swift build --scratch-path .build/docs-build --target NotifBusClient \
+    timeout 900 swift build --scratch-path .build/docs-build --target NotifBusClient \
         -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" >/dev/null
 }
 build_graphs
@@ -39,7 +40,7 @@ for module in NotifBusClient NotifBusProtocol; do
     cp "$graphs/$module".symbols.json "$one"/
     cp "$graphs/$module"@*.symbols.json "$one"/ 2>/dev/null || true
     log=.build/docs/$module.log
-    docc convert --additional-symbol-graph-dir "$one" --fallback-display-name "$module" \
+    timeout 300 docc convert --additional-symbol-graph-dir "$one" --fallback-display-name "$module" \
         --fallback-bundle-identifier "org.notifbus.$module" --output-path ".build/docs/$module.doccarchive" \
         >"$log" 2>&1 || { cat "$log" >&2; echo "docs.sh: docc failed for $module" >&2; exit 1; }
     if grep -q "warning:" "$log"; then
