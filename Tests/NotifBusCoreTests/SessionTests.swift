@@ -231,6 +231,44 @@ import Testing
         #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":5}"#)) == "bad_request")
     }
 
+    /// Pages are read at their own moments: an observer present from the first page to the
+    /// last is listed exactly once even when the one a cursor names is gone meanwhile, and
+    /// one added behind the cursor shows up on a later page (decision 31).
+    @Test func statusPagesSurviveChangesBetweenThem() {
+        var h = CoreHarness { $0.statusPageBytes = 2048 }
+        let a = h.connect()
+        let long = String(repeating: "n", count: 200)
+        let original = (0..<24).map { h.subscribe(a, ["\(long)\($0)"], priority: 10) }
+        var listed: [String] = []
+        var page: String? = nil
+        var pages = 0
+        var changed = false
+        var cursorObserver: String? = nil
+        var late: String? = nil
+        repeat {
+            let request = page.map { "{\"op\":\"status\",\"id\":7,\"page\":\"\($0)\"}" } ?? #"{"op":"status","id":7}"#
+            let r = h.request(a, request)["result"]!
+            listed += (r["observers"]?.arrayValue ?? []).compactMap { $0["observer"]?.stringValue }
+            page = r["next"]?.stringValue
+            pages += 1
+            if !changed, let cursor = page, cursor.hasPrefix("o") {
+                // The observer the cursor names leaves; one joins after every listed one.
+                changed = true
+                cursorObserver = listed.last
+                let gone = h.request(a, "{\"op\":\"unsubscribe\",\"id\":8,\"observer\":\"\(listed.last!)\"}")
+                #expect(gone["result"] != nil)
+                late = h.subscribe(a, ["late"], priority: 20)
+            }
+        } while page != nil && pages < 100
+        #expect(changed && pages > 2)
+        for o in original where o != cursorObserver {
+            #expect(listed.filter { $0 == o }.count == 1, "\(o) listed \(listed.filter { $0 == o }.count) times")
+        }
+        #expect(listed.filter { $0 == cursorObserver }.count == 1)  // listed before it left
+        #expect(late.map { listed.contains($0) } == true)
+        #expect(listed == listed.sorted { Int($0.dropFirst())! < Int($1.dropFirst())! })
+    }
+
     /// Many small items: each page picks a bounded number of them, and the pages still
     /// list every one once, in order (also when a page ends because the pick ran out).
     @Test func statusPagesOfManySmallHandlers() {
