@@ -1,0 +1,88 @@
+// Pipelined requests on the Swift client: several requests written to the socket in one
+// write, in the caller's order, whose replies are awaited later. It must not reorder
+// requests, and it never waits for a reply before the whole group is written.
+import Dispatch
+import NotifBusProtocol
+
+/// The replies of a group of requests sent by `NotifBusConnection.pipeline`, in request order.
+public final class PipelinedReplies: @unchecked Sendable {
+    private let lock = Lock()
+    private var results: [Result<JSONValue, NotifBusError>?]
+    private var remaining: Int
+    private var waiter: CheckedContinuation<[Result<JSONValue, NotifBusError>], Never>?
+
+    init(count: Int) {
+        results = Array(repeating: nil, count: count)
+        remaining = count
+    }
+
+    func fill(_ index: Int, _ result: Result<JSONValue, NotifBusError>) {
+        let resume = lock.withLock { () -> (CheckedContinuation<[Result<JSONValue, NotifBusError>], Never>, [Result<JSONValue, NotifBusError>])? in
+            guard results[index] == nil else { return nil }
+            results[index] = result
+            remaining -= 1
+            guard remaining == 0, let waiter else { return nil }
+            self.waiter = nil
+            return (waiter, results.map { $0! })
+        }
+        if let (waiter, all) = resume { waiter.resume(returning: all) }
+    }
+
+    /// Waits for every reply (each bounded by the pipeline's timeout) and returns them in order.
+    public func wait() async -> [Result<JSONValue, NotifBusError>] {
+        await withCheckedContinuation { continuation in
+            let ready = lock.withLock { () -> [Result<JSONValue, NotifBusError>]? in
+                if remaining == 0 { return results.map { $0! } }
+                waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+extension NotifBusConnection {
+    /// Writes `requests` (op and fields each) to the broker in one write, in this order, and
+    /// returns at once. The broker reads them in that order, so either all of them reach it or,
+    /// when this process dies during the write, a prefix of them does; a write that needs more
+    /// than the socket's free buffer space can be cut between two requests.
+    public func pipeline(_ requests: [(op: String, fields: [String: JSONValue])],
+                         timeout: Duration? = nil) -> PipelinedReplies {
+        let replies = PipelinedReplies(count: requests.count)
+        guard !requests.isEmpty else { return replies }
+        let bound = timeout ?? requestTimeout
+        let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
+            if let reason = closedReason { return ([], reason) }
+            var ids: [Int64] = []
+            for index in requests.indices {
+                let id = nextRequestID
+                nextRequestID += 1
+                ids.append(id)
+                pending[id] = { result in replies.fill(index, result) }
+            }
+            return (ids, nil)
+        }
+        if let closed {
+            for index in requests.indices { replies.fill(index, .failure(.connectionLost(closed))) }
+            return replies
+        }
+        var bytes: [UInt8] = []
+        for (index, request) in requests.enumerated() {
+            var message = request.fields
+            message["op"] = .string(request.op)
+            message["id"] = .integer(ids[index])
+            bytes += NotifBusConnection.frame(.object(message))
+        }
+        if let error = send(bytes) {
+            for id in ids { complete(id, .failure(error)) }
+            return replies
+        }
+        let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
+            for (index, id) in ids.enumerated() {
+                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")))
+            }
+        }
+        return replies
+    }
+}

@@ -1,0 +1,445 @@
+// The NATS bridge's inbound loop: fetch a batch from the durable consumer, record intents,
+// pipeline the posts and puts to the broker with a send marker after each, record outcomes,
+// publish results, ack. It never acks a message before its effect is recorded and its result
+// is in JetStream, and never sends one whose id the store has applied.
+import Dispatch
+import Glibc
+import NotifBusClient
+import NotifBusProtocol
+
+/// Runs async client calls from the bridge's plain threads, waiting on a semaphore.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        box.value = await body()
+        done.signal()
+    }
+    done.wait()
+    return box.value!
+}
+
+/// Carries a value from a task back to the thread that waits for it.
+final class ResultBox<T>: @unchecked Sendable {
+    var value: T?
+    init() {}
+}
+
+/// Prints one line to stderr, prefixed with the tool's name.
+func log(_ line: String) {
+    var text = "notifbus-bridge: " + line + "\n"
+    text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// The bridge between one device's broker and NATS.
+final class NATSBridge: @unchecked Sendable {
+    let options: BridgeOptions
+    let subjects: NATSSubjects
+    let nats: NATSLink
+    let store: AppliedStore
+    private let busLock = Lock()
+    private var bus: NotifBusConnection? = nil
+    private var exporter: EventExporter? = nil
+    /// The whole chain of a post, queue wait included, may take this long before the bridge
+    /// gives up on its reply and treats the broker as lost (then the marker decides).
+    static let postTimeout: Duration = .seconds(600)
+    /// A failed fetch or publish is retried after this pause.
+    static let retryPauseMs: UInt32 = 250
+
+    init(options: BridgeOptions) throws {
+        self.options = options
+        subjects = NATSSubjects(device: options.device)
+        store = try AppliedStore(folder: options.stateDir, device: options.device, window: options.window)
+        nats = try NATSLink(urls: options.urls, name: "notifbus-bridge " + options.device, log: { log($0) })
+    }
+
+    /// The broker connection, if there is one now.
+    var currentBus: NotifBusConnection? { busLock.withLock { bus } }
+
+    // MARK: Start
+
+    /// Sets up streams, consumer, invoke subscription and export, then runs the inbound loop forever.
+    func run() -> Never {
+        if options.stateDir == nil {
+            log("no --state-dir: applied message ids live in memory, so a restart of the bridge may apply a redelivered message again")
+        }
+        let sub = waitForConsumer()
+        do {
+            try nats.subscribe(subjects.invokeWildcard) { [self] msg in serveInvoke(msg) }
+        } catch {
+            log("cannot subscribe to \(subjects.invokeWildcard): \(error)")
+            exit(1)
+        }
+        if !options.exports.isEmpty { exporter = EventExporter(bridge: self, events: Set(options.exports)) }
+        connectBus()
+        log("bridging device \(options.device): stream \(options.inboundStream), results to \(options.outboundStream)")
+        while true {
+            let batch: [NATSMessage]
+            do {
+                batch = try nats.fetch(sub, batch: options.batch, timeoutMs: 1000)
+            } catch {
+                if nats.isConnected { log("fetch: \(error)") }
+                usleep(NATSBridge.retryPauseMs * 1000)
+                continue
+            }
+            if batch.isEmpty { continue }
+            process(batch)
+        }
+    }
+
+    /// Creates the streams when asked and binds the durable consumer, retrying while JetStream
+    /// is unreachable or electing leaders.
+    private func waitForConsumer() -> OpaquePointer {
+        var lastError = ""
+        while true {
+            do {
+                if options.createStream {
+                    try nats.createStream(options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas)
+                    try nats.createStream(options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas)
+                }
+                return try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable,
+                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 4)
+            } catch {
+                if error.description != lastError { log("waiting for JetStream: \(error)") }
+                lastError = error.description
+                if options.createStream == false, nats.isConnected, nats.streamExists(options.inboundStream) == false {
+                    log("stream \(options.inboundStream) does not exist (use --create-stream)")
+                    exit(1)
+                }
+                usleep(500_000)
+            }
+        }
+    }
+
+    // MARK: The broker connection
+
+    /// Connects to the broker, retrying every half second, then settles intents left in doubt.
+    private func connectBus() {
+        var warned = false
+        while true {
+            let socket = options.socket
+            let result: Result<NotifBusConnection, NotifBusError> = blocking {
+                do throws(NotifBusError) {
+                    return .success(try await NotifBusConnection.connect(socket: socket, name: "notifbus-bridge nats"))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch result {
+            case .success(let connection):
+                if let exporter, !exporter.attach(connection) {
+                    connection.close()
+                    usleep(500_000)
+                    continue
+                }
+                if resolveInDoubt(connection) {
+                    busLock.withLock { bus = connection }
+                    if warned { log("broker reachable again") }
+                    return
+                }
+                connection.close()
+            case .failure(let error):
+                if !warned { log("broker unreachable (\(error)); not acking until it is back") }
+                warned = true
+            }
+            usleep(500_000)
+        }
+    }
+
+    /// Decides the intents that have no outcome: those the broker saw (their marker, or a later
+    /// one, is in the slot) took effect; the rest never reached it and are forgotten.
+    private func resolveInDoubt(_ connection: NotifBusConnection) -> Bool {
+        let slot = subjects.markerSlot
+        let peeked: Result<JSONValue?, NotifBusError> = blocking {
+            do throws(NotifBusError) { return .success(try await connection.peek(slot)) } catch { return .failure(error) }
+        }
+        guard case .success(let marker) = peeked else { return false }
+        let sent = marker?["seq"]?.intValue ?? 0
+        for (id, sequence) in store.unresolved {
+            if sequence <= sent {
+                store.recordApplied(id, outcome: lostOutcome(id))
+                log("message \(id) reached the broker before a restart; its result is unknown")
+            } else {
+                store.dropIntent(id)
+            }
+        }
+        store.raiseSequence(to: sent)
+        do { try store.sync() } catch {
+            log("\(error)")
+            exit(1)
+        }
+        return true
+    }
+
+    private func lostOutcome(_ id: String) -> JSONValue {
+        ["msgId": .string(id), "error": ["code": "result_lost",
+                                          "message": "the post reached the broker before the bridge or the broker restarted; it took effect, its result is unknown"]]
+    }
+
+    private func dropBus(_ connection: NotifBusConnection) {
+        busLock.withLock { if bus === connection { bus = nil } }
+        connection.close()
+    }
+
+    // MARK: One batch
+
+    /// What to do with one fetched message.
+    private enum Step {
+        case dead(DeadLetterReason)
+        /// Already applied: publish its stored result again (deduplicated by JetStream) and ack.
+        case replay(JSONValue?)
+        case apply(id: String, action: InboundAction)
+    }
+
+    /// Takes a batch to the point where every message of it is acked.
+    private func process(_ batch: [NATSMessage]) {
+        defer { batch.forEach { $0.destroy() } }
+        while true {
+            let steps = plan(batch)
+            guard let outcomes = apply(batch, steps) else {
+                // The broker went away: reconnect, settle what it saw, and plan the batch again.
+                connectBus()
+                continue
+            }
+            var outbound: [OutboundMessage] = []
+            for (index, step) in steps.enumerated() {
+                switch step {
+                case .dead(let reason): outbound.append(deadLetter(batch[index], reason))
+                case .replay(let outcome): if let outcome { outbound.append(resultMessage(outcome)) }
+                case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
+                }
+            }
+            publishAll(outbound)
+            for msg in batch {
+                let s = msg.ack()
+                if s.rawValue != 0 { log("ack: \(NATSError("natsMsg_Ack", s)) (the message will come again and be recognised)") }
+            }
+            return
+        }
+    }
+
+    private func plan(_ batch: [NATSMessage]) -> [Step] {
+        var seen: [String: Int] = [:]
+        return batch.map { msg in
+            let id = msg.header(NATSLink.msgIDHeader)
+            switch subjects.classify(subject: msg.subject, msgID: id, body: msg.data) {
+            case .failure(let reason): return .dead(reason)
+            case .success(let action):
+                let id = id!
+                if case .applied(let outcome) = store.state(of: id) { return .replay(outcome) }
+                // The same id twice in one batch: the second is a duplicate of the first.
+                if seen[id] != nil { return .replay(nil) }
+                seen[id] = 1
+                return .apply(id: id, action: action)
+            }
+        }
+    }
+
+    /// Sends every `.apply` step to the broker and records the outcomes. Returns the result
+    /// bodies by index (nil for puts and other steps), or nil when the broker was lost.
+    private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
+        let work = steps.enumerated().compactMap { index, step -> (Int, String, InboundAction)? in
+            if case .apply(let id, let action) = step { return (index, id, action) }
+            return nil
+        }
+        guard !work.isEmpty else { return [:] }
+        guard let connection = currentBus else { return nil }
+        let sequences = work.map { store.recordIntent($0.1) }
+        do { try store.sync() } catch {
+            log("\(error)")
+            exit(1)
+        }
+        let slot = subjects.markerSlot
+        var outcomes: [Int: JSONValue] = [:]
+        var queue = Array(zip(work, sequences))
+        while !queue.isEmpty {
+            let pipelines = queue.map { item, sequence -> PipelinedReplies in
+                let request: (op: String, fields: [String: JSONValue])
+                switch item.2 {
+                case .post(let event, let payload):
+                    var fields: [String: JSONValue] = ["name": .string(event)]
+                    if payload != .null { fields["payload"] = payload }
+                    request = (Op.post, fields)
+                case .put(let slot, let value):
+                    request = (Op.put, ["slot": .string(slot), "value": value])
+                }
+                return connection.pipeline([request, (Op.put, ["slot": .string(slot), "value": ["seq": .integer(sequence)]])],
+                                           timeout: NATSBridge.postTimeout)
+            }
+            let replies = waitKeepingAlive(batch) { await NATSBridge.collect(pipelines) }
+            var retry: [((Int, String, InboundAction), Int64)] = []
+            var lost = false
+            for (position, reply) in replies.enumerated() {
+                let ((index, id, action), sequence) = queue[position]
+                if lost { retry.append(((index, id, action), sequence)); continue }
+                switch reply[0] {
+                case .success(let result):
+                    if case .post(let event, _) = action {
+                        let outcome: JSONValue = ["msgId": .string(id), "event": .string(event), "result": result]
+                        outcomes[index] = outcome
+                        store.recordApplied(id, outcome: outcome)
+                    } else {
+                        store.recordApplied(id, outcome: nil)
+                    }
+                case .failure(.broker(let e)) where e.code == ErrorCode.queueFull.rawValue:
+                    // Refused before queuing: nothing happened; try it again after the others.
+                    retry.append(((index, id, action), store.recordIntent(id)))
+                case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
+                    lost = true
+                    retry.append(((index, id, action), sequence))
+                case .failure(.broker(let e)):
+                    // A refusal that will never change (invalid_payload, bad_request…): final.
+                    var error: [String: JSONValue] = ["code": .string(e.code), "message": .string(e.message)]
+                    if let details = e.details { error["details"] = details }
+                    let outcome: JSONValue = ["msgId": .string(id), "error": .object(error)]
+                    if case .put = action { log("put of message \(id) refused: \(e)") }
+                    outcomes[index] = outcome
+                    store.recordApplied(id, outcome: outcome)
+                case .failure(let other):
+                    log("broker lost while applying message \(id): \(other)")
+                    lost = true
+                    retry.append(((index, id, action), sequence))
+                }
+            }
+            do { try store.sync() } catch {
+                log("\(error)")
+                exit(1)
+            }
+            if lost {
+                dropBus(connection)
+                return nil
+            }
+            if !retry.isEmpty {
+                do { try store.sync() } catch { log("\(error)"); exit(1) }
+                usleep(100_000)
+            }
+            queue = retry
+        }
+        return outcomes
+    }
+
+    private static func collect(_ pipelines: [PipelinedReplies]) async -> [[Result<JSONValue, NotifBusError>]] {
+        var all: [[Result<JSONValue, NotifBusError>]] = []
+        for p in pipelines { all.append(await p.wait()) }
+        return all
+    }
+
+    /// Waits for `body`, telling JetStream every third of AckWait that the batch is still in progress.
+    private func waitKeepingAlive<T: Sendable>(_ batch: [NATSMessage], _ body: @escaping @Sendable () async -> T) -> T {
+        let box = ResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            box.value = await body()
+            done.signal()
+        }
+        let every = max(options.ackWaitMs / 3, 50)
+        while done.wait(timeout: .now() + .milliseconds(Int(every))) == .timedOut {
+            batch.forEach { _ = $0.inProgress() }
+        }
+        return box.value!
+    }
+
+    // MARK: Outbound
+
+    private func resultMessage(_ outcome: JSONValue) -> OutboundMessage {
+        let id = outcome["msgId"]?.stringValue ?? ""
+        return OutboundMessage(subject: subjects.result, body: outcome.encoded,
+                               headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
+    }
+
+    private func deadLetter(_ msg: NATSMessage, _ reason: DeadLetterReason) -> OutboundMessage {
+        let position = msg.jetStreamPosition.map { String($0.streamSequence) } ?? "?"
+        var headers: [(String, String)] = [
+            (NATSLink.msgIDHeader, "dead:" + options.inboundStream + ":" + position),
+            (NATSSubjects.reasonHeader, reason.code),
+            (NATSSubjects.detailHeader, String(reason.detail.prefix(512)).filter { $0 != "\r" && $0 != "\n" }),
+            (NATSSubjects.subjectHeader, msg.subject),
+        ]
+        if let id = msg.header(NATSLink.msgIDHeader) { headers.append((NATSSubjects.inboundIDHeader, id)) }
+        log("dead-lettered \(msg.subject) (stream seq \(position)): \(reason.code): \(reason.detail)")
+        return OutboundMessage(subject: subjects.dead, body: msg.data, headers: headers)
+    }
+
+    /// Publishes to JetStream until every message has the stream's ack, however long NATS is away.
+    func publishAll(_ messages: [OutboundMessage]) {
+        guard !messages.isEmpty else { return }
+        var remaining = messages
+        var failedOnce = false
+        while !remaining.isEmpty {
+            _ = nats.takeFailed()
+            var sent = true
+            for m in remaining {
+                do { try nats.publishAsync(m) } catch { sent = false; break }
+            }
+            var failed = Set<String>()
+            do { try nats.publishComplete(timeoutMs: 5000) } catch { sent = false }
+            failed = nats.takeFailed()
+            if sent && failed.isEmpty { return }
+            if !failedOnce { log("publishing \(remaining.count) messages failed; retrying until NATS takes them") }
+            failedOnce = true
+            if sent { remaining = remaining.filter { $0.msgID.map(failed.contains) ?? true } }
+            usleep(NATSBridge.retryPauseMs * 1000)
+        }
+    }
+
+    // MARK: Invoke
+
+    /// Answers `notifbus.<device>.invoke.<channel>.<method>` with `{"result":…}` or `{"error":{…}}`.
+    private func serveInvoke(_ msg: NATSMessage) {
+        defer { msg.destroy() }
+        guard let reply = msg.reply else {
+            log("invoke on \(msg.subject) without a reply subject: dropped")
+            return
+        }
+        func answer(_ body: JSONValue) {
+            do { try nats.publishCore(OutboundMessage(subject: reply, body: body.encoded, headers: [])) } catch {
+                log("cannot answer invoke on \(reply): \(error)")
+            }
+        }
+        func fail(_ code: String, _ message: String, _ details: JSONValue? = nil) {
+            var error: [String: JSONValue] = ["code": .string(code), "message": .string(message)]
+            if let details { error["details"] = details }
+            answer(["error": .object(error)])
+        }
+        guard let target = subjects.invokeTarget(msg.subject) else {
+            return fail(ErrorCode.badRequest.rawValue, "subject \(msg.subject) is not \(subjects.prefix)invoke.<channel>.<method>")
+        }
+        let body = msg.data
+        var arguments: JSONValue? = nil
+        if !body.isEmpty {
+            guard let parsed = try? JSONValue(parsing: body) else { return fail(ErrorCode.badJSON.rawValue, "the arguments are not JSON") }
+            arguments = parsed
+        }
+        var timeout: Duration? = nil
+        if let text = msg.header(NATSSubjects.timeoutHeader) {
+            guard let ms = Int64(text), ms > 0, ms <= 600_000 else {
+                return fail(ErrorCode.badRequest.rawValue, "\(NATSSubjects.timeoutHeader) is 1 to 600000")
+            }
+            timeout = .milliseconds(ms)
+        }
+        guard let connection = currentBus else { return fail("unavailable", "the device's broker is not reachable") }
+        let replySubject = reply
+        let link = nats
+        Task {
+            let body: JSONValue
+            do throws(MethodChannelError) {
+                let result = try await connection.methodChannel(target.channel).invokeMethod(target.method, arguments: arguments, timeout: timeout)
+                body = ["result": result]
+            } catch {
+                var e: [String: JSONValue]
+                switch error {
+                case .notImplemented(let m): e = ["code": .string(ErrorCode.notImplemented.rawValue), "message": .string(m)]
+                case .platform(let p):
+                    e = ["code": .string(p.code), "message": .string(p.message)]
+                    if let d = p.details { e["details"] = d }
+                case .transport(.timedOut(let m)): e = ["code": .string(ErrorCode.timeout.rawValue), "message": .string(m)]
+                case .transport(let t): e = ["code": "unavailable", "message": .string(t.description)]
+                }
+                body = ["error": .object(e)]
+            }
+            do { try link.publishCore(OutboundMessage(subject: replySubject, body: body.encoded, headers: [])) } catch {
+                log("cannot answer invoke on \(replySubject): \(error)")
+            }
+        }
+    }
+}
