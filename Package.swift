@@ -40,8 +40,6 @@ let package = Package(
         ),
         // The NATS bridge links cnats; the broker binary above never does.
         .executableTarget(name: "notifbus-bridge", dependencies: ["CNats", "NotifBusClient", "NotifBusProtocol"]),
-        .executableTarget(name: "notifbus-nats-bench", dependencies: ["CNats", "NotifBusClient", "NotifBusProtocol"],
-                          path: "Benchmarks/nats"),
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",
