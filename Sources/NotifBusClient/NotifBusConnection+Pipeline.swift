@@ -28,6 +28,9 @@ public final class PipelinedReplies: @unchecked Sendable {
         if let (waiter, all) = resume { waiter.resume(returning: all) }
     }
 
+    /// Whether every reply has come (or failed) already, so that `wait()` would not wait.
+    public var isComplete: Bool { lock.withLock { remaining == 0 } }
+
     /// Waits for every reply (each bounded by the pipeline's timeout) and returns them in order.
     public func wait() async -> [Result<JSONValue, NotifBusError>] {
         await withCheckedContinuation { continuation in

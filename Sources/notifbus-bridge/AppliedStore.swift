@@ -165,6 +165,9 @@ final class AppliedStore {
         lines += 1
     }
 
+    /// Whether records wait for `sync`.
+    var hasUnsynced: Bool { !pendingBytes.isEmpty }
+
     /// Writes and fsyncs what was recorded since the last call.
     func sync() throws(StoreError) {
         guard !pendingBytes.isEmpty else { return }

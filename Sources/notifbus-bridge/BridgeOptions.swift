@@ -21,6 +21,8 @@ struct BridgeOptions {
     var ackWaitMs: Int64 = 30_000
     /// Messages fetched, and in flight to the broker, at once.
     var batch = 128
+    /// Messages at the broker at once: the pipeline depth.
+    var inflight = 16
     /// Applied message ids remembered (the exactly-once window), at least 2 × batch.
     var window = 100_000
 
@@ -47,6 +49,7 @@ struct BridgeOptions {
       --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
       --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
       --batch N            messages in flight at once (1-1024, default 128)
+      --inflight N         messages at the broker at once (1-1024, default 16)
       --window N           applied ids remembered (default 100000)
     """
 
@@ -99,6 +102,7 @@ struct BridgeOptions {
                 }
                 o.ackWaitMs = ms
             case "--batch": o.batch = try integer(arg, 1...1024)
+            case "--inflight": o.inflight = try integer(arg, 1...1024)
             case "--window": o.window = try integer(arg, 1...10_000_000)
             default: throw BridgeUsageError("unknown option '\(arg)'")
             }

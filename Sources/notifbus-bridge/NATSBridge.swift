@@ -43,6 +43,9 @@ final class NATSBridge: @unchecked Sendable {
     /// The whole chain of a post, queue wait included, may take this long before the bridge
     /// gives up on its reply and treats the broker as lost (then the marker decides).
     static let postTimeout: Duration = .seconds(600)
+    /// The duplicate window of the streams the bridge creates: a result republished after a
+    /// crash or an outage shorter than this is stored once (JetStream's default is 2 minutes).
+    static let duplicateWindowMs: Int64 = 10 * 60 * 1000
     /// A failed fetch or publish is retried after this pause.
     static let retryPauseMs: UInt32 = 250
 
@@ -94,8 +97,10 @@ final class NATSBridge: @unchecked Sendable {
         while true {
             do {
                 if options.createStream {
-                    try nats.createStream(options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas)
-                    try nats.createStream(options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas)
+                    try nats.createStream(options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas,
+                                          duplicateWindowMs: NATSBridge.duplicateWindowMs)
+                    try nats.createStream(options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas,
+                                          duplicateWindowMs: NATSBridge.duplicateWindowMs)
                 }
                 return try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable,
                                               ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 4)
@@ -237,25 +242,31 @@ final class NATSBridge: @unchecked Sendable {
 
     /// Sends every `.apply` step to the broker and records the outcomes. Returns the result
     /// bodies by index (nil for puts and other steps), or nil when the broker was lost.
+    ///
+    /// At most `options.inflight` messages are at the broker at once (a sliding window): enough
+    /// that the broker never waits for the bridge, few enough that a crash leaves few posts
+    /// whose results are unknown. Records are fsynced whenever the bridge would wait for the
+    /// broker anyway, and always before a message whose intent is not yet on disk is sent.
     private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
-        let work = steps.enumerated().compactMap { index, step -> (Int, String, InboundAction)? in
-            if case .apply(let id, let action) = step { return (index, id, action) }
+        var queue = steps.enumerated().compactMap { index, step -> Work? in
+            if case .apply(let id, let action) = step { return Work(index: index, id: id, action: action, sequence: 0) }
             return nil
         }
-        guard !work.isEmpty else { return [:] }
+        guard !queue.isEmpty else { return [:] }
         guard let connection = currentBus else { return nil }
-        let sequences = work.map { store.recordIntent($0.1) }
-        do { try store.sync() } catch {
-            log("\(error)")
-            exit(1)
-        }
+        for i in queue.indices { queue[i].sequence = store.recordIntent(queue[i].id) }
         let slot = subjects.markerSlot
         var outcomes: [Int: JSONValue] = [:]
-        var queue = Array(zip(work, sequences))
-        while !queue.isEmpty {
-            let pipelines = queue.map { item, sequence -> PipelinedReplies in
+        var inflight: [(Work, PipelinedReplies)] = []
+        var next = 0
+        var lost = false
+        while !lost && (next < queue.count || !inflight.isEmpty) {
+            if next < queue.count && inflight.count < options.inflight { syncOrExit() }
+            while next < queue.count && inflight.count < options.inflight {
+                let work = queue[next]
+                next += 1
                 let request: (op: String, fields: [String: JSONValue])
-                switch item.2 {
+                switch work.action {
                 case .post(let event, let payload):
                     var fields: [String: JSONValue] = ["name": .string(event)]
                     if payload != .null { fields["payload"] = payload }
@@ -263,65 +274,67 @@ final class NATSBridge: @unchecked Sendable {
                 case .put(let slot, let value):
                     request = (Op.put, ["slot": .string(slot), "value": value])
                 }
-                return connection.pipeline([request, (Op.put, ["slot": .string(slot), "value": ["seq": .integer(sequence)]])],
-                                           timeout: NATSBridge.postTimeout)
+                let replies = connection.pipeline(
+                    [request, (Op.put, ["slot": .string(slot), "value": ["seq": .integer(work.sequence)]])],
+                    timeout: NATSBridge.postTimeout)
+                inflight.append((work, replies))
             }
-            let replies = waitKeepingAlive(batch) { await NATSBridge.collect(pipelines) }
-            var retry: [((Int, String, InboundAction), Int64)] = []
-            var lost = false
-            for (position, reply) in replies.enumerated() {
-                let ((index, id, action), sequence) = queue[position]
-                if lost { retry.append(((index, id, action), sequence)); continue }
-                switch reply[0] {
-                case .success(let result):
-                    if case .post(let event, _) = action {
-                        let outcome: JSONValue = ["msgId": .string(id), "event": .string(event), "result": result]
-                        outcomes[index] = outcome
-                        store.recordApplied(id, outcome: outcome)
-                    } else {
-                        store.recordApplied(id, outcome: nil)
-                    }
-                case .failure(.broker(let e)) where e.code == ErrorCode.queueFull.rawValue:
-                    // Refused before queuing: nothing happened; try it again after the others.
-                    retry.append(((index, id, action), store.recordIntent(id)))
-                case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
-                    lost = true
-                    retry.append(((index, id, action), sequence))
-                case .failure(.broker(let e)):
-                    // A refusal that will never change (invalid_payload, bad_request…): final.
-                    var error: [String: JSONValue] = ["code": .string(e.code), "message": .string(e.message)]
-                    if let details = e.details { error["details"] = details }
-                    let outcome: JSONValue = ["msgId": .string(id), "error": .object(error)]
-                    if case .put = action { log("put of message \(id) refused: \(e)") }
-                    outcomes[index] = outcome
-                    store.recordApplied(id, outcome: outcome)
-                case .failure(let other):
-                    log("broker lost while applying message \(id): \(other)")
-                    lost = true
-                    retry.append(((index, id, action), sequence))
+            let (work, replies) = inflight.removeFirst()
+            if !replies.isComplete && store.hasUnsynced { syncOrExit() }
+            let reply = waitKeepingAlive(batch) { await replies.wait() }
+            switch reply[0] {
+            case .success(let result):
+                if case .post(let event, _) = work.action {
+                    let outcome: JSONValue = ["msgId": .string(work.id), "event": .string(event), "result": result]
+                    outcomes[work.index] = outcome
+                    store.recordApplied(work.id, outcome: outcome)
+                } else {
+                    store.recordApplied(work.id, outcome: nil)
                 }
+            case .failure(.broker(let e)) where e.code == ErrorCode.queueFull.rawValue:
+                // Refused before queuing, so nothing happened: send it again after the others.
+                var again = work
+                again.sequence = store.recordIntent(work.id)
+                queue.append(again)
+                usleep(10_000)
+            case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
+                log("broker refused message \(work.id) for now: \(e)")
+                lost = true
+            case .failure(.broker(let e)):
+                // A refusal that will never change (invalid_payload, bad_request…): final.
+                var error: [String: JSONValue] = ["code": .string(e.code), "message": .string(e.message)]
+                if let details = e.details { error["details"] = details }
+                let outcome: JSONValue = ["msgId": .string(work.id), "error": .object(error)]
+                if case .put = work.action { log("put of message \(work.id) refused: \(e)") }
+                outcomes[work.index] = outcome
+                store.recordApplied(work.id, outcome: outcome)
+            case .failure(let other):
+                log("broker lost while applying message \(work.id): \(other)")
+                lost = true
             }
-            do { try store.sync() } catch {
-                log("\(error)")
-                exit(1)
-            }
-            if lost {
-                dropBus(connection)
-                return nil
-            }
-            if !retry.isEmpty {
-                do { try store.sync() } catch { log("\(error)"); exit(1) }
-                usleep(100_000)
-            }
-            queue = retry
+        }
+        syncOrExit()
+        if lost {
+            dropBus(connection)
+            return nil
         }
         return outcomes
     }
 
-    private static func collect(_ pipelines: [PipelinedReplies]) async -> [[Result<JSONValue, NotifBusError>]] {
-        var all: [[Result<JSONValue, NotifBusError>]] = []
-        for p in pipelines { all.append(await p.wait()) }
-        return all
+    /// One message on its way to the broker.
+    private struct Work {
+        let index: Int
+        let id: String
+        let action: InboundAction
+        var sequence: Int64
+    }
+
+    /// A store that cannot write cannot promise anything: stop, and let redelivery take over.
+    private func syncOrExit() {
+        do { try store.sync() } catch {
+            log("\(error)")
+            exit(1)
+        }
     }
 
     /// Waits for `body`, telling JetStream every third of AckWait that the batch is still in progress.
@@ -360,25 +373,35 @@ final class NATSBridge: @unchecked Sendable {
         return OutboundMessage(subject: subjects.dead, body: msg.data, headers: headers)
     }
 
-    /// Publishes to JetStream until every message has the stream's ack, however long NATS is away.
+    /// Publishes to JetStream until every message has the stream's ack, however long NATS is
+    /// away: asynchronously first, then one by one with a wait for each ack for what failed.
+    /// Every message has a Nats-Msg-Id, so a copy the stream already holds is dropped there.
     func publishAll(_ messages: [OutboundMessage]) {
         guard !messages.isEmpty else { return }
-        var remaining = messages
-        var failedOnce = false
-        while !remaining.isEmpty {
-            _ = nats.takeFailed()
-            var sent = true
-            for m in remaining {
-                do { try nats.publishAsync(m) } catch { sent = false; break }
+        _ = nats.takeFailed()
+        var sentAll = true
+        for m in messages {
+            do { try nats.publishAsync(m, maxWaitMs: 5000) } catch { sentAll = false; break }
+        }
+        if sentAll {
+            do { try nats.publishComplete(timeoutMs: 10_000) } catch { sentAll = false }
+        }
+        let failed = nats.takeFailed()
+        if sentAll && failed.isEmpty { return }
+        let remaining = sentAll ? messages.filter { $0.msgID.map(failed.contains) ?? true } : messages
+        log("publishing \(remaining.count) of \(messages.count) messages failed; publishing them one by one until NATS takes them")
+        for m in remaining {
+            var attempts = 0
+            while true {
+                do {
+                    try nats.publish(m, timeoutMs: 2000)
+                    break
+                } catch {
+                    attempts += 1
+                    if attempts % 20 == 1 { log("publish to \(m.subject): \(error); retrying") }
+                    usleep(NATSBridge.retryPauseMs * 1000)
+                }
             }
-            var failed = Set<String>()
-            do { try nats.publishComplete(timeoutMs: 5000) } catch { sent = false }
-            failed = nats.takeFailed()
-            if sent && failed.isEmpty { return }
-            if !failedOnce { log("publishing \(remaining.count) messages failed; retrying until NATS takes them") }
-            failedOnce = true
-            if sent { remaining = remaining.filter { $0.msgID.map(failed.contains) ?? true } }
-            usleep(NATSBridge.retryPauseMs * 1000)
         }
     }
 

@@ -170,8 +170,9 @@ final class NATSLink: @unchecked Sendable {
         return nil
     }
 
-    /// Creates a file-backed stream of `subjects` with `replicas` copies, unless it exists.
-    func createStream(_ stream: String, subjects: [String], replicas: Int) throws(NATSError) {
+    /// Creates a file-backed stream of `subjects` with `replicas` copies and a duplicate
+    /// window of `duplicateWindowMs`, unless it exists.
+    func createStream(_ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64) throws(NATSError) {
         if streamExists(stream) == true { return }
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
@@ -182,6 +183,7 @@ final class NATSLink: @unchecked Sendable {
         config.Name = UnsafePointer(name)
         config.Storage = js_FileStorage
         config.Replicas = Int64(replicas)
+        config.Duplicates = duplicateWindowMs * 1_000_000
         config.SubjectsLen = Int32(cSubjects.count)
         var info: UnsafeMutablePointer<jsStreamInfo>? = nil
         var code = jsErrCode(rawValue: 0)
@@ -255,10 +257,14 @@ final class NATSLink: @unchecked Sendable {
         return msg
     }
 
-    /// Publishes to JetStream without waiting for the stream's ack; failures land in `takeFailed()`.
-    func publishAsync(_ m: OutboundMessage) throws(NATSError) {
+    /// Publishes to JetStream without waiting for the stream's ack; failures, and acks that do
+    /// not come within `maxWaitMs` (so that none stays pending forever), land in `takeFailed()`.
+    func publishAsync(_ m: OutboundMessage, maxWaitMs: Int64) throws(NATSError) {
         var msg: OpaquePointer? = try makeMessage(m)
-        let s = js_PublishMsgAsync(jetStream, &msg, nil)
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = maxWaitMs
+        let s = js_PublishMsgAsync(jetStream, &msg, &options)
         if let msg { natsMsg_Destroy(msg) }
         guard s == NATS_OK else { throw NATSError("js_PublishMsgAsync \(m.subject)", s) }
     }
