@@ -38,8 +38,11 @@ let package = Package(
             // pages it uses (about 8 MiB resident at idle against 11 MiB with shared libraries).
             linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
         ),
-        // The NATS bridge links cnats; the broker binary above never does.
-        .executableTarget(name: "notifbus-bridge", dependencies: ["CNats", "NotifBusClient", "NotifBusProtocol"]),
+        // The NATS bridge and its benchmark link cnats; the broker binary above never does.
+        .target(name: "NotifBusNATS", dependencies: ["CNats", "NotifBusProtocol"]),
+        .executableTarget(name: "notifbus-bridge", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"]),
+        .executableTarget(name: "notifbus-nats-bench", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"],
+                          path: "Benchmarks/nats", exclude: ["run.sh"]),
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",

@@ -6,41 +6,53 @@ import NotifBusProtocol
 
 /// The replies of a group of requests sent by `NotifBusConnection.pipeline`, in request order.
 public final class PipelinedReplies: @unchecked Sendable {
+    public typealias Reply = Result<JSONValue, NotifBusError>
     private let lock = Lock()
-    private var results: [Result<JSONValue, NotifBusError>?]
+    private var results: [Reply?]
     private var remaining: Int
-    private var waiter: CheckedContinuation<[Result<JSONValue, NotifBusError>], Never>?
+    private var waiters: [Int: [CheckedContinuation<Reply, Never>]] = [:]
 
     init(count: Int) {
         results = Array(repeating: nil, count: count)
         remaining = count
     }
 
-    func fill(_ index: Int, _ result: Result<JSONValue, NotifBusError>) {
-        let resume = lock.withLock { () -> (CheckedContinuation<[Result<JSONValue, NotifBusError>], Never>, [Result<JSONValue, NotifBusError>])? in
-            guard results[index] == nil else { return nil }
+    func fill(_ index: Int, _ result: Reply) {
+        let resume = lock.withLock { () -> [CheckedContinuation<Reply, Never>] in
+            guard results[index] == nil else { return [] }
             results[index] = result
             remaining -= 1
-            guard remaining == 0, let waiter else { return nil }
-            self.waiter = nil
-            return (waiter, results.map { $0! })
+            return waiters.removeValue(forKey: index) ?? []
         }
-        if let (waiter, all) = resume { waiter.resume(returning: all) }
+        for waiter in resume { waiter.resume(returning: result) }
     }
 
-    /// Whether every reply has come (or failed) already, so that `wait()` would not wait.
+    /// The number of requests in the group.
+    public var count: Int { results.count }
+
+    /// Whether reply `index` has come (or failed) already, so that `wait(for:)` would not wait.
+    public func isComplete(_ index: Int) -> Bool { lock.withLock { results[index] != nil } }
+
+    /// Whether every reply has come (or failed) already.
     public var isComplete: Bool { lock.withLock { remaining == 0 } }
 
-    /// Waits for every reply (each bounded by the pipeline's timeout) and returns them in order.
-    public func wait() async -> [Result<JSONValue, NotifBusError>] {
+    /// Waits for reply `index` (bounded by the pipeline's timeout).
+    public func wait(for index: Int) async -> Reply {
         await withCheckedContinuation { continuation in
-            let ready = lock.withLock { () -> [Result<JSONValue, NotifBusError>]? in
-                if remaining == 0 { return results.map { $0! } }
-                waiter = continuation
+            let ready = lock.withLock { () -> Reply? in
+                if let result = results[index] { return result }
+                waiters[index, default: []].append(continuation)
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+
+    /// Waits for every reply and returns them in order.
+    public func wait() async -> [Reply] {
+        var all: [Reply] = []
+        for index in results.indices { all.append(await wait(for: index)) }
+        return all
     }
 }
 

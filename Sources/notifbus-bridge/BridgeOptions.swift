@@ -1,6 +1,8 @@
 // The command line of `notifbus bridge nats`: flags, their bounds and the help text.
 // It only parses; it opens nothing.
 
+import NotifBusNATS
+
 /// A usage mistake: one line on stderr, exit status 2.
 struct BridgeUsageError: Error {
     let message: String
@@ -22,7 +24,7 @@ struct BridgeOptions {
     /// Messages fetched, and in flight to the broker, at once.
     var batch = 128
     /// Messages at the broker at once: the pipeline depth.
-    var inflight = 16
+    var inflight = 32
     /// Applied message ids remembered (the exactly-once window), at least 2 × batch.
     var window = 100_000
 
@@ -49,7 +51,7 @@ struct BridgeOptions {
       --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
       --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
       --batch N            messages in flight at once (1-1024, default 128)
-      --inflight N         messages at the broker at once (1-1024, default 16)
+      --inflight N         messages at the broker at once (1-1024, default 32)
       --window N           applied ids remembered (default 100000)
     """
 

@@ -5,6 +5,7 @@
 import Dispatch
 import Glibc
 import NotifBusClient
+import NotifBusNATS
 import NotifBusProtocol
 
 /// Runs async client calls from the bridge's plain threads, waiting on a semaphore.
@@ -40,6 +41,7 @@ final class NATSBridge: @unchecked Sendable {
     private let busLock = Lock()
     private var bus: NotifBusConnection? = nil
     private var exporter: EventExporter? = nil
+    private lazy var finisher = BatchFinisher(bridge: self)
     /// The whole chain of a post, queue wait included, may take this long before the bridge
     /// gives up on its reply and treats the broker as lost (then the marker decides).
     static let postTimeout: Duration = .seconds(600)
@@ -196,9 +198,10 @@ final class NATSBridge: @unchecked Sendable {
         case apply(id: String, action: InboundAction)
     }
 
-    /// Takes a batch to the point where every message of it is acked.
+    /// Takes a batch to the point where every message of it took effect and its outcome is on
+    /// disk, then hands its results and acks to the finisher thread and returns, so that the
+    /// next batch is fetched while JetStream takes this one's results.
     private func process(_ batch: [NATSMessage]) {
-        defer { batch.forEach { $0.destroy() } }
         while true {
             let steps = plan(batch)
             guard let outcomes = apply(batch, steps) else {
@@ -214,11 +217,7 @@ final class NATSBridge: @unchecked Sendable {
                 case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
                 }
             }
-            publishAll(outbound)
-            for msg in batch {
-                let s = msg.ack()
-                if s.rawValue != 0 { log("ack: \(NATSError("natsMsg_Ack", s)) (the message will come again and be recognised)") }
-            }
+            finisher.hand(outbound, batch)
             return
         }
     }
@@ -243,10 +242,12 @@ final class NATSBridge: @unchecked Sendable {
     /// Sends every `.apply` step to the broker and records the outcomes. Returns the result
     /// bodies by index (nil for puts and other steps), or nil when the broker was lost.
     ///
-    /// At most `options.inflight` messages are at the broker at once (a sliding window): enough
-    /// that the broker never waits for the bridge, few enough that a crash leaves few posts
-    /// whose results are unknown. Records are fsynced whenever the bridge would wait for the
-    /// broker anyway, and always before a message whose intent is not yet on disk is sent.
+    /// Up to `options.inflight` messages are at the broker at once, in two groups of half that.
+    /// Each group is one write of its posts and puts followed by one marker put (the highest
+    /// intent sequence of the group); when the older group has come back, the next one goes.
+    /// So the broker never waits for the bridge, the bridge wakes once per group, and both
+    /// sides fsync once per group. Records are fsynced before each group, so a crash leaves at
+    /// most `inflight` posts whose results are unknown.
     private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
         var queue = steps.enumerated().compactMap { index, step -> Work? in
             if case .apply(let id, let action) = step { return Work(index: index, id: id, action: action, sequence: 0) }
@@ -257,60 +258,65 @@ final class NATSBridge: @unchecked Sendable {
         for i in queue.indices { queue[i].sequence = store.recordIntent(queue[i].id) }
         let slot = subjects.markerSlot
         var outcomes: [Int: JSONValue] = [:]
-        var inflight: [(Work, PipelinedReplies)] = []
+        var groups: [(members: [Work], replies: PipelinedReplies)] = []
         var next = 0
         var lost = false
-        while !lost && (next < queue.count || !inflight.isEmpty) {
-            if next < queue.count && inflight.count < options.inflight { syncOrExit() }
-            while next < queue.count && inflight.count < options.inflight {
-                let work = queue[next]
-                next += 1
-                let request: (op: String, fields: [String: JSONValue])
-                switch work.action {
-                case .post(let event, let payload):
-                    var fields: [String: JSONValue] = ["name": .string(event)]
-                    if payload != .null { fields["payload"] = payload }
-                    request = (Op.post, fields)
-                case .put(let slot, let value):
-                    request = (Op.put, ["slot": .string(slot), "value": value])
+        let groupSize = max(options.inflight / 2, 1)
+        while !lost && (next < queue.count || !groups.isEmpty) {
+            // Keep two groups at the broker: it works on one while the bridge reads the other.
+            while next < queue.count && groups.count < 2 {
+                syncOrExit()
+                var requests: [(op: String, fields: [String: JSONValue])] = []
+                var members: [Work] = []
+                while next < queue.count && members.count < groupSize {
+                    let work = queue[next]
+                    next += 1
+                    members.append(work)
+                    switch work.action {
+                    case .post(let event, let payload):
+                        var fields: [String: JSONValue] = ["name": .string(event)]
+                        if payload != .null { fields["payload"] = payload }
+                        requests.append((Op.post, fields))
+                    case .put(let slot, let value):
+                        requests.append((Op.put, ["slot": .string(slot), "value": value]))
+                    }
                 }
-                let replies = connection.pipeline(
-                    [request, (Op.put, ["slot": .string(slot), "value": ["seq": .integer(work.sequence)]])],
-                    timeout: NATSBridge.postTimeout)
-                inflight.append((work, replies))
+                requests.append((Op.put, ["slot": .string(slot), "value": ["seq": .integer(members.last!.sequence)]]))
+                groups.append((members, connection.pipeline(requests, timeout: NATSBridge.postTimeout)))
             }
-            let (work, replies) = inflight.removeFirst()
-            if !replies.isComplete && store.hasUnsynced { syncOrExit() }
-            let reply = waitKeepingAlive(batch) { await replies.wait() }
-            switch reply[0] {
-            case .success(let result):
-                if case .post(let event, _) = work.action {
-                    let outcome: JSONValue = ["msgId": .string(work.id), "event": .string(event), "result": result]
+            let (members, group) = groups.removeFirst()
+            let replies = waitKeepingAlive(batch) { await group.wait() }
+            for (position, work) in members.enumerated() where !lost {
+                switch replies[position] {
+                case .success(let result):
+                    if case .post(let event, _) = work.action {
+                        let outcome: JSONValue = ["msgId": .string(work.id), "event": .string(event), "result": result]
+                        outcomes[work.index] = outcome
+                        store.recordApplied(work.id, outcome: outcome)
+                    } else {
+                        store.recordApplied(work.id, outcome: nil)
+                    }
+                case .failure(.broker(let e)) where e.code == ErrorCode.queueFull.rawValue:
+                    // Refused before queuing, so nothing happened: send it again after the others.
+                    var again = work
+                    again.sequence = store.recordIntent(work.id)
+                    queue.append(again)
+                    usleep(10_000)
+                case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
+                    log("broker refused message \(work.id) for now: \(e)")
+                    lost = true
+                case .failure(.broker(let e)):
+                    // A refusal that will never change (invalid_payload, bad_request…): final.
+                    var error: [String: JSONValue] = ["code": .string(e.code), "message": .string(e.message)]
+                    if let details = e.details { error["details"] = details }
+                    let outcome: JSONValue = ["msgId": .string(work.id), "error": .object(error)]
+                    if case .put = work.action { log("put of message \(work.id) refused: \(e)") }
                     outcomes[work.index] = outcome
                     store.recordApplied(work.id, outcome: outcome)
-                } else {
-                    store.recordApplied(work.id, outcome: nil)
+                case .failure(let other):
+                    log("broker lost while applying message \(work.id): \(other)")
+                    lost = true
                 }
-            case .failure(.broker(let e)) where e.code == ErrorCode.queueFull.rawValue:
-                // Refused before queuing, so nothing happened: send it again after the others.
-                var again = work
-                again.sequence = store.recordIntent(work.id)
-                queue.append(again)
-                usleep(10_000)
-            case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
-                log("broker refused message \(work.id) for now: \(e)")
-                lost = true
-            case .failure(.broker(let e)):
-                // A refusal that will never change (invalid_payload, bad_request…): final.
-                var error: [String: JSONValue] = ["code": .string(e.code), "message": .string(e.message)]
-                if let details = e.details { error["details"] = details }
-                let outcome: JSONValue = ["msgId": .string(work.id), "error": .object(error)]
-                if case .put = work.action { log("put of message \(work.id) refused: \(e)") }
-                outcomes[work.index] = outcome
-                store.recordApplied(work.id, outcome: outcome)
-            case .failure(let other):
-                log("broker lost while applying message \(work.id): \(other)")
-                lost = true
             }
         }
         syncOrExit()
@@ -401,6 +407,42 @@ final class NATSBridge: @unchecked Sendable {
                     if attempts % 20 == 1 { log("publish to \(m.subject): \(error); retrying") }
                     usleep(NATSBridge.retryPauseMs * 1000)
                 }
+            }
+        }
+    }
+
+    /// Publishes a finished batch's results and dead letters, then acks its messages and frees
+    /// them, on a thread of its own and in batch order. At most two batches wait here, so a
+    /// NATS outage stops the fetching too.
+    final class BatchFinisher: @unchecked Sendable {
+        private unowned let bridge: NATSBridge
+        private let lock = Lock()
+        private var queue: [([OutboundMessage], [NATSMessage])] = []
+        private let ready = DispatchSemaphore(value: 0)
+        private let room = DispatchSemaphore(value: 2)
+
+        init(bridge: NATSBridge) {
+            self.bridge = bridge
+            _ = DetachedThread.start { [self] in loop() }
+        }
+
+        func hand(_ outbound: [OutboundMessage], _ batch: [NATSMessage]) {
+            room.wait()
+            lock.withLock { queue.append((outbound, batch)) }
+            ready.signal()
+        }
+
+        private func loop() {
+            while true {
+                ready.wait()
+                let (outbound, batch) = lock.withLock { queue.removeFirst() }
+                bridge.publishAll(outbound)
+                for msg in batch {
+                    let s = msg.ack()
+                    if s.rawValue != 0 { log("ack: \(NATSError("natsMsg_Ack", s)) (the message will come again and be recognised)") }
+                    msg.destroy()
+                }
+                room.signal()
             }
         }
     }

@@ -1,18 +1,19 @@
 // The bridge's one NATS connection, through cnats: connecting with endless reconnects,
 // JetStream streams and the durable pull consumer, fetching, acks, publishing with
-// Nats-Msg-Id, and core request/reply. It knows nothing of notifbus; cnats speaks the protocol.
-import CNats
+// Nats-Msg-Id, and core request/reply, for the bridge and its benchmark. It knows nothing of
+// notifbus's broker; cnats speaks the NATS protocol.
+@_exported import CNats
 import Glibc
 import NotifBusClient
 
 /// A cnats failure: the call, the status text, and JetStream's error code when there is one.
-struct NATSError: Error, CustomStringConvertible {
-    let call: String
-    let status: natsStatus
-    let jsCode: jsErrCode
-    let detail: String
+public struct NATSError: Error, CustomStringConvertible {
+    public let call: String
+    public let status: natsStatus
+    public let jsCode: jsErrCode
+    public let detail: String
 
-    init(_ call: String, _ status: natsStatus, _ jsCode: jsErrCode = jsErrCode(rawValue: 0)) {
+    public init(_ call: String, _ status: natsStatus, _ jsCode: jsErrCode = jsErrCode(rawValue: 0)) {
         self.call = call
         self.status = status
         self.jsCode = jsCode
@@ -21,54 +22,62 @@ struct NATSError: Error, CustomStringConvertible {
         detail = text
     }
 
-    var description: String { "\(call): \(detail)" + (jsCode.rawValue != 0 ? " [jetstream \(jsCode.rawValue)]" : "") }
+    public var description: String { "\(call): \(detail)" + (jsCode.rawValue != 0 ? " [jetstream \(jsCode.rawValue)]" : "") }
 }
 
 /// One message as cnats holds it; `NATSLink` frees it with `destroy()`.
-struct NATSMessage: @unchecked Sendable {
-    let raw: OpaquePointer
+public struct NATSMessage: @unchecked Sendable {
+    public let raw: OpaquePointer
 
-    var subject: String { String(cString: natsMsg_GetSubject(raw)) }
-    var reply: String? { natsMsg_GetReply(raw).map { String(cString: $0) } }
+    public init(raw: OpaquePointer) { self.raw = raw }
 
-    var data: [UInt8] {
+    public var subject: String { String(cString: natsMsg_GetSubject(raw)) }
+    public var reply: String? { natsMsg_GetReply(raw).map { String(cString: $0) } }
+
+    public var data: [UInt8] {
         let count = Int(natsMsg_GetDataLength(raw))
         guard count > 0, let base = natsMsg_GetData(raw) else { return [] }
         return base.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
     }
 
     /// The first value of header `key`, or nil.
-    func header(_ key: String) -> String? {
+    public func header(_ key: String) -> String? {
         var value: UnsafePointer<CChar>? = nil
         guard natsMsgHeader_Get(raw, key, &value) == NATS_OK, let value else { return nil }
         return String(cString: value)
     }
 
     /// JetStream's stream sequence and delivery count of a consumed message.
-    var jetStreamPosition: (streamSequence: UInt64, delivered: UInt64)? {
+    public var jetStreamPosition: (streamSequence: UInt64, delivered: UInt64)? {
         var meta: UnsafeMutablePointer<jsMsgMetaData>? = nil
         guard natsMsg_GetMetaData(&meta, raw) == NATS_OK, let meta else { return nil }
         defer { jsMsgMetaData_Destroy(meta) }
         return (meta.pointee.Sequence.Stream, meta.pointee.NumDelivered)
     }
 
-    func ack() -> natsStatus { natsMsg_Ack(raw, nil) }
-    func inProgress() -> natsStatus { natsMsg_InProgress(raw, nil) }
-    func destroy() { natsMsg_Destroy(raw) }
+    public func ack() -> natsStatus { natsMsg_Ack(raw, nil) }
+    public func inProgress() -> natsStatus { natsMsg_InProgress(raw, nil) }
+    public func destroy() { natsMsg_Destroy(raw) }
 }
 
 /// A message to publish: subject, body, headers (`Nats-Msg-Id` among them when it is a JetStream one).
-struct OutboundMessage: Sendable {
-    var subject: String
-    var body: [UInt8]
-    var headers: [(String, String)]
+public struct OutboundMessage: Sendable {
+    public var subject: String
+    public var body: [UInt8]
+    public var headers: [(String, String)]
 
-    var msgID: String? { headers.first { $0.0 == NATSLink.msgIDHeader }?.1 }
+    public init(subject: String, body: [UInt8], headers: [(String, String)]) {
+        self.subject = subject
+        self.body = body
+        self.headers = headers
+    }
+
+    public var msgID: String? { headers.first { $0.0 == NATSLink.msgIDHeader }?.1 }
 }
 
 /// The cnats connection and JetStream context, used from several threads (cnats is thread-safe).
-final class NATSLink: @unchecked Sendable {
-    static let msgIDHeader = "Nats-Msg-Id"
+public final class NATSLink: @unchecked Sendable {
+    public static let msgIDHeader = "Nats-Msg-Id"
 
     private var connection: OpaquePointer? = nil
     private var jetStream: OpaquePointer? = nil
@@ -77,11 +86,11 @@ final class NATSLink: @unchecked Sendable {
     private var failedIDs: Set<String> = []
     private var handlerBoxes: [Unmanaged<HandlerBox>] = []
     /// Called (on a cnats thread) with a line to log when the connection drops or comes back.
-    let log: @Sendable (String) -> Void
+    public let log: @Sendable (String) -> Void
 
     /// Connects to any of `urls`; with no server up it keeps trying in the background
     /// (cnats' retry on failed connect), so the bridge starts even while NATS is down.
-    init(urls: [String], name: String, log: @escaping @Sendable (String) -> Void) throws(NATSError) {
+    public init(urls: [String], name: String, log: @escaping @Sendable (String) -> Void) throws(NATSError) {
         self.log = log
         var options: OpaquePointer? = nil
         var s = natsOptions_Create(&options)
@@ -145,12 +154,12 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Whether the connection is up now.
-    var isConnected: Bool { connection.map { natsConnection_Status($0) == NATS_CONN_STATUS_CONNECTED } ?? false }
+    public var isConnected: Bool { connection.map { natsConnection_Status($0) == NATS_CONN_STATUS_CONNECTED } ?? false }
 
     private func noteFailed(_ id: String) { failedLock.withLock { _ = failedIDs.insert(id) } }
 
     /// The msg ids whose asynchronous publish failed since the last call.
-    func takeFailed() -> Set<String> {
+    public func takeFailed() -> Set<String> {
         failedLock.withLock {
             defer { failedIDs.removeAll() }
             return failedIDs
@@ -160,7 +169,7 @@ final class NATSLink: @unchecked Sendable {
     // MARK: Streams and the consumer
 
     /// Whether `stream` exists (nil when JetStream did not answer).
-    func streamExists(_ stream: String) -> Bool? {
+    public func streamExists(_ stream: String) -> Bool? {
         var info: UnsafeMutablePointer<jsStreamInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         let s = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
@@ -172,7 +181,7 @@ final class NATSLink: @unchecked Sendable {
 
     /// Creates a file-backed stream of `subjects` with `replicas` copies and a duplicate
     /// window of `duplicateWindowMs`, unless it exists.
-    func createStream(_ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64) throws(NATSError) {
+    public func createStream(_ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64) throws(NATSError) {
         if streamExists(stream) == true { return }
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
@@ -196,7 +205,7 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Creates the durable pull consumer with explicit acks unless it exists, and binds to it.
-    func pullSubscribe(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> OpaquePointer {
+    public func pullSubscribe(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> OpaquePointer {
         var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         var s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
@@ -229,7 +238,7 @@ final class NATSLink: @unchecked Sendable {
 
     /// Up to `batch` messages, waiting at most `timeoutMs`; empty on timeout. Other failures
     /// (no connection, a leader election under way) are thrown for the caller to retry.
-    func fetch(_ sub: OpaquePointer, batch: Int, timeoutMs: Int64) throws(NATSError) -> [NATSMessage] {
+    public func fetch(_ sub: OpaquePointer, batch: Int, timeoutMs: Int64) throws(NATSError) -> [NATSMessage] {
         var list = natsMsgList()
         var code = jsErrCode(rawValue: 0)
         let s = natsSubscription_Fetch(&list, sub, Int32(batch), timeoutMs, &code)
@@ -259,7 +268,7 @@ final class NATSLink: @unchecked Sendable {
 
     /// Publishes to JetStream without waiting for the stream's ack; failures, and acks that do
     /// not come within `maxWaitMs` (so that none stays pending forever), land in `takeFailed()`.
-    func publishAsync(_ m: OutboundMessage, maxWaitMs: Int64) throws(NATSError) {
+    public func publishAsync(_ m: OutboundMessage, maxWaitMs: Int64) throws(NATSError) {
         var msg: OpaquePointer? = try makeMessage(m)
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
@@ -270,7 +279,7 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Waits until every asynchronous publish has its ack (or failed), at most `timeoutMs`.
-    func publishComplete(timeoutMs: Int64) throws(NATSError) {
+    public func publishComplete(timeoutMs: Int64) throws(NATSError) {
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = timeoutMs
@@ -280,7 +289,7 @@ final class NATSLink: @unchecked Sendable {
 
     /// Publishes to JetStream and waits for the ack. Returns whether the stream called it a duplicate.
     @discardableResult
-    func publish(_ m: OutboundMessage, timeoutMs: Int64 = 5000) throws(NATSError) -> Bool {
+    public func publish(_ m: OutboundMessage, timeoutMs: Int64 = 5000) throws(NATSError) -> Bool {
         let msg = try makeMessage(m)
         defer { natsMsg_Destroy(msg) }
         var options = jsPubOptions()
@@ -295,7 +304,7 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Publishes a core NATS message (a reply to a request).
-    func publishCore(_ m: OutboundMessage) throws(NATSError) {
+    public func publishCore(_ m: OutboundMessage) throws(NATSError) {
         let msg = try makeMessage(m)
         defer { natsMsg_Destroy(msg) }
         let s = natsConnection_PublishMsg(connection, msg)
@@ -303,7 +312,7 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Flushes what is buffered to the server, waiting at most `timeoutMs`.
-    func flush(timeoutMs: Int64) -> Bool { natsConnection_FlushTimeout(connection, timeoutMs) == NATS_OK }
+    public func flush(timeoutMs: Int64) -> Bool { natsConnection_FlushTimeout(connection, timeoutMs) == NATS_OK }
 
     // MARK: Core subscriptions
 
@@ -313,7 +322,7 @@ final class NATSLink: @unchecked Sendable {
     }
 
     /// Calls `handler` on a cnats thread for each message on `subject`; the handler owns the message.
-    func subscribe(_ subject: String, _ handler: @escaping @Sendable (NATSMessage) -> Void) throws(NATSError) {
+    public func subscribe(_ subject: String, _ handler: @escaping @Sendable (NATSMessage) -> Void) throws(NATSError) {
         let box = Unmanaged.passRetained(HandlerBox(handler))
         handlerBoxes.append(box)
         var sub: OpaquePointer? = nil
