@@ -1,10 +1,10 @@
 // Exports local events to NATS: it monitors the broker, pairs each post of an exported event
 // with the broker's reply to it, and publishes accepted ones to notifbus.<device>.event.<name>.
 // It must not slow the bus: the monitor callback only queues; a thread of its own publishes.
-import NotifBusNATS
 import Dispatch
 import Glibc
 import NotifBusClient
+import NotifBusNATS
 import NotifBusProtocol
 
 /// Publishes the device's own posts of chosen events (clicks: `didReceive`) to JetStream.
