@@ -5,7 +5,7 @@ import Glibc
 import NotifBusProtocol
 
 /// What the store knows of one inbound message id.
-enum AppliedState: Equatable {
+public enum AppliedState: Equatable {
     /// Intent `sequence` was recorded; whether it reached the broker is decided on recovery.
     case intended(sequence: Int64)
     /// Applied; `outcome` is the body of its result message (nil for puts).
@@ -13,8 +13,8 @@ enum AppliedState: Equatable {
 }
 
 /// Why the store could not be opened or written.
-struct StoreError: Error, CustomStringConvertible {
-    let description: String
+public struct StoreError: Error, CustomStringConvertible {
+    public let description: String
 }
 
 /// The log file `DIR/nats-<device>.applied`:
@@ -25,9 +25,9 @@ struct StoreError: Error, CustomStringConvertible {
 ///     {"a":"m-2"}                               m-2 (a put) applied
 ///
 /// A torn last line (a crash during the write) is cut off when the file is opened again.
-final class AppliedStore {
+public final class AppliedStore {
     /// The newest applied ids kept; older ones are forgotten (the documented window).
-    let window: Int
+    public let window: Int
     /// nil keeps the store in memory only (exactly once while this process lives).
     private let path: String?
     private let folder: String?
@@ -39,9 +39,9 @@ final class AppliedStore {
     private var pendingBytes: [UInt8] = []
     private var lines = 0
     /// The highest intent sequence ever recorded; the broker-side marker compares to it.
-    private(set) var lastSequence: Int64 = 0
+    public private(set) var lastSequence: Int64 = 0
 
-    init(folder: String?, device: String, window: Int) throws(StoreError) {
+    public init(folder: String?, device: String, window: Int) throws(StoreError) {
         self.window = window
         self.folder = folder
         path = folder.map { $0 + "/nats-" + device + ".applied" }
@@ -117,10 +117,10 @@ final class AppliedStore {
     }
 
     /// What is known of `id`.
-    func state(of id: String) -> AppliedState? { states[id] }
+    public func state(of id: String) -> AppliedState? { states[id] }
 
     /// Ids with an intent and no outcome, in intent order.
-    var unresolved: [(id: String, sequence: Int64)] {
+    public var unresolved: [(id: String, sequence: Int64)] {
         states.compactMap { id, state in
             if case .intended(let s) = state { return (id, s) }
             return nil
@@ -128,7 +128,7 @@ final class AppliedStore {
     }
 
     /// Records an intent for `id` (buffered until `sync`) and returns its sequence.
-    func recordIntent(_ id: String) -> Int64 {
+    public func recordIntent(_ id: String) -> Int64 {
         lastSequence += 1
         states[id] = .intended(sequence: lastSequence)
         buffer(["i": .integer(lastSequence), "id": .string(id)])
@@ -136,7 +136,7 @@ final class AppliedStore {
     }
 
     /// Records that `id` took effect (buffered until `sync`).
-    func recordApplied(_ id: String, outcome: JSONValue?) {
+    public func recordApplied(_ id: String, outcome: JSONValue?) {
         if case .applied = states[id] {} else { appliedOrder.append(id) }
         states[id] = .applied(outcome: outcome)
         var record: [String: JSONValue] = ["a": .string(id)]
@@ -147,7 +147,7 @@ final class AppliedStore {
 
     /// Keeps new intent sequences above `sequence`, the broker's marker: a store that was
     /// wiped must not reuse numbers the marker already covers.
-    func raiseSequence(to sequence: Int64) {
+    public func raiseSequence(to sequence: Int64) {
         if sequence > lastSequence {
             lastSequence = sequence
             buffer(["s": .integer(sequence)])
@@ -155,7 +155,7 @@ final class AppliedStore {
     }
 
     /// Forgets an intent that never reached the broker, so that a redelivery applies it.
-    func dropIntent(_ id: String) {
+    public func dropIntent(_ id: String) {
         if case .intended = states[id] { states[id] = nil }
     }
 
@@ -166,10 +166,10 @@ final class AppliedStore {
     }
 
     /// Whether records wait for `sync`.
-    var hasUnsynced: Bool { !pendingBytes.isEmpty }
+    public var hasUnsynced: Bool { !pendingBytes.isEmpty }
 
     /// Writes and fsyncs what was recorded since the last call.
-    func sync() throws(StoreError) {
+    public func sync() throws(StoreError) {
         guard !pendingBytes.isEmpty else { return }
         guard let path else {
             pendingBytes.removeAll(keepingCapacity: true)
