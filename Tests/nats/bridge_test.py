@@ -161,27 +161,42 @@ async def main() -> int:
     parser.add_argument("--bridge", required=True, help="the bridge's command line, as JSON")
     parser.add_argument("--bridge-log", required=True)
     parser.add_argument("--node-pids", required=True, help="n1=PID,n2=PID,n3=PID")
+    parser.add_argument("--nats-dir", required=True, help="the cluster's folder (nN/server.conf)")
+    parser.add_argument("--broker", required=True, help="the broker's command line, as JSON")
     args = parser.parse_args()
     pids = dict(item.split("=") for item in args.node_pids.split(","))
 
-    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    async def quiet(error):  # connection errors while nodes are killed are expected here
+        pass
+    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2,
+                            error_cb=quiet)
     js = nc.jetstream(timeout=5)
     # The inbound stream, made here with one subject form the bridge does not know (take.>),
     # as an operator's stream might be; the bridge creates the outbound one (--create-stream).
     await js.add_stream(StreamConfig(name=STREAM, num_replicas=3, subjects=[
         f"notifbus.{DEVICE}.post.>", f"notifbus.{DEVICE}.put.>", f"notifbus.{DEVICE}.take.>"]))
+    broker = Bridge(json.loads(args.broker), args.bridge_log + ".broker")
+    broker.start()
+    await wait_until(lambda: os.path.exists(args.socket), 10)
     device = Device(args.socket)
     bridge = Bridge(json.loads(args.bridge), args.bridge_log)
     bridge.start()
+    restarted: list[subprocess.Popen] = []
     try:
         await crash_run(js, device, bridge, pids)
         await puts(js, device)
         await invokes(nc)
         await export(js, device)
         await malformed(js, device)
+        device = await broker_outage(js, device, broker, bridge, args.socket)
+        restarted = await nats_outage(js, device, pids, args.nats_dir)
     finally:
         bridge.stop()
+        broker.stop()
         await nc.close()
+        for p in restarted:
+            p.terminate()
+            p.wait(10)
     print(f"{len(FAILURES)} failure(s)" if FAILURES else "all NATS bridge checks passed", flush=True)
     return 1 if FAILURES else 0
 
@@ -276,6 +291,61 @@ async def malformed(js, device: Device) -> None:
         foreign = list(device.foreign)
     check(not foreign, f"none of them reached the bus ({foreign})")
     check(device.bus.peek("launch3") is None, "the refused put left its slot empty")
+
+
+async def broker_outage(js, device: Device, broker: Bridge, bridge: Bridge, socket: str) -> Device:
+    """The broker SIGKILLed: the bridge stops acking and waits; once the broker is back (same
+    --state-dir), every post sent meanwhile takes effect once."""
+    broker.kill()
+    for i in range(50):
+        await publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": POSTS + i}).encode(), f"o{i}")
+    await asyncio.sleep(2)
+    info = await retried(lambda: js.consumer_info(STREAM, f"notifbus-bridge-{DEVICE}"))
+    check(info.num_ack_pending + info.num_pending == 50,
+          f"with the broker down the bridge acks nothing (pending {info.num_pending}, unacked {info.num_ack_pending})")
+    # The bridge is held still while the device's apps come back, so that none of the posts
+    # runs before their observer is there (the bridge itself would go on at once).
+    bridge.process.send_signal(signal.SIGSTOP)
+    broker.start()
+    await wait_until(lambda: os.path.exists(socket), 10)
+    await asyncio.sleep(0.3)
+    device = Device(socket)
+    bridge.process.send_signal(signal.SIGCONT)
+    outage_ids = {POSTS + i for i in range(50)}
+    await wait_until(lambda: len([1 for m in device.foreign if m.get("n") in outage_ids]) >= 50, 60)
+    await asyncio.sleep(1)
+    with device.lock:
+        seen = collections.Counter(m.get("n") for m in device.foreign)
+    check(set(seen) == outage_ids and all(c == 1 for c in seen.values()),
+          f"after the broker restart the 50 posts of the outage took effect once each ({len(seen)} distinct)")
+    with device.lock:
+        device.foreign.clear()
+    return device
+
+
+async def nats_outage(js, device: Device, pids: dict, nats_dir: str) -> list:
+    """Every NATS node SIGKILLed: the local bus goes on; restarted, the bridge catches up."""
+    for pid in pids.values():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    await asyncio.sleep(1)
+    start = time.monotonic()
+    local = device.bus.post("local.only", {"while": "nats is down"})
+    check(local.outcome == "unhandled", f"the local bus works while NATS is down (a post answered in "
+                                        f"{int((time.monotonic() - start) * 1000)} ms)")
+    nodes = [subprocess.Popen(["nats-server", "-c", f"{nats_dir}/n{i}/server.conf"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in (1, 2, 3)]
+    for i in range(20):
+        await publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": 5000 + i}).encode(), f"z{i}")
+    await wait_until(lambda: len(device.foreign) >= 20, 90)
+    await asyncio.sleep(1)
+    with device.lock:
+        seen = collections.Counter(m.get("n") for m in device.foreign)
+    check(set(seen) == {5000 + i for i in range(20)} and all(c == 1 for c in seen.values()),
+          f"after NATS came back the bridge reconnected and applied the new posts once each ({len(seen)} distinct)")
+    return nodes
 
 
 if __name__ == "__main__":
