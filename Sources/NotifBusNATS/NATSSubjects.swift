@@ -70,7 +70,6 @@ public struct NATSSubjects: Sendable {
         guard let msgID, !msgID.isEmpty else {
             return .failure(.init(code: DeadLetterReason.noMsgID, detail: "the message has no Nats-Msg-Id header"))
         }
-        _ = msgID
         let isPost = subject.hasPrefix(post + ".")
         let isPut = subject.hasPrefix(put + ".")
         guard isPost || isPut else {

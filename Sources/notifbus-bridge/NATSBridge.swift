@@ -1,7 +1,7 @@
 // The NATS bridge's inbound loop: fetch a batch from the durable consumer, record intents,
-// pipeline the posts and puts to the broker with a send marker after each, record outcomes,
-// publish results, ack. It never acks a message before its effect is recorded and its result
-// is in JetStream, and never sends one whose id the store has applied.
+// pipeline the posts and puts to the broker in groups with a send marker after each, record
+// outcomes; a finisher thread publishes the results and acks. It never acks a message before
+// its effect is on disk and its result in JetStream, and never sends one the store applied.
 import Dispatch
 import Glibc
 import NotifBusClient
