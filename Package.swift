@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "notifbus", targets: ["notifbus"]),
         .executable(name: "notifbus-desktop", targets: ["notifbus-desktop"]),
+        .executable(name: "notifbus-bridge", targets: ["notifbus-bridge"]),
         .library(name: "NotifBusClient", targets: ["NotifBusClient"]),
         .library(name: "NotifBusProtocol", targets: ["NotifBusProtocol"]),
     ],
@@ -26,6 +27,11 @@ let package = Package(
             name: "CSdBus",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev", "pkg-config"])]
+        ),
+        .systemLibrary(
+            name: "CNats",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev", "pkg-config"])]
         ),
         .target(name: "NotifBusProtocol", swiftSettings: hotPath),
         .target(name: "NotifBusCore", dependencies: ["NotifBusProtocol"], swiftSettings: hotPath),
@@ -42,6 +48,11 @@ let package = Package(
         // rules (no D-Bus in them) are a library of their own so that tests reach them.
         .target(name: "NotifBusDesktop", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(name: "notifbus-desktop", dependencies: ["CSdBus", "NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
+        // The NATS bridge and its benchmark link cnats; the broker binary above never does.
+        .target(name: "NotifBusNATS", dependencies: ["CNats", "NotifBusProtocol"]),
+        .executableTarget(name: "notifbus-bridge", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"]),
+        .executableTarget(name: "notifbus-nats-bench", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"],
+                          path: "Benchmarks/nats", exclude: ["run.sh"]),
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",
@@ -59,6 +70,7 @@ let package = Package(
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
     ],
     swiftLanguageModes: [.v6]

@@ -26,3 +26,8 @@ if ! python3 -c "import pytest" >/dev/null 2>&1; then
     echo "setup: installing pytest from PyPI"
     python3 -m pip install --quiet --disable-pip-version-check pytest
 fi
+# nats-py drives the NATS bridge's tests, example and benchmark (the servers' side); tests only.
+if ! python3 -c "import nats" >/dev/null 2>&1; then
+    echo "setup: installing nats-py from PyPI"
+    python3 -m pip install --quiet --disable-pip-version-check nats-py
+fi

@@ -1,0 +1,243 @@
+// notifbus-nats-bench: inbound post throughput and latency through the NATS bridge (NATS →
+// bridge → broker → 1 observer → result → NATS) against a raw cnats floor in the same run
+// (JetStream publish → consume → ack, no notifbus). It prints numbers and asserts nothing.
+import Dispatch
+import Glibc
+import NotifBusClient
+import NotifBusNATS
+import NotifBusProtocol
+
+/// Writes a line to stdout at once (no buffering, so a killed run still shows its progress).
+func say(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
+}
+
+struct BenchOptions {
+    var urls: [String] = []
+    var socket: String? = nil
+    var device = "bench"
+    var count = 5000
+    var latencyCount = 300
+    var replicas = 3
+}
+
+func usage() -> Never {
+    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R]\n" +
+          "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
+    exit(2)
+}
+
+var options = BenchOptions()
+var argv = Array(CommandLine.arguments.dropFirst())
+while !argv.isEmpty {
+    let flag = argv.removeFirst()
+    guard !argv.isEmpty else { usage() }
+    let value = argv.removeFirst()
+    switch flag {
+    case "--url": options.urls += value.split(separator: ",").map(String.init)
+    case "--socket": options.socket = value
+    case "--device": options.device = value
+    case "--count": options.count = Int(value) ?? 0
+    case "--latency-count": options.latencyCount = Int(value) ?? 0
+    case "--replicas": options.replicas = Int(value) ?? 0
+    default: usage()
+    }
+}
+guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas) else { usage() }
+
+func nowNs() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
+    Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
+}
+
+func must<T>(_ what: String, _ body: () throws -> T) -> T {
+    do { return try body() } catch {
+        say("nats-bench: \(what): \(error)")
+        exit(1)
+    }
+}
+
+/// Counts arrivals by message id and wakes whoever waits for one id or for a total.
+final class Arrivals: @unchecked Sendable {
+    private let lock = Lock()
+    private var count = 0
+    private var waitingFor: String? = nil
+    private var target = Int.max
+    let signal = DispatchSemaphore(value: 0)
+
+    func arrived(_ id: String) {
+        let wake = lock.withLock { () -> Bool in
+            count += 1
+            if id == waitingFor { waitingFor = nil; return true }
+            return count == target
+        }
+        if wake { signal.signal() }
+    }
+
+    func expect(id: String) { lock.withLock { waitingFor = id } }
+    func expect(total: Int) -> Bool { lock.withLock { target = total; return count >= total } }
+    func reset() { lock.withLock { count = 0; target = .max; waitingFor = nil } }
+}
+
+final class ResultHolder<T>: @unchecked Sendable { var value: T? }
+
+/// The benchmark's connections and both measured paths.
+final class Bench: @unchecked Sendable {
+    let runID = String(getpid()) + "-" + String(nowNs() / 1_000_000)
+    let link: NATSLink
+    let subjects: NATSSubjects
+    let floorSub: OpaquePointer
+    let arrivals = Arrivals()
+    let floorStream = "NOTIFBUS_BENCH_FLOOR"
+
+    init(_ options: BenchOptions) {
+        let link = must("connect to NATS") { try NATSLink(urls: options.urls, name: "notifbus-nats-bench", log: { say("nats-bench: " + $0) }) }
+        self.link = link
+        subjects = NATSSubjects(device: options.device)
+        let stream = floorStream, id = runID
+        must("floor stream") { try link.createStream(stream, subjects: ["notifbus-bench-floor.>"], replicas: options.replicas,
+                                                    duplicateWindowMs: 10 * 60 * 1000) }
+        floorSub = must("floor consumer") { try link.pullSubscribe(stream: stream, durable: "floor-" + id, ackWaitMs: 30_000, maxAckPending: 512) }
+        let arrivals = self.arrivals
+        must("subscribe to results") {
+            try link.subscribe(subjects.result) { msg in
+                arrivals.arrived(msg.header(NATSSubjects.inboundIDHeader) ?? "")
+                msg.destroy()
+            }
+        }
+    }
+
+    // MARK: The floor: JetStream publish → consume → ack
+
+
+    func floorMessage(_ i: Int, _ tag: String) -> OutboundMessage {
+        OutboundMessage(subject: "notifbus-bench-floor.mail", body: Array("{\"n\":\(i)}".utf8),
+                        headers: [(NATSLink.msgIDHeader, "floor-\(runID)-\(tag)-\(i)")])
+    }
+
+    /// Consumes (fetch, ack) until `count` messages came.
+    func floorConsume(_ count: Int) {
+        var got = 0
+        while got < count {
+            let batch = (try? link.fetch(floorSub, batch: 128, timeoutMs: 2000)) ?? []
+            for m in batch {
+                _ = m.ack()
+                m.destroy()
+            }
+            got += batch.count
+        }
+    }
+
+    func floorThroughput(_ n: Int, tag: String) -> Double {
+        let start = nowNs()
+        _ = DetachedThread.start { [self] in
+            for i in 0..<n { try? link.publishAsync(floorMessage(i, tag), maxWaitMs: 10_000) }
+            try? link.publishComplete(timeoutMs: 30_000)
+        }
+        floorConsume(n)
+        _ = link.flush(timeoutMs: 5000)
+        return Double(n) / (Double(nowNs() - start) / 1e9)
+    }
+
+    func floorLatency(_ k: Int) -> [UInt64] {
+        var samples: [UInt64] = []
+        for i in 0..<k {
+            let t0 = nowNs()
+            try? link.publishAsync(floorMessage(i, "lat"), maxWaitMs: 10_000)
+            floorConsume(1)
+            samples.append(nowNs() - t0)
+        }
+        return samples.sorted()
+    }
+
+    // MARK: Through the bridge: NATS → bridge → broker → observer → result → NATS
+
+
+    func postMessage(_ i: Int, _ tag: String) -> OutboundMessage {
+        OutboundMessage(subject: subjects.post + ".bench", body: Array("{\"n\":\(i)}".utf8),
+                        headers: [(NATSLink.msgIDHeader, "bench-\(runID)-\(tag)-\(i)")])
+    }
+
+    func bridgeThroughput(_ n: Int, tag: String) -> Double {
+        arrivals.reset()
+        let start = nowNs()
+        _ = DetachedThread.start { [self] in
+            for i in 0..<n { try? link.publishAsync(postMessage(i, tag), maxWaitMs: 10_000) }
+            try? link.publishComplete(timeoutMs: 30_000)
+        }
+        if !arrivals.expect(total: n) {
+            if arrivals.signal.wait(timeout: .now() + .seconds(300)) == .timedOut {
+                say("nats-bench: results did not all come within 300 s")
+                exit(1)
+            }
+        }
+        return Double(n) / (Double(nowNs() - start) / 1e9)
+    }
+
+    func bridgeLatency(_ k: Int) -> [UInt64] {
+        arrivals.reset()
+        var samples: [UInt64] = []
+        for i in 0..<k {
+            let message = postMessage(i, "lat")
+            arrivals.expect(id: message.msgID!)
+            let t0 = nowNs()
+            try? link.publishAsync(message, maxWaitMs: 10_000)
+            if arrivals.signal.wait(timeout: .now() + .seconds(60)) == .timedOut {
+                say("nats-bench: no result for \(message.msgID!) within 60 s")
+                exit(1)
+            }
+            samples.append(nowNs() - t0)
+        }
+        return samples.sorted()
+    }
+
+}
+
+let bench = Bench(options)
+let socket = options.socket
+let bus: NotifBusConnection = {
+    let box = ResultHolder<NotifBusConnection>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do {
+            let connection = try await NotifBusConnection.connect(socket: socket, name: "nats-bench-observer")
+            try await connection.addObserver(events: ["bench"], priority: 0) { _ in .complete(["shown": true]) }
+            box.value = connection
+        } catch {
+            say("nats-bench: broker: \(error)")
+            exit(1)
+        }
+        done.signal()
+    }
+    done.wait()
+    return box.value!
+}()
+
+// Warm-up, then the measured runs, the floor and the bridge one after the other.
+say("warming up")
+_ = bench.floorThroughput(300, tag: "warm")
+_ = bench.bridgeThroughput(300, tag: "warm")
+let floorRate = bench.floorThroughput(options.count, tag: "run")
+let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")
+let floorLat = bench.floorLatency(options.latencyCount)
+let bridgeLat = bench.bridgeLatency(options.latencyCount)
+
+func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
+    let r = String(Int(rate.rounded()))
+    return "\(name)  \(r) msg/s   latency p50 \(Int(percentile(lat, 0.5))) µs  p99 \(Int(percentile(lat, 0.99))) µs"
+}
+say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency")
+say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
+say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
+let ratio = bridgeRate / floorRate
+say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8)")
+say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +
+      "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
+bus.close()
+exit(0)

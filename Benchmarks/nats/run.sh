@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the NATS bridge benchmark: a 3-node JetStream cluster on loopback (clients 15222-15224,
+# routes 17222-17224), a broker, the bridge, then notifbus-nats-bench, which prints the numbers.
+# Usage: Benchmarks/nats/run.sh [debug|release] [bench flags...]. Everything is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/nats-cluster.sh
+CONFIG=${1:-release}
+shift || true
+swift build -c "$CONFIG" --product notifbus >/dev/null
+swift build -c "$CONFIG" --product notifbus-bridge >/dev/null
+swift build -c "$CONFIG" --product notifbus-nats-bench >/dev/null
+BIN=$(swift build -c "$CONFIG" --show-bin-path)
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    nats_cluster_stop
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+nats_cluster_start "$WORK/nats" 15222 17222
+"$BIN/notifbus" broker --socket "$WORK/bus.sock" --state-dir "$WORK/broker-state" 2>"$WORK/broker.log" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
+"$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
+    --create-stream --replicas 3 --state-dir "$WORK/bridge-state" ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
+PIDS+=($!)
+for _ in $(seq 150); do grep -q "bridging device" "$WORK/bridge.log" && break; sleep 0.2; done
+grep -q "bridging device" "$WORK/bridge.log" || { echo "the bridge did not start"; cat "$WORK/bridge.log"; exit 1; }
+echo "build: $CONFIG; $(nproc) cores; nats-server $(nats-server --version | sed 's/.*v//')"
+timeout 600 "$BIN/notifbus-nats-bench" --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" --replicas 3 "$@"

@@ -1,0 +1,104 @@
+// Pipelined requests on the Swift client: several requests written to the socket in one
+// write, in the caller's order, whose replies are awaited later. It must not reorder
+// requests, and it never waits for a reply before the whole group is written.
+import Dispatch
+import NotifBusProtocol
+
+/// The replies of a group of requests sent by `NotifBusConnection.pipeline`, in request order.
+public final class PipelinedReplies: @unchecked Sendable {
+    /// One request's outcome: its `result`, or the error it was answered with or failed by.
+    public typealias Reply = Result<JSONValue, NotifBusError>
+    private let lock = Lock()
+    private var results: [Reply?]
+    private var remaining: Int
+    private var waiters: [Int: [CheckedContinuation<Reply, Never>]] = [:]
+
+    init(count: Int) {
+        results = Array(repeating: nil, count: count)
+        remaining = count
+    }
+
+    func fill(_ index: Int, _ result: Reply) {
+        let resume = lock.withLock { () -> [CheckedContinuation<Reply, Never>] in
+            guard results[index] == nil else { return [] }
+            results[index] = result
+            remaining -= 1
+            return waiters.removeValue(forKey: index) ?? []
+        }
+        for waiter in resume { waiter.resume(returning: result) }
+    }
+
+    /// The number of requests in the group.
+    public var count: Int { results.count }
+
+    /// Whether reply `index` has come (or failed) already, so that `wait(for:)` would not wait.
+    public func isComplete(_ index: Int) -> Bool { lock.withLock { results[index] != nil } }
+
+    /// Whether every reply has come (or failed) already.
+    public var isComplete: Bool { lock.withLock { remaining == 0 } }
+
+    /// Waits for reply `index` (bounded by the pipeline's timeout).
+    public func wait(for index: Int) async -> Reply {
+        await withCheckedContinuation { continuation in
+            let ready = lock.withLock { () -> Reply? in
+                if let result = results[index] { return result }
+                waiters[index, default: []].append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Waits for every reply and returns them in order.
+    public func wait() async -> [Reply] {
+        var all: [Reply] = []
+        for index in results.indices { all.append(await wait(for: index)) }
+        return all
+    }
+}
+
+extension NotifBusConnection {
+    /// Writes `requests` (op and fields each) to the broker in one write, in this order, and
+    /// returns at once. The broker reads them in that order, so either all of them reach it or,
+    /// when this process dies during the write, a prefix of them does; a write that needs more
+    /// than the socket's free buffer space can be cut between two requests.
+    public func pipeline(_ requests: [(op: String, fields: [String: JSONValue])],
+                         timeout: Duration? = nil) -> PipelinedReplies {
+        let replies = PipelinedReplies(count: requests.count)
+        guard !requests.isEmpty else { return replies }
+        let bound = timeout ?? requestTimeout
+        let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
+            if let reason = closedReason { return ([], reason) }
+            var ids: [Int64] = []
+            for index in requests.indices {
+                let id = nextRequestID
+                nextRequestID += 1
+                ids.append(id)
+                pending[id] = { result in replies.fill(index, result) }
+            }
+            return (ids, nil)
+        }
+        if let closed {
+            for index in requests.indices { replies.fill(index, .failure(.connectionLost(closed))) }
+            return replies
+        }
+        var bytes: [UInt8] = []
+        for (index, request) in requests.enumerated() {
+            var message = request.fields
+            message["op"] = .string(request.op)
+            message["id"] = .integer(ids[index])
+            bytes += NotifBusConnection.frame(.object(message))
+        }
+        if let error = send(bytes) {
+            for id in ids { complete(id, .failure(error)) }
+            return replies
+        }
+        let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
+            for (index, id) in ids.enumerated() {
+                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")))
+            }
+        }
+        return replies
+    }
+}

@@ -1,0 +1,335 @@
+// The bridge's one NATS connection, through cnats: connecting with endless reconnects,
+// JetStream streams and the durable pull consumer, fetching, acks, publishing with
+// Nats-Msg-Id, and core request/reply, for the bridge and its benchmark. It knows nothing of
+// notifbus's broker; cnats speaks the NATS protocol.
+@_exported import CNats
+import Glibc
+import NotifBusClient
+
+/// A cnats failure: the call, the status text, and JetStream's error code when there is one.
+public struct NATSError: Error, CustomStringConvertible {
+    public let call: String
+    public let status: natsStatus
+    public let jsCode: jsErrCode
+    public let detail: String
+
+    public init(_ call: String, _ status: natsStatus, _ jsCode: jsErrCode = jsErrCode(rawValue: 0)) {
+        self.call = call
+        self.status = status
+        self.jsCode = jsCode
+        var text = String(cString: natsStatus_GetText(status))
+        if let last = nats_GetLastError(nil) { text += " (" + String(cString: last) + ")" }
+        detail = text
+    }
+
+    public var description: String { "\(call): \(detail)" + (jsCode.rawValue != 0 ? " [jetstream \(jsCode.rawValue)]" : "") }
+}
+
+/// One message as cnats holds it; `NATSLink` frees it with `destroy()`.
+public struct NATSMessage: @unchecked Sendable {
+    public let raw: OpaquePointer
+
+    public init(raw: OpaquePointer) { self.raw = raw }
+
+    public var subject: String { String(cString: natsMsg_GetSubject(raw)) }
+    public var reply: String? { natsMsg_GetReply(raw).map { String(cString: $0) } }
+
+    public var data: [UInt8] {
+        let count = Int(natsMsg_GetDataLength(raw))
+        guard count > 0, let base = natsMsg_GetData(raw) else { return [] }
+        return base.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+    }
+
+    /// The first value of header `key`, or nil.
+    public func header(_ key: String) -> String? {
+        var value: UnsafePointer<CChar>? = nil
+        guard natsMsgHeader_Get(raw, key, &value) == NATS_OK, let value else { return nil }
+        return String(cString: value)
+    }
+
+    /// JetStream's stream sequence and delivery count of a consumed message.
+    public var jetStreamPosition: (streamSequence: UInt64, delivered: UInt64)? {
+        var meta: UnsafeMutablePointer<jsMsgMetaData>? = nil
+        guard natsMsg_GetMetaData(&meta, raw) == NATS_OK, let meta else { return nil }
+        defer { jsMsgMetaData_Destroy(meta) }
+        return (meta.pointee.Sequence.Stream, meta.pointee.NumDelivered)
+    }
+
+    public func ack() -> natsStatus { natsMsg_Ack(raw, nil) }
+    public func inProgress() -> natsStatus { natsMsg_InProgress(raw, nil) }
+    public func destroy() { natsMsg_Destroy(raw) }
+}
+
+/// A message to publish: subject, body, headers (`Nats-Msg-Id` among them when it is a JetStream one).
+public struct OutboundMessage: Sendable {
+    public var subject: String
+    public var body: [UInt8]
+    public var headers: [(String, String)]
+
+    public init(subject: String, body: [UInt8], headers: [(String, String)]) {
+        self.subject = subject
+        self.body = body
+        self.headers = headers
+    }
+
+    public var msgID: String? { headers.first { $0.0 == NATSLink.msgIDHeader }?.1 }
+}
+
+/// The cnats connection and JetStream context, used from several threads (cnats is thread-safe).
+public final class NATSLink: @unchecked Sendable {
+    public static let msgIDHeader = "Nats-Msg-Id"
+
+    private var connection: OpaquePointer? = nil
+    private var jetStream: OpaquePointer? = nil
+    private let failedLock = Lock()
+    /// Msg ids whose asynchronous publish was refused or timed out since the last `takeFailed()`.
+    private var failedIDs: Set<String> = []
+    private var handlerBoxes: [Unmanaged<HandlerBox>] = []
+    /// Called (on a cnats thread) with a line to log when the connection drops or comes back.
+    public let log: @Sendable (String) -> Void
+
+    /// Connects to any of `urls`; with no server up it keeps trying in the background
+    /// (cnats' retry on failed connect), so the bridge starts even while NATS is down.
+    public init(urls: [String], name: String, log: @escaping @Sendable (String) -> Void) throws(NATSError) {
+        self.log = log
+        var options: OpaquePointer? = nil
+        var s = natsOptions_Create(&options)
+        guard s == NATS_OK, let options else { throw NATSError("natsOptions_Create", s) }
+        defer { natsOptions_Destroy(options) }
+        var cStrings = urls.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        s = cStrings.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) {
+                natsOptions_SetServers(options, $0, Int32(buffer.count))
+            }
+        }
+        guard s == NATS_OK else { throw NATSError("natsOptions_SetServers", s) }
+        natsOptions_SetName(options, name)
+        // Reconnect forever, quickly: a device outlives any NATS node.
+        natsOptions_SetMaxReconnect(options, -1)
+        natsOptions_SetReconnectWait(options, 250)
+        natsOptions_SetReconnectBufSize(options, 8 * 1024 * 1024)
+        natsOptions_SetPingInterval(options, 2000)
+        natsOptions_SetMaxPingsOut(options, 2)
+        natsOptions_SetTimeout(options, 2000)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        natsOptions_SetDisconnectedCB(options, { _, closure in
+            Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS connection lost; reconnecting")
+        }, context)
+        natsOptions_SetReconnectedCB(options, { nc, closure in
+            var url = [CChar](repeating: 0, count: 256)
+            natsConnection_GetConnectedUrl(nc, &url, url.count)
+            let text = String(decoding: url.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS reconnected to \(text)")
+        }, context)
+        natsOptions_SetRetryOnFailedConnect(options, true, nil, nil)
+        var nc: OpaquePointer? = nil
+        s = natsConnection_Connect(&nc, options)
+        // NATS_NOT_YET_CONNECTED: retrying in the background, which is what a device wants.
+        guard s == NATS_OK || s == NATS_NOT_YET_CONNECTED, let nc else { throw NATSError("natsConnection_Connect", s) }
+        connection = nc
+        var jsOptions = jsOptions()
+        jsOptions_Init(&jsOptions)
+        jsOptions.Wait = 5000
+        jsOptions.PublishAsync.MaxPending = 4096
+        jsOptions.PublishAsync.ErrHandler = { _, failure, closure in
+            guard let failure, let closure, let msg = failure.pointee.Msg else { return }
+            let link = Unmanaged<NATSLink>.fromOpaque(closure).takeUnretainedValue()
+            if let id = NATSMessage(raw: msg).header(NATSLink.msgIDHeader) { link.noteFailed(id) }
+        }
+        jsOptions.PublishAsync.ErrHandlerClosure = context
+        var js: OpaquePointer? = nil
+        s = natsConnection_JetStream(&js, nc, &jsOptions)
+        guard s == NATS_OK else { throw NATSError("natsConnection_JetStream", s) }
+        jetStream = js
+    }
+
+    deinit {
+        if let jetStream { jsCtx_Destroy(jetStream) }
+        if let connection {
+            natsConnection_Close(connection)
+            natsConnection_Destroy(connection)
+        }
+        handlerBoxes.forEach { $0.release() }
+    }
+
+    /// Whether the connection is up now.
+    public var isConnected: Bool { connection.map { natsConnection_Status($0) == NATS_CONN_STATUS_CONNECTED } ?? false }
+
+    private func noteFailed(_ id: String) { failedLock.withLock { _ = failedIDs.insert(id) } }
+
+    /// The msg ids whose asynchronous publish failed since the last call.
+    public func takeFailed() -> Set<String> {
+        failedLock.withLock {
+            defer { failedIDs.removeAll() }
+            return failedIDs
+        }
+    }
+
+    // MARK: Streams and the consumer
+
+    /// Whether `stream` exists (nil when JetStream did not answer).
+    public func streamExists(_ stream: String) -> Bool? {
+        var info: UnsafeMutablePointer<jsStreamInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
+        if let info { jsStreamInfo_Destroy(info) }
+        if s == NATS_OK { return true }
+        if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return false }
+        return nil
+    }
+
+    /// Creates a file-backed stream of `subjects` with `replicas` copies and a duplicate
+    /// window of `duplicateWindowMs`, unless it exists.
+    public func createStream(_ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64) throws(NATSError) {
+        if streamExists(stream) == true { return }
+        var config = jsStreamConfig()
+        jsStreamConfig_Init(&config)
+        let name = strdup(stream)!
+        defer { free(name) }
+        var cSubjects: [UnsafePointer<CChar>?] = subjects.map { UnsafePointer(strdup($0)) }
+        defer { cSubjects.forEach { free(UnsafeMutablePointer(mutating: $0)) } }
+        config.Name = UnsafePointer(name)
+        config.Storage = js_FileStorage
+        config.Replicas = Int64(replicas)
+        config.Duplicates = duplicateWindowMs * 1_000_000
+        config.SubjectsLen = Int32(cSubjects.count)
+        var info: UnsafeMutablePointer<jsStreamInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = cSubjects.withUnsafeMutableBufferPointer { buffer -> natsStatus in
+            config.Subjects = buffer.baseAddress
+            return js_AddStream(&info, jetStream, &config, nil, &code)
+        }
+        if let info { jsStreamInfo_Destroy(info) }
+        guard s == NATS_OK else { throw NATSError("js_AddStream \(stream)", s, code) }
+    }
+
+    /// Creates the durable pull consumer with explicit acks unless it exists, and binds to it.
+    public func pullSubscribe(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> OpaquePointer {
+        var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        var s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
+        if let existing = info { jsConsumerInfo_Destroy(existing); info = nil }
+        if s != NATS_OK {
+            var config = jsConsumerConfig()
+            jsConsumerConfig_Init(&config)
+            let cDurable = strdup(durable)!
+            defer { free(cDurable) }
+            config.Durable = UnsafePointer(cDurable)
+            config.AckPolicy = js_AckExplicit
+            config.AckWait = ackWaitMs * 1_000_000
+            config.MaxAckPending = Int64(maxAckPending)
+            config.DeliverPolicy = js_DeliverAll
+            s = js_AddConsumer(&info, jetStream, stream, &config, nil, &code)
+            if let info { jsConsumerInfo_Destroy(info) }
+            guard s == NATS_OK else { throw NATSError("js_AddConsumer \(durable)", s, code) }
+        }
+        var subOptions = jsSubOptions()
+        jsSubOptions_Init(&subOptions)
+        let cStream = strdup(stream)!, cConsumer = strdup(durable)!
+        defer { free(cStream); free(cConsumer) }
+        subOptions.Stream = UnsafePointer(cStream)
+        subOptions.Consumer = UnsafePointer(cConsumer)
+        var sub: OpaquePointer? = nil
+        s = js_PullSubscribe(&sub, jetStream, nil, durable, nil, &subOptions, &code)
+        guard s == NATS_OK, let sub else { throw NATSError("js_PullSubscribe \(durable)", s, code) }
+        return sub
+    }
+
+    /// Up to `batch` messages, waiting at most `timeoutMs`; empty on timeout. Other failures
+    /// (no connection, a leader election under way) are thrown for the caller to retry.
+    public func fetch(_ sub: OpaquePointer, batch: Int, timeoutMs: Int64) throws(NATSError) -> [NATSMessage] {
+        var list = natsMsgList()
+        var code = jsErrCode(rawValue: 0)
+        let s = natsSubscription_Fetch(&list, sub, Int32(batch), timeoutMs, &code)
+        if s == NATS_TIMEOUT { return [] }
+        guard s == NATS_OK else { throw NATSError("natsSubscription_Fetch", s, code) }
+        var messages: [NATSMessage] = []
+        for i in 0..<Int(list.Count) {
+            if let m = list.Msgs[i] { messages.append(NATSMessage(raw: m)) }
+            list.Msgs[i] = nil
+        }
+        natsMsgList_Destroy(&list)
+        return messages
+    }
+
+    // MARK: Publishing
+
+    private func makeMessage(_ m: OutboundMessage, reply: String? = nil) throws(NATSError) -> OpaquePointer {
+        var msg: OpaquePointer? = nil
+        let s = m.body.withUnsafeBufferPointer { body in
+            natsMsg_Create(&msg, m.subject, reply, body.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
+                           Int32(body.count))
+        }
+        guard s == NATS_OK, let msg else { throw NATSError("natsMsg_Create", s) }
+        for (key, value) in m.headers { natsMsgHeader_Set(msg, key, value) }
+        return msg
+    }
+
+    /// Publishes to JetStream without waiting for the stream's ack; failures, and acks that do
+    /// not come within `maxWaitMs` (so that none stays pending forever), land in `takeFailed()`.
+    public func publishAsync(_ m: OutboundMessage, maxWaitMs: Int64) throws(NATSError) {
+        var msg: OpaquePointer? = try makeMessage(m)
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = maxWaitMs
+        let s = js_PublishMsgAsync(jetStream, &msg, &options)
+        if let msg { natsMsg_Destroy(msg) }
+        guard s == NATS_OK else { throw NATSError("js_PublishMsgAsync \(m.subject)", s) }
+    }
+
+    /// Waits until every asynchronous publish has its ack (or failed), at most `timeoutMs`.
+    public func publishComplete(timeoutMs: Int64) throws(NATSError) {
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeoutMs
+        let s = js_PublishAsyncComplete(jetStream, &options)
+        guard s == NATS_OK else { throw NATSError("js_PublishAsyncComplete", s) }
+    }
+
+    /// Publishes to JetStream and waits for the ack. Returns whether the stream called it a duplicate.
+    @discardableResult
+    public func publish(_ m: OutboundMessage, timeoutMs: Int64 = 5000) throws(NATSError) -> Bool {
+        let msg = try makeMessage(m)
+        defer { natsMsg_Destroy(msg) }
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeoutMs
+        var ack: UnsafeMutablePointer<jsPubAck>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_PublishMsg(&ack, jetStream, msg, &options, &code)
+        defer { if let ack { jsPubAck_Destroy(ack) } }
+        guard s == NATS_OK else { throw NATSError("js_PublishMsg \(m.subject)", s, code) }
+        return ack?.pointee.Duplicate ?? false
+    }
+
+    /// Publishes a core NATS message (a reply to a request).
+    public func publishCore(_ m: OutboundMessage) throws(NATSError) {
+        let msg = try makeMessage(m)
+        defer { natsMsg_Destroy(msg) }
+        let s = natsConnection_PublishMsg(connection, msg)
+        guard s == NATS_OK else { throw NATSError("natsConnection_PublishMsg \(m.subject)", s) }
+    }
+
+    /// Flushes what is buffered to the server, waiting at most `timeoutMs`.
+    public func flush(timeoutMs: Int64) -> Bool { natsConnection_FlushTimeout(connection, timeoutMs) == NATS_OK }
+
+    // MARK: Core subscriptions
+
+    private final class HandlerBox {
+        let handler: @Sendable (NATSMessage) -> Void
+        init(_ handler: @escaping @Sendable (NATSMessage) -> Void) { self.handler = handler }
+    }
+
+    /// Calls `handler` on a cnats thread for each message on `subject`; the handler owns the message.
+    public func subscribe(_ subject: String, _ handler: @escaping @Sendable (NATSMessage) -> Void) throws(NATSError) {
+        let box = Unmanaged.passRetained(HandlerBox(handler))
+        handlerBoxes.append(box)
+        var sub: OpaquePointer? = nil
+        let s = natsConnection_Subscribe(&sub, connection, subject, { _, _, msg, closure in
+            guard let msg, let closure else { return }
+            Unmanaged<HandlerBox>.fromOpaque(closure).takeUnretainedValue().handler(NATSMessage(raw: msg))
+        }, box.toOpaque())
+        guard s == NATS_OK else { throw NATSError("natsConnection_Subscribe \(subject)", s) }
+    }
+}

@@ -1,0 +1,133 @@
+// The command line of `notifbus bridge nats`: flags, their bounds and the help text.
+// It only parses; it opens nothing.
+
+import NotifBusNATS
+
+/// A usage mistake: one line on stderr, exit status 2.
+struct BridgeUsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// The bridge's settings.
+struct BridgeOptions {
+    var urls: [String] = []
+    var device = ""
+    var socket: String? = nil
+    var stream: String? = nil
+    var createStream = false
+    var replicas = 1
+    var stateDir: String? = nil
+    var exports: [String] = []
+    /// JetStream's AckWait for the durable consumer the bridge creates.
+    var ackWaitMs: Int64 = 30_000
+    /// Messages fetched, and in flight to the broker, at once.
+    var batch = 128
+    /// Messages at the broker at once: the pipeline depth.
+    var inflight = 32
+    /// Applied message ids remembered (the exactly-once window), at least 2 × batch.
+    var window = 100_000
+
+    var inboundStream: String { stream ?? "NOTIFBUS_" + device }
+    var outboundStream: String { inboundStream + "_OUT" }
+    var durable: String { "notifbus-bridge-" + device }
+
+    static let help = """
+    usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
+
+    Bridges this device's broker to a NATS JetStream cluster (Protocol/NATS.md):
+      inbound  notifbus.<device>.post.<event>, notifbus.<device>.put.<slot>   (stream, acked once applied)
+      invoke   notifbus.<device>.invoke.<channel>.<method>                    (request/reply)
+      outbound notifbus.<device>.result, notifbus.<device>.event.<name>, notifbus.<device>.dead
+
+    options:
+      --url URLS           NATS servers, comma-separated (repeatable)
+      --device ID          this device's subject token: 1-64 of A-Z a-z 0-9 - _
+      --socket PATH        the broker's socket (default: as the notifbus client resolves it)
+      --stream NAME        inbound stream (default NOTIFBUS_<device>); results go to NAME_OUT
+      --create-stream      create both streams when missing
+      --replicas N         replicas of created streams (1-5, default 1)
+      --state-dir DIR      where applied message ids are kept (exactly once across restarts)
+      --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
+      --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
+      --batch N            messages in flight at once (1-1024, default 128)
+      --inflight N         messages at the broker at once (1-1024, default 32)
+      --window N           applied ids remembered (default 100000)
+    """
+
+    /// Parses `args` (after `nats`). Durations are `250ms`, `5s` or `1m`.
+    static func parse(_ args: [String]) throws(BridgeUsageError) -> BridgeOptions? {
+        var o = BridgeOptions()
+        var i = 0
+        func value(_ name: String) throws(BridgeUsageError) -> String {
+            guard i < args.count else { throw BridgeUsageError("option '\(name)' needs a value") }
+            defer { i += 1 }
+            return args[i]
+        }
+        func integer(_ name: String, _ range: ClosedRange<Int>) throws(BridgeUsageError) -> Int {
+            let text = try value(name)
+            guard let n = Int(text), range.contains(n) else {
+                throw BridgeUsageError("option '\(name)' needs an integer in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
+            }
+            return n
+        }
+        while i < args.count {
+            var arg = args[i]
+            i += 1
+            if let eq = arg.firstIndex(of: "="), arg.hasPrefix("--") {
+                let inline = String(arg[arg.index(after: eq)...])
+                arg = String(arg[..<eq])
+                var rest = Array(args[i...])
+                rest.insert(inline, at: 0)
+                return try parse(Array(args[..<(i - 1)]) + [arg] + rest)
+            }
+            switch arg {
+            case "--help", "-h": return nil
+            case "--url":
+                o.urls += try value(arg).split(separator: ",").map { String($0) }
+            case "--device": o.device = try value(arg)
+            case "--socket": o.socket = try value(arg)
+            case "--stream": o.stream = try value(arg)
+            case "--create-stream": o.createStream = true
+            case "--replicas": o.replicas = try integer(arg, 1...5)
+            case "--state-dir": o.stateDir = try value(arg)
+            case "--export":
+                let name = try value(arg)
+                guard !name.isEmpty, name.utf8.count <= NATSSubjects.maxNameBytes else {
+                    throw BridgeUsageError("--export needs an event name of 1 to \(NATSSubjects.maxNameBytes) bytes")
+                }
+                o.exports.append(name)
+            case "--ack-wait":
+                let text = try value(arg)
+                guard let ms = parseDuration(text), ms >= 100 else {
+                    throw BridgeUsageError("--ack-wait needs a duration of at least 100ms (250ms, 5s, 1m), not '\(text)'")
+                }
+                o.ackWaitMs = ms
+            case "--batch": o.batch = try integer(arg, 1...1024)
+            case "--inflight": o.inflight = try integer(arg, 1...1024)
+            case "--window": o.window = try integer(arg, 1...10_000_000)
+            default: throw BridgeUsageError("unknown option '\(arg)'")
+            }
+        }
+        guard !o.urls.isEmpty else { throw BridgeUsageError("--url is required") }
+        for url in o.urls where !url.hasPrefix("nats://") {
+            throw BridgeUsageError("--url takes nats://HOST:PORT, not '\(url)'")
+        }
+        guard NATSSubjects.isValidDevice(o.device) else {
+            throw BridgeUsageError("--device is required: 1-64 of A-Z a-z 0-9 - _")
+        }
+        if let s = o.stream, s.isEmpty || s.contains(where: { " .*>/\\".contains($0) }) {
+            throw BridgeUsageError("--stream NAME may not be empty or hold spaces, '.', '*', '>', '/' or '\\'")
+        }
+        guard o.window >= 2 * o.batch else { throw BridgeUsageError("--window must be at least twice --batch") }
+        return o
+    }
+
+    static func parseDuration(_ text: String) -> Int64? {
+        for (suffix, factor) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000)] where text.hasSuffix(suffix) {
+            guard let n = Int64(text.dropLast(suffix.count)), n >= 0, n < Int64.max / factor else { return nil }
+            return n * factor
+        }
+        return nil
+    }
+}

@@ -1,0 +1,32 @@
+// notifbus-bridge: bridges a device's broker to a remote engine. `notifbus bridge nats ...`
+// runs this executable; it links cnats, which the broker binary must never load.
+import Glibc
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let usage = "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--state-dir DIR] [--export EVENT]..."
+
+func fail(_ message: String, status: Int32) -> Never {
+    log(message)
+    exit(status)
+}
+
+signal(SIGPIPE, SIG_IGN)
+switch arguments.first {
+case nil:
+    fail(usage, status: 2)
+case "--help", "-h", "help":
+    print("usage: notifbus bridge ENGINE [options]\n\nengines:\n  nats    NATS JetStream (notifbus bridge nats --help)")
+    exit(0)
+case "nats":
+    let parsed: BridgeOptions?
+    do { parsed = try BridgeOptions.parse(Array(arguments.dropFirst())) } catch { fail(error.message + "\n" + usage, status: 2) }
+    guard let options = parsed else {
+        print(BridgeOptions.help)
+        exit(0)
+    }
+    let bridge: NATSBridge
+    do { bridge = try NATSBridge(options: options) } catch { fail("\(error)", status: 1) }
+    bridge.run()
+default:
+    fail("unknown engine '\(arguments[0])' (known: nats)\n" + usage, status: 2)
+}

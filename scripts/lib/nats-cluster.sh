@@ -1,0 +1,72 @@
+# Sourced by the NATS test step, the Push example and the NATS benchmark: starts a 3-node
+# nats-server cluster with JetStream on loopback, each node in its own folder under $1.
+# It never binds anything but 127.0.0.1, and the caller's trap runs nats_cluster_stop.
+
+NATS_PIDS=()
+
+# nats_cluster_start DIR CLIENT_BASE CLUSTER_BASE: nodes n1..n3 listen on CLIENT_BASE+0..2
+# (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off. Waits (bounded) until
+# every node answers and JetStream has a meta leader. Sets NATS_URLS.
+nats_cluster_start() {
+    local dir=$1 cbase=$2 rbase=$3 i
+    NATS_URLS=""
+    for i in 1 2 3; do
+        mkdir -p "$dir/n$i/js"
+        local routes="" j
+        for j in 1 2 3; do
+            [ "$j" = "$i" ] || routes="$routes nats-route://127.0.0.1:$((rbase + j - 1))"
+        done
+        cat >"$dir/n$i/server.conf" <<CONF
+server_name: n$i
+host: 127.0.0.1
+port: $((cbase + i - 1))
+jetstream { store_dir: "$dir/n$i/js", max_memory_store: 64MB, max_file_store: 1GB }
+cluster { name: notifbus-test, host: 127.0.0.1, port: $((rbase + i - 1)), routes: [$(echo $routes | tr ' ' ',')] }
+CONF
+        NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:$((cbase + i - 1))"
+        nats_node_start "$dir" "$i"
+    done
+    local deadline=$((SECONDS + 30))
+    until nats_cluster_ready "$cbase"; do
+        if [ $SECONDS -ge $deadline ]; then echo "nats cluster did not come up"; tail -n 20 "$dir"/n*/log; return 1; fi
+        sleep 0.3
+    done
+}
+
+# nats_node_start DIR I: (re)starts node I with its configuration and store.
+nats_node_start() {
+    nats-server -c "$1/n$2/server.conf" >>"$1/n$2/log" 2>&1 &
+    NATS_PIDS[$2]=$!
+}
+
+# nats_node_kill I: SIGKILLs node I.
+nats_node_kill() {
+    kill -KILL "${NATS_PIDS[$1]}" 2>/dev/null || true
+    wait "${NATS_PIDS[$1]}" 2>/dev/null || true
+}
+
+# nats_cluster_ready CLIENT_BASE: every node accepts connections and JetStream answers.
+nats_cluster_ready() {
+    python3 - "$1" <<'PY'
+import asyncio, sys
+import nats
+async def main(base):
+    for i in range(3):
+        nc = await nats.connect(f"nats://127.0.0.1:{base + i}", connect_timeout=1, allow_reconnect=False, max_reconnect_attempts=0)
+        try:
+            await nc.jetstream().account_info()
+        finally:
+            await nc.close()
+try:
+    asyncio.run(asyncio.wait_for(main(int(sys.argv[1])), 5))
+except Exception:
+    sys.exit(1)
+PY
+}
+
+nats_cluster_stop() {
+    local pid
+    for pid in "${NATS_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${NATS_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    NATS_PIDS=()
+}
