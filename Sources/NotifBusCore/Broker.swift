@@ -192,7 +192,9 @@ public struct Broker {
     }
 
     /// SIGINT or SIGTERM: answer everything pending with `shutting_down` and close every
-    /// connection after its output is flushed.
+    /// connection after its output is flushed. Durable writes already in flight still
+    /// finish and are answered; requests held back behind them start no more and are
+    /// answered `shutting_down` after them, in their connection's order.
     public mutating func shutdown(now: Instant) {
         guard !shuttingDown else { return }
         shuttingDown = true
@@ -209,13 +211,15 @@ public struct Broker {
         }
         calls.removeAll()
         callDeadlines.removeAll()
-        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) {
+        // A take still held behind its connection's requests is answered in their order.
+        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) where !waiter.held {
             reply(to: waiter.client, waiter.requestID, error: .shuttingDown, "the broker is shutting down")
         }
         takeWaiters.removeAll()
         takeQueues.removeAll()
         takeDeadlines = DeadlineHeap()
         helloDeadlines.removeAll()
+        resumeWaiting(now: now)
         closeIfShutDown()
     }
 
