@@ -49,7 +49,13 @@ extension Broker {
     /// `maxHeldBackPerConnection` of its requests wait behind durable writes, so that one
     /// client cannot pile up requests in the broker faster than the disk takes them.
     public func wantsInput(from c: ConnectionID) -> Bool {
-        (clients[c]?.waiting.count ?? 0) < configuration.maxHeldBackPerConnection
+        heldBack(from: c) < configuration.maxHeldBackPerConnection
+    }
+
+    /// How many of `c`'s requests are held back: always its latest ones, since once one
+    /// waits every later one waits behind it.
+    public func heldBack(from c: ConnectionID) -> Int {
+        clients[c]?.waiting.count ?? 0
     }
 
     mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
