@@ -25,7 +25,9 @@ extension Broker {
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
         if case .rejected(nil, _, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
-        if client.waiting.isEmpty && canStart(input, from: client) { return start(input, from: c, now: now) }
+        arrivals += 1
+        let arrival = arrivals
+        if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: c, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
             return answerShuttingDown(input, from: c)
@@ -37,12 +39,12 @@ extension Broker {
             // The take keeps its place among the slot's waiting takers from now on.
             let id = nextTakeID
             nextTakeID += 1
-            takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: true)
+            takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival)
             takeQueues[slot, default: []].append(id)
             client.takes.insert(id)
-            return client.waiting.append(.heldTake(rid, slot: slot, waitMs: wait, place: id))
+            return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
-        client.waiting.append(input)
+        client.waiting.append((input, arrival))
     }
 
     /// Whether the transport should go on reading `c`'s frames: not while more than
@@ -86,20 +88,22 @@ extension Broker {
     }
 
     /// Whether the oldest taker waiting on `slot` is one still held behind its connection's
-    /// requests (and is not `place` itself): then a value for the slot must wait for it.
-    func oldestTakerIsHeld(_ slot: String, except place: Int? = nil) -> Bool {
-        guard let first = takeQueues[slot]?.first, first != place else { return false }
-        return takeWaiters[first]?.held == true
+    /// requests that arrived before `arrival` (and is not `place` itself): then a value for
+    /// the slot must wait for it. Only earlier arrivals count, so no two requests can each
+    /// wait for the other.
+    func oldestTakerIsHeld(_ slot: String, before arrival: Int, except place: Int? = nil) -> Bool {
+        guard let first = takeQueues[slot]?.first, first != place, let waiter = takeWaiters[first] else { return false }
+        return waiter.held && waiter.arrival < arrival
     }
 
     /// Whether `input` may be handled now: its key is not being written, and it will not
     /// answer ahead of a write its connection is still waiting for.
-    func canStart(_ input: WaitingInput, from client: ClientRecord) -> Bool {
+    func canStart(_ input: WaitingInput, arrival: Int, from client: ClientRecord) -> Bool {
         let request: Request
         switch input {
         case .rejected: return client.writesInFlight == 0
         case .heldTake(_, let slot, let waitMs, let place):
-            if slots[slot] != nil && oldestTakerIsHeld(slot, except: place) { return false }
+            if slots[slot] != nil && oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
             request = .take(slot: slot, waitMs: waitMs)
         case .request(_, let r):
             request = r
@@ -107,7 +111,7 @@ extension Broker {
             // its own connection's requests: waiting takers are served oldest first.
             switch r {
             case .put(let slot, _?), .take(let slot, _):
-                if oldestTakerIsHeld(slot) { return false }
+                if oldestTakerIsHeld(slot, before: arrival) { return false }
             default: break
             }
         }
@@ -248,13 +252,13 @@ extension Broker {
                 guard let client = clients[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
-                        while let input = client.waiting.popFirst() { answerShuttingDown(input, from: c) }
+                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c) }
                     }
                 } else {
-                    while let input = client.waiting.first, canStart(input, from: client) {
+                    while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
                         _ = client.waiting.popFirst()
                         progressed = true
-                        start(input, from: c, now: now)
+                        start(held.input, from: c, now: now)
                         if clients[c] == nil { break }
                     }
                 }

@@ -62,6 +62,8 @@ public struct Broker {
     var nextWriteID: WriteID = 1
     var reservedSlots = 0
     var reservedSlotBytes = 0
+    /// Requests admitted so far: the broker-wide order of arrival of held requests.
+    var arrivals = 0
     /// Connections with requests held back, in the order they began waiting.
     var waitingClients: [ConnectionID] = []
     /// Launch retentions waiting for a write on `launch` to finish.

@@ -152,8 +152,9 @@ final class ClientRecord {
     var takes: Set<Int> = []
     /// Durable writes this connection asked for whose outcome is not known yet.
     var writesInFlight = 0
-    /// Requests held back, in arrival order, until the writes they depend on are done.
-    var waiting = FIFO<WaitingInput>()
+    /// Requests held back, in arrival order, until the writes they depend on are done; each
+    /// with its place in the broker-wide order of arrival.
+    var waiting = FIFO<(input: WaitingInput, arrival: Int)>()
 
     init(id: ConnectionID, credentials: PeerCredentials) {
         self.id = id
@@ -228,6 +229,8 @@ struct TakeWaiter {
     /// Still held behind its connection's earlier requests: it keeps its place, but no
     /// value may be handed to it or past it until it starts.
     var held: Bool
+    /// When a held take arrived (`Broker.arrivals`): a value arriving later waits for it.
+    let arrival: Int
 }
 
 struct QueuedPost {

@@ -177,4 +177,30 @@ import Testing
         #expect(h.inFlight.isEmpty)
         #expect(h.takeAll(poster).map { $0["id"] } == [2, 3, 4])
     }
+
+    /// A value waits only for held takes that arrived before it: two connections whose held
+    /// puts and takes cross (each puts into the slot the other's later take waits for) both
+    /// go on instead of waiting for each other forever.
+    @Test func heldPutsAndTakesThatCrossDoNotWaitForEachOther() {
+        var h = holding()
+        let a = h.connect(), b = h.connect()
+        h.send(a, #"{"op":"put","id":1,"slot":"x","value":0}"#)
+        h.send(a, #"{"op":"peek","id":2,"slot":"x"}"#)
+        h.send(a, #"{"op":"put","id":3,"slot":"s","value":"from a"}"#)
+        h.send(a, #"{"op":"take","id":4,"slot":"u","wait":5000}"#)
+        h.send(b, #"{"op":"put","id":5,"slot":"y","value":0}"#)
+        h.send(b, #"{"op":"peek","id":6,"slot":"y"}"#)
+        h.send(b, #"{"op":"put","id":7,"slot":"u","value":"from b"}"#)
+        h.send(b, #"{"op":"take","id":8,"slot":"s","wait":5000}"#)
+        var rounds = 0
+        while !h.inFlight.isEmpty && rounds < 20 {
+            h.finishWrite()
+            rounds += 1
+        }
+        let fromA = h.takeAll(a), fromB = h.takeAll(b)
+        #expect(fromA.map { $0["id"] } == [1, 2, 3, 4])
+        #expect(fromA.last?["result"] == "from b")
+        #expect(fromB.map { $0["id"] } == [5, 6, 7, 8])
+        #expect(fromB.last?["result"] == "from a")
+    }
 }
