@@ -137,7 +137,9 @@ extension Session {
         }
         switch (pending.request, code) {
         case (nil, "bad_request"), (nil, "unknown_op"), (nil, "invalid_payload"):
-            if !atOnce { violation("a rejected request answered late") }
+            // At once, or once what it was held behind is done (at shutdown too: a refusal
+            // held back is sent as it is).
+            if !atOnce && !context.shuttingDown { violation("a rejected request answered late") }
         case (nil, _):
             violation("a rejected request answered with \(code)")
         case (.invoke?, _):
