@@ -47,7 +47,7 @@ extension Broker {
         client.waiting.append((input, arrival))
     }
 
-    /// Whether the transport should go on reading `c`'s frames: not while more than
+    /// Whether the transport should go on reading `c`'s frames: not while
     /// `maxHeldBackPerConnection` of its requests wait behind durable writes, so that one
     /// client cannot pile up requests in the broker faster than the disk takes them.
     public func wantsInput(from c: ConnectionID) -> Bool {
