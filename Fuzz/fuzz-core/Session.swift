@@ -78,7 +78,8 @@ struct StepContext {
     var persistedCategories = false
     /// For a step that reports a write: the request it answers, and whether it was written.
     var resolved: (connection: ConnectionID, id: JSONValue, written: Bool)? = nil
-    /// Set in a step that reports a write: requests that waited behind it are answered now.
+    /// Set in a step that reports a write or drops a connection: requests held back may
+    /// start and be answered now.
     var afterWrite = false
     /// The request this step sent.
     var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
@@ -218,6 +219,7 @@ final class Session {
             guard let id = connection(selector) else { return }
             let length = choice & 1 == 0 ? 0 : UInt32(configuration.maxFrame) + 1 + UInt32(choice)
             begin(input: id)
+            context.afterWrite = true  // closing it may let requests held behind its takes start
             if peers[id - 1].open { context.mustClose.insert(id) }
             broker.receiveOversizedFrame(from: id, length: length, now: now)
             end()
@@ -316,6 +318,8 @@ final class Session {
 
     func hangUp(_ id: ConnectionID) {
         begin(input: nil)
+        // Held requests may start: a take held back on the leaving connection kept them.
+        context.afterWrite = true
         trace("c\(id) hangs up")
         markClosed(id)
         broker.disconnected(id, now: now)

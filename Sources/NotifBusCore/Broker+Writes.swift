@@ -237,15 +237,21 @@ extension Broker {
     /// shutdown nothing starts: a connection with no write in flight has its waiting
     /// requests answered `shutting_down`, in order.
     mutating func resumeWaiting(now: Instant) {
+        // A request started here may close a connection, which resumes again: that is done
+        // by this loop, not by a second one inside it.
+        guard !resuming else { return resumeRequested = true }
+        resuming = true
+        defer { resuming = false }
         var progressed = true
         while progressed {
             progressed = false
+            resumeRequested = false
             while let event = waitingRetentions.first, canRetain {
                 _ = waitingRetentions.popFirst()
                 startRetention(event)
                 progressed = true
             }
-            guard !waitingClients.isEmpty else { return }
+            guard !waitingClients.isEmpty else { break }
             let order = waitingClients
             waitingClients.removeAll()
             for c in order {
@@ -264,6 +270,7 @@ extension Broker {
                 }
                 if clients[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
             }
+            if resumeRequested { progressed = true }
         }
     }
 }

@@ -64,6 +64,9 @@ public struct Broker {
     var reservedSlotBytes = 0
     /// Requests admitted so far: the broker-wide order of arrival of held requests.
     var arrivals = 0
+    /// Set while `resumeWaiting` runs, and when it is asked to run again meanwhile.
+    var resuming = false
+    var resumeRequested = false
     /// Connections with requests held back, in the order they began waiting.
     var waitingClients: [ConnectionID] = []
     /// Launch retentions waiting for a write on `launch` to finish.
@@ -344,7 +347,10 @@ public struct Broker {
             clients[call.invoker]?.callsInvoked -= 1
             reply(to: call.invoker, call.requestID, error: .handlerGone, "the handler's connection closed before it returned")
         }
+        // A take of its still held back kept values for that slot waiting: they may go on.
+        let heldTakes = client.takes.contains { takeWaiters[$0]?.held == true }
         for t in client.takes { _ = removeTakeWaiter(t) }
+        if heldTakes { resumeWaiting(now: now) }
         for o in client.observers { removeObserver(o, now: now, pump: false) }
         pump(now: now)
     }

@@ -203,4 +203,20 @@ import Testing
         #expect(fromB.map { $0["id"] } == [5, 6, 7, 8])
         #expect(fromB.last?["result"] == "from a")
     }
+
+    /// A held take that kept a value waiting goes away with its connection: the value goes
+    /// on at once, not only when some later write is reported.
+    @Test func aHeldTakeThatLeavesLetsTheValueGoOn() {
+        var h = holding()
+        let leaver = h.connect(), other = h.connect()
+        h.send(leaver, #"{"op":"put","id":1,"slot":"x","value":0}"#)
+        h.send(leaver, #"{"op":"take","id":2,"slot":"s","wait":5000}"#)
+        h.send(other, #"{"op":"take","id":3,"slot":"s","wait":5000}"#)
+        h.send(other, #"{"op":"put","id":4,"slot":"s","value":"v"}"#)
+        #expect(h.nothingSent(to: other))
+        h.disconnect(leaver)
+        #expect(h.inFlight.count == 1)
+        #expect(h.takeAll(other) == [["op": "reply", "id": 3, "result": "v"],
+                                     ["op": "reply", "id": 4, "result": ["replaced": false, "delivered": true]]])
+    }
 }
