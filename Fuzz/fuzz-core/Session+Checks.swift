@@ -38,7 +38,7 @@ extension Session {
                 switch pending.request {
                 case .post?: if !peer.admitted.contains(where: { $0.id == pending.id }) { waitingPosts += 1 }
                 case .take?: if !peer.admitted.contains(where: { $0.id == pending.id }) { takes += 1 }
-                case .invoke?: invokes += 1
+                case .invoke?: if !peer.admitted.contains(where: { $0.id == pending.id }) { invokes += 1 }
                 default:
                     // Answered at once, unless it is a write in flight or held behind one.
                     if !peer.admitted.contains(where: { $0.id == pending.id }) && !isInFlight(pending.id, of: peer.id) {
@@ -47,7 +47,7 @@ extension Session {
                     }
                 }
             }
-            // Takes held back behind a write are not waiting takes yet.
+            // Takes and invokes held back behind a write are not waiting takes or calls yet.
             if takes > configuration.maxTakesPerConnection { violation("c\(peer.id) has \(takes) takes waiting") }
             if invokes > configuration.maxCallsPerConnection { violation("c\(peer.id) has \(invokes) calls in flight") }
         }

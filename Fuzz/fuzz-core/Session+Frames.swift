@@ -247,7 +247,8 @@ extension Session {
         case .handle:
             return handlers.values.filter { $0 == id }.count >= Limits.maxHandlersPerConnection
         case .invoke:
-            return outstanding.filter { if case .invoke? = $0.request { true } else { false } }.count >= configuration.maxCallsPerConnection
+            // The calls it has in flight (invokes held back behind a write are none yet).
+            return calls.values.filter { $0.invoker == id }.count >= configuration.maxCallsPerConnection
         case .take:
             return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
         case .put(let slot, let value?):
