@@ -37,7 +37,9 @@ extension Session {
             for pending in peer.outstanding {
                 switch pending.request {
                 case .post?: if !peer.admitted.contains(where: { $0.id == pending.id }) { waitingPosts += 1 }
-                case .take?: if !peer.admitted.contains(where: { $0.id == pending.id }) { takes += 1 }
+                case .take?:
+                    // One whose removal is being written is not waiting either.
+                    if !peer.admitted.contains(where: { $0.id == pending.id }) && !isInFlight(pending.id, of: peer.id) { takes += 1 }
                 case .invoke?: if !peer.admitted.contains(where: { $0.id == pending.id }) { invokes += 1 }
                 default:
                     // Answered at once, unless it is a write in flight or held behind one.
