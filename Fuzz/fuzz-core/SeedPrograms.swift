@@ -382,6 +382,42 @@ enum SeedPrograms {
             p.advance(ms: 10)
             p.add(.storage(flags: 0))
         },
+        program("held-requests-keep-their-order") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, 1, 1, 5)         // s1 in flight
+            p.send(0, .handle, 0, 0)         // held behind it
+            p.send(0, .invoke, 0, 0)         // behind the handle: it reaches the handle
+            p.send(0, .subscribe, 1)         // held
+            p.send(0, .post, 0)              // behind the subscribe: the event reaches it
+            p.send(0, .setCategories, 0)
+            p.send(0, .post, 3, 6)           // a didReceive judged by the set sent before it
+            p.send(1, .post, 3, 6)           // another connection's click: the set has not started, so refused
+            p.add(.storage(flags: 5))        // s1 written: the held requests start
+            p.answer(0, kind: next)
+            p.callReturn(0, kind: result)
+            p.add(.storage(flags: 0))
+            p.answer(0, kind: next)
+        },
+        program("held-takes-and-a-taker-that-left") { p in
+            p.connect(); p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, 2, 1, 1)         // s2 in flight
+            p.send(0, .take, 0, 4)           // a take of "launch" held behind it keeps its place
+            p.send(1, .take, 0, 4)           // a later taker
+            p.send(2, .put, 0, 1, 7)         // waits for the held take rather than pass it
+            p.add(.storage(flags: 5))        // s2 written: the first taker gets 7
+            p.send(2, .put, 0, 1, 8)         // the second gets 8
+            p.send(2, .put, 1, 1, 9)         // s1 = 9
+            p.add(.storage(flags: 5))
+            p.send(1, .take, 1)              // its removal in flight...
+            p.disconnect(1)                  // ...and the taker leaves
+            p.add(.storage(flags: 5))        // removal written: 9 is written back
+            p.send(1, .peek, 1)              // waits for the write-back
+            p.send(1, .put, 1, 1, 2)
+            p.add(.shutdown)                 // the put waiting behind the write-back: shutting_down
+            p.add(.storage(flags: 0))
+        },
     ]
 
     /// Writes each program as a file named after it; false after printing a failure.

@@ -120,10 +120,7 @@ extension Session {
         if !Session.mayWait(pending.request), peers[id - 1].outstanding.filter({ $0.id == rid }).isEmpty, overtakesWrite(pending, on: id) {
             violation("the reply to \(rid) on c\(id) overtook an earlier request's write in flight")
         }
-        if pending.step == stepNumber, let request = context.request, request.connection == id, request.id == rid {
-            context.requestReplied = true
-            context.requestError = code
-        }
+        context.replies.append((id, rid, code))
         if let code {
             checkErrorReply(code, view["error"]?.raw ?? [], pending, to: id)
         } else if let result = view["result"] {
@@ -140,7 +137,9 @@ extension Session {
         }
         switch (pending.request, code) {
         case (nil, "bad_request"), (nil, "unknown_op"), (nil, "invalid_payload"):
-            if !atOnce { violation("a rejected request answered late") }
+            // At once, or once what it was held behind is done (at shutdown too: a refusal
+            // held back is sent as it is).
+            if !atOnce && !context.shuttingDown { violation("a rejected request answered late") }
         case (nil, _):
             violation("a rejected request answered with \(code)")
         case (.invoke?, _):
@@ -248,7 +247,8 @@ extension Session {
         case .handle:
             return handlers.values.filter { $0 == id }.count >= Limits.maxHandlersPerConnection
         case .invoke:
-            return outstanding.filter { if case .invoke? = $0.request { true } else { false } }.count >= configuration.maxCallsPerConnection
+            // The calls it has in flight (invokes held back behind a write are none yet).
+            return calls.values.filter { $0.invoker == id }.count >= configuration.maxCallsPerConnection
         case .take:
             return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
         case .put(let slot, let value?):
@@ -381,9 +381,10 @@ extension Session {
         }
         switch code {
         case "not_implemented":
-            if pending.step != stepNumber { violation("invoke \(pending.id) got \(code) late") }
+            // At once, or when it starts after a write it was held behind.
+            if pending.step != stepNumber && !context.afterWrite { violation("invoke \(pending.id) got \(code) late") }
         case "bad_request":
-            if pending.step != stepNumber { violation("invoke \(pending.id) got \(code) late") }
+            if pending.step != stepNumber && !context.afterWrite { violation("invoke \(pending.id) got \(code) late") }
             if let request = pending.request, !overLimit(request, from: id) { violation("invoke \(pending.id) refused below the call limit") }
         case "shutting_down":
             if !context.shuttingDown { violation("invoke \(pending.id) got shutting_down outside shutdown") }
@@ -436,11 +437,19 @@ extension Session {
               let call = view.integer("call"), let handler = view.number("handler", prefix: "h")
         else { violation("call fields \(view.keys)") }
         guard handlers[handler] == id else { violation("call \(call) for h\(handler) went to c\(id), which does not hold it") }
-        guard let request = context.request, case .invoke? = request.request, view.string("from") == "c\(request.connection)" else {
-            violation("call \(call) from \(String(describing: view.string("from"))) without an invoke in this step")
+        // The invoke starting now: its connection's oldest one with neither a call nor a reply
+        // (one held behind a write starts in the step that reports the write).
+        guard let from = view.number("from", prefix: "c"), from >= 1, from <= peers.count,
+              let invoke = peers[from - 1].outstanding.first(where: { pending in
+                  guard case .invoke? = pending.request else { return false }
+                  return !calls.values.contains { $0.invoker == from && $0.requestID == pending.id }
+              }),
+              invoke.step == stepNumber || context.afterWrite
+        else {
+            violation("call \(call) from \(String(describing: view.string("from"))) without an invoke starting in this step")
         }
         guard calls[call] == nil else { violation("call id \(call) used twice") }
-        calls[call] = CallRecord(invoker: request.connection, requestID: request.id, handlerConnection: id, sentAt: now)
+        calls[call] = CallRecord(invoker: from, requestID: invoke.id, handlerConnection: id, sentAt: now)
         remember(&peers[id - 1].calls, call)
     }
 

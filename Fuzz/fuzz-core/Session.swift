@@ -17,6 +17,9 @@ struct Peer {
     var monitoring = false
     /// Requests sent and not yet answered.
     var outstanding: [Pending] = []
+    /// Requests the broker took in (`admit`) that may still be held back behind durable
+    /// writes, oldest first: those held are always the latest `Broker.heldBack` of them.
+    var admitted: [Pending] = []
     /// Events and calls received, newest last, for answers and returns to aim at.
     var events: [Int64] = []
     var calls: [Int64] = []
@@ -75,12 +78,13 @@ struct StepContext {
     var persistedCategories = false
     /// For a step that reports a write: the request it answers, and whether it was written.
     var resolved: (connection: ConnectionID, id: JSONValue, written: Bool)? = nil
-    /// Set in a step that reports a write: requests that waited behind it are answered now.
+    /// Set in a step that reports a write or drops a connection: requests held back may
+    /// start and be answered now.
     var afterWrite = false
-    /// The request this step sent, and the error code it got back at once, if any.
+    /// The request this step sent.
     var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
-    var requestReplied = false
-    var requestError: String? = nil
+    /// Replies sent in this step to requests: connection, id, error code (nil: a result).
+    var replies: [(connection: ConnectionID, id: JSONValue, code: String?)] = []
     /// A return the broker accepted: its invoker must get exactly this result or error.
     var relay: (call: Int64, body: CallReturn.Body, done: Bool)? = nil
 }
@@ -215,6 +219,7 @@ final class Session {
             guard let id = connection(selector) else { return }
             let length = choice & 1 == 0 ? 0 : UInt32(configuration.maxFrame) + 1 + UInt32(choice)
             begin(input: id)
+            context.afterWrite = true  // closing it may let requests held behind its takes start
             if peers[id - 1].open { context.mustClose.insert(id) }
             broker.receiveOversizedFrame(from: id, length: length, now: now)
             end()
@@ -313,6 +318,8 @@ final class Session {
 
     func hangUp(_ id: ConnectionID) {
         begin(input: nil)
+        // Held requests may start: a take held back on the leaving connection kept them.
+        context.afterWrite = true
         trace("c\(id) hangs up")
         markClosed(id)
         broker.disconnected(id, now: now)
@@ -372,7 +379,7 @@ final class Session {
             guard greeted || isHello else {
                 context.mustClose.insert(id)
                 // hello_required echoes a usable id.
-                if let rid = rejection.id { expectReply(Session.json(rid), nil, from: id) }
+                if let rid = rejection.id { expectReply(Session.json(rid), nil, from: id, admitted: false) }
                 return
             }
             guard let rid = rejection.id else { return }
@@ -380,7 +387,7 @@ final class Session {
         case .decoded(let inbound, let isHello):
             guard greeted || isHello else {
                 context.mustClose.insert(id)
-                if case .request(let rid, _) = inbound { expectReply(Session.json(rid), nil, from: id) }
+                if case .request(let rid, _) = inbound { expectReply(Session.json(rid), nil, from: id, admitted: false) }
                 return
             }
             switch inbound {
@@ -397,8 +404,10 @@ final class Session {
         }
     }
 
-    private func expectReply(_ rid: JSONValue, _ request: Request?, from id: ConnectionID) {
-        peers[id - 1].outstanding.append(Pending(id: rid, request: request, step: stepNumber, sentAt: now))
+    private func expectReply(_ rid: JSONValue, _ request: Request?, from id: ConnectionID, admitted: Bool = true) {
+        let pending = Pending(id: rid, request: request, step: stepNumber, sentAt: now)
+        peers[id - 1].outstanding.append(pending)
+        if admitted { peers[id - 1].admitted.append(pending) }
         context.request = (id, rid, request)
     }
 
@@ -407,6 +416,7 @@ final class Session {
         guard peers[id - 1].open else { return }
         peers[id - 1].open = false
         peers[id - 1].outstanding.removeAll()
+        peers[id - 1].admitted.removeAll()
         observers = observers.filter { $0.value != id }
         handlers = handlers.filter { $0.value != id }
     }

@@ -47,7 +47,7 @@ extension Broker {
         }
         let id = nextTakeID
         nextTakeID += 1
-        takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot)
+        takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: false, arrival: 0)
         takeQueues[slot, default: []].append(id)
         clients[c]?.takes.insert(id)
         takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, id)
@@ -57,9 +57,15 @@ extension Broker {
     /// the payload is written to `launch`, and the event's poster is answered once the
     /// write's outcome is known (`"retained":null` if it failed).
     mutating func retainLaunchPayload(_ event: RunningEvent) {
-        if busyKeys.contains(.slot(Broker.launchSlot)) || !waitingRetentions.isEmpty {
-            return waitingRetentions.append(event)
-        }
+        guard waitingRetentions.isEmpty && canRetain else { return waitingRetentions.append(event) }
+        startRetention(event)
+    }
+
+    /// Whether a retention may go ahead: `launch` is not being written, and its oldest
+    /// waiting taker is not one still held behind its connection's requests.
+    var canRetain: Bool { !busyKeys.contains(.slot(Broker.launchSlot)) && !oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
+
+    mutating func startRetention(_ event: RunningEvent) {
         let value = event.post.payload ?? Array("null".utf8)
         if deliverToWaiter(slot: Broker.launchSlot, value: value) {
             return sendPostResult(event, .unhandled, by: nil, value: nil, retained: true)
@@ -78,9 +84,11 @@ extension Broker {
         return true
     }
 
-    /// Hands `value` to the oldest taker waiting on `slot`, if there is one.
+    /// Hands `value` to the oldest taker waiting on `slot`, if there is one; takers still
+    /// held behind their connection's requests arrived after this value, and are passed.
     mutating func deliverToWaiter(slot: String, value: RawJSON) -> Bool {
-        guard let id = takeQueues[slot]?.first, let waiter = removeTakeWaiter(id) else { return false }
+        guard let id = takeQueues[slot]?.first(where: { takeWaiters[$0]?.held == false }),
+              let waiter = removeTakeWaiter(id) else { return false }
         replyRaw(to: waiter.client, waiter.requestID, result: value)
         return true
     }

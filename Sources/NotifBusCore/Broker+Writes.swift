@@ -4,63 +4,137 @@
 //
 // A write in flight makes its key (a slot, or the categories) busy:
 //
-//     request ──▶ key busy, or its connection has an earlier write in flight and the
-//        │        request would not write itself? ──yes──▶ waits (per connection, in order)
+//     request ──▶ its connection has requests waiting, or its key is busy, or its
+//        │        connection has a write in flight and the request would neither write
+//        │        nor answer later anyway? ──yes──▶ waits (per connection, in order)
 //        │ no                                                    │
 //        ▼                                                       │ a write finishes
 //     handled ──writes──▶ .persist, key busy ──persisted──▶ applied + result,
 //                                                   or nothing changed + storage_failed
 //
 // So every request sees the state as the writes before it left it, a connection's
-// replies keep the order of its requests, and writes of one connection to different keys
-// are in flight together (the transport syncs them with one fdatasync). Posts and invokes,
-// whose replies come later anyway, are never held back.
+// requests are handled in the order they arrive (a post or invoke never passes a request
+// of its own connection that waits), and writes of one connection to different keys are
+// in flight together (the transport syncs all writes of one loop turn with one
+// fdatasync). A `didReceive` reads the categories like `getCategories`. At shutdown no
+// waiting request starts: each is answered `shutting_down` in its connection's order.
 import NotifBusProtocol
 
 extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
-        switch input {
-        case .request(_, let request) where Broker.neverWaits(request): return start(input, from: c, now: now)
-        case .rejected(nil, _, _): return start(input, from: c, now: now)  // an error frame answers nothing in order
-        default: break
+        if case .rejected(nil, _, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
+        arrivals += 1
+        let arrival = arrivals
+        if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: c, now: now) }
+        if shuttingDown && client.writesInFlight == 0 {
+            // Nothing of this connection is in flight and nothing will start any more.
+            return answerShuttingDown(input, from: c)
         }
-        if client.waiting.isEmpty && canStart(input, from: client) { return start(input, from: c, now: now) }
         if client.waiting.isEmpty { waitingClients.append(c) }
-        client.waiting.append(input)
+        if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
+           client.takes.count < configuration.maxTakesPerConnection
+        {
+            // The take keeps its place among the slot's waiting takers from now on.
+            let id = nextTakeID
+            nextTakeID += 1
+            takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival)
+            takeQueues[slot, default: []].append(id)
+            client.takes.insert(id)
+            return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
+        }
+        client.waiting.append((input, arrival))
+    }
+
+    /// Whether the transport should go on reading `c`'s frames: not while
+    /// `maxHeldBackPerConnection` of its requests wait behind durable writes, so that one
+    /// client cannot pile up requests in the broker faster than the disk takes them.
+    public func wantsInput(from c: ConnectionID) -> Bool {
+        heldBack(from: c) < configuration.maxHeldBackPerConnection
+    }
+
+    /// How many of `c`'s requests are held back: always its latest ones, since once one
+    /// waits every later one waits behind it.
+    public func heldBack(from c: ConnectionID) -> Int {
+        clients[c]?.waiting.count ?? 0
     }
 
     mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         switch input {
         case .request(let rid, let request): handle(request, id: rid, from: c, now: now)
         case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .heldTake(let rid, let slot, let waitMs, let place):
+            guard slots[slot] == nil, !shuttingDown else {
+                _ = removeTakeWaiter(place)
+                return take(slot: slot, waitMs: waitMs, rid: rid, from: c, now: now)
+            }
+            // It waits where it has stood since it arrived; its wait runs from now, so that it
+            // cannot run out before the replies ahead of it.
+            takeWaiters[place]?.held = false
+            takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, place)
         }
+    }
+
+    /// Answers a request that will never start: the broker is shutting down.
+    mutating func answerShuttingDown(_ input: WaitingInput, from c: ConnectionID) {
+        switch input {
+        case .request(let rid, _): reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
+        case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .heldTake(let rid, _, _, let place):
+            _ = removeTakeWaiter(place)
+            reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
+        }
+    }
+
+    /// Whether the oldest taker waiting on `slot` is one still held behind its connection's
+    /// requests that arrived before `arrival` (and is not `place` itself): then a value for
+    /// the slot must wait for it. Only earlier arrivals count, so no two requests can each
+    /// wait for the other.
+    func oldestTakerIsHeld(_ slot: String, before arrival: Int, except place: Int? = nil) -> Bool {
+        guard let first = takeQueues[slot]?.first, first != place, let waiter = takeWaiters[first] else { return false }
+        return waiter.held && waiter.arrival < arrival
     }
 
     /// Whether `input` may be handled now: its key is not being written, and it will not
     /// answer ahead of a write its connection is still waiting for.
-    func canStart(_ input: WaitingInput, from client: ClientRecord) -> Bool {
+    func canStart(_ input: WaitingInput, arrival: Int, from client: ClientRecord) -> Bool {
+        let request: Request
+        switch input {
+        case .rejected: return client.writesInFlight == 0
+        case .heldTake(_, let slot, let waitMs, let place):
+            if slots[slot] != nil && oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
+            request = .take(slot: slot, waitMs: waitMs)
+        case .request(_, let r):
+            request = r
+            // A value must not pass a take that waits for this slot but is still held behind
+            // its own connection's requests: waiting takers are served oldest first.
+            switch r {
+            case .put(let slot, _?), .take(let slot, _):
+                if oldestTakerIsHeld(slot, before: arrival) { return false }
+            default: break
+            }
+        }
         guard !writes.isEmpty else { return true }
-        guard case .request(_, let request) = input else { return client.writesInFlight == 0 }
         if let key = Broker.stateKey(of: request), busyKeys.contains(key) { return false }
-        return client.writesInFlight == 0 || willWrite(request)
+        return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
     }
 
-    /// Posts and invokes are answered later in any case and read no slot: they are never
-    /// held back (a `didReceive` is checked against the categories already written).
-    static func neverWaits(_ request: Request) -> Bool {
+    /// Posts and invokes are answered later in any case: once every earlier request of
+    /// their connection has started, they need not wait for that connection's writes.
+    static func answersLater(_ request: Request) -> Bool {
         switch request {
         case .post, .invoke: return true
         default: return false
         }
     }
 
-    /// The durable state a request reads or changes.
+    /// The durable state a request reads or changes. A `didReceive` post is checked
+    /// against the categories, so it reads them.
     static func stateKey(of request: Request) -> StateKey? {
         switch request {
         case .put(let slot, _), .take(let slot, _), .peek(let slot): return .slot(slot)
-        case .setCategories, .getCategories: return .categories
+        case .setCategories, .getCategories, .post(_, _, .didReceive?): return .categories
         default: return nil
         }
     }
@@ -97,7 +171,7 @@ extension Broker {
         case .put(let c, let rid, _, _, _), .empty(let c, let rid, _), .take(let c, let rid, _), .categories(let c, let rid, _):
             clients[c]?.writesInFlight += 1
             acknowledgement = Acknowledgement(connection: c, requestID: rid)
-        case .retention:
+        case .retention, .restore:
             break
         }
         actions.append(.persist(id, record, acknowledges: acknowledgement))
@@ -117,7 +191,11 @@ extension Broker {
         case .take(let c, let rid, let slot):
             let value = slots[slot] ?? Array("null".utf8)
             if written { _ = removeSlot(slot) }
+            // Its removal is on disk but nobody received the value: it must not be lost.
+            if written && clients[c] == nil { return handBack(slot, value) }
             answerWrite(c, rid, written) { b in b.raw(value) }
+        case .restore(let slot, let value):
+            if written { setSlot(slot, value) }
         case .categories(let c, let rid, let set):
             if written { categories = set }
             answerWrite(c, rid, written) { b in
@@ -129,6 +207,15 @@ extension Broker {
             if written { setSlot(Broker.launchSlot, event.post.payload ?? Array("null".utf8)) }
             sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
         }
+    }
+
+    /// A value whose taker left while its removal was written goes back into the slot, by a
+    /// write of its own; takers that arrived meanwhile waited for the slot, so the oldest of
+    /// them takes it next. Should that write fail too, the value is gone from disk and from
+    /// memory alike.
+    mutating func handBack(_ slot: String, _ value: RawJSON) {
+        beginWrite(.slot(slot), .slot(name: slot, value: value), then: .restore(slot: slot, value: value),
+                   reservedSlots: 1, reservedBytes: value.count)
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
@@ -145,23 +232,45 @@ extension Broker {
     }
 
     /// Goes on with what waited: launch retentions first, then each waiting connection's
-    /// requests in order, as far as each can start.
+    /// requests in order, as far as each can start; again while anything started, since
+    /// one connection's start (a held take taking its place) can free another's. At
+    /// shutdown nothing starts: a connection with no write in flight has its waiting
+    /// requests answered `shutting_down`, in order.
     mutating func resumeWaiting(now: Instant) {
-        while let event = waitingRetentions.first, !busyKeys.contains(.slot(Broker.launchSlot)) {
-            _ = waitingRetentions.popFirst()
-            retainLaunchPayload(event)
-        }
-        guard !waitingClients.isEmpty else { return }
-        let order = waitingClients
-        waitingClients.removeAll()
-        for c in order {
-            guard let client = clients[c] else { continue }
-            while let input = client.waiting.first, canStart(input, from: client) {
-                _ = client.waiting.popFirst()
-                start(input, from: c, now: now)
-                if clients[c] == nil { break }
+        // A request started here may close a connection, which resumes again: that is done
+        // by this loop, not by a second one inside it.
+        guard !resuming else { return resumeRequested = true }
+        resuming = true
+        defer { resuming = false }
+        var progressed = true
+        while progressed {
+            progressed = false
+            resumeRequested = false
+            while let event = waitingRetentions.first, canRetain {
+                _ = waitingRetentions.popFirst()
+                startRetention(event)
+                progressed = true
             }
-            if clients[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+            guard !waitingClients.isEmpty else { break }
+            let order = waitingClients
+            waitingClients.removeAll()
+            for c in order {
+                guard let client = clients[c] else { continue }
+                if shuttingDown {
+                    if client.writesInFlight == 0 {
+                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c) }
+                    }
+                } else {
+                    while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
+                        _ = client.waiting.popFirst()
+                        progressed = true
+                        start(held.input, from: c, now: now)
+                        if clients[c] == nil { break }
+                    }
+                }
+                if clients[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+            }
+            if resumeRequested { progressed = true }
         }
     }
 }

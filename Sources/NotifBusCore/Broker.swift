@@ -62,6 +62,11 @@ public struct Broker {
     var nextWriteID: WriteID = 1
     var reservedSlots = 0
     var reservedSlotBytes = 0
+    /// Requests admitted so far: the broker-wide order of arrival of held requests.
+    var arrivals = 0
+    /// Set while `resumeWaiting` runs, and when it is asked to run again meanwhile.
+    var resuming = false
+    var resumeRequested = false
     /// Connections with requests held back, in the order they began waiting.
     var waitingClients: [ConnectionID] = []
     /// Launch retentions waiting for a write on `launch` to finish.
@@ -197,7 +202,9 @@ public struct Broker {
     }
 
     /// SIGINT or SIGTERM: answer everything pending with `shutting_down` and close every
-    /// connection after its output is flushed.
+    /// connection after its output is flushed. Durable writes already in flight still
+    /// finish and are answered; requests held back behind them start no more and are
+    /// answered `shutting_down` after them, in their connection's order.
     public mutating func shutdown(now: Instant) {
         guard !shuttingDown else { return }
         shuttingDown = true
@@ -214,13 +221,15 @@ public struct Broker {
         }
         calls.removeAll()
         callDeadlines.removeAll()
-        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) {
+        // A take still held behind its connection's requests is answered in their order.
+        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) where !waiter.held {
             reply(to: waiter.client, waiter.requestID, error: .shuttingDown, "the broker is shutting down")
         }
         takeWaiters.removeAll()
         takeQueues.removeAll()
         takeDeadlines = DeadlineHeap()
         helloDeadlines.removeAll()
+        resumeWaiting(now: now)
         closeIfShutDown()
     }
 
@@ -343,7 +352,10 @@ public struct Broker {
             clients[call.invoker]?.callsInvoked -= 1
             reply(to: call.invoker, call.requestID, error: .handlerGone, "the handler's connection closed before it returned")
         }
+        // A take of its still held back kept values for that slot waiting: they may go on.
+        let heldTakes = client.takes.contains { takeWaiters[$0]?.held == true }
         for t in client.takes { _ = removeTakeWaiter(t) }
+        if heldTakes { resumeWaiting(now: now) }
         for o in client.observers { removeObserver(o, now: now, pump: false) }
         pump(now: now)
     }

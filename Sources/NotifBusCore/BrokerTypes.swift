@@ -51,6 +51,11 @@ public struct BrokerConfiguration: Sendable {
     /// a `.persist` action, and takes effect and is answered only when the transport reports
     /// its record written (`Broker.persisted`); without it changes take effect at once.
     public var persistsState = false
+    /// Requests of one connection held back behind durable writes at most before the
+    /// transport stops reading it (`Broker.wantsInput`): one 256 KiB read can carry
+    /// thousands of requests, and each waits for a sync of the journal. 64 keeps a
+    /// pipelining client busy while a few kilobytes of them wait in memory.
+    public var maxHeldBackPerConnection = 64
 
     /// A `status` reply stops listing items once it holds this many bytes (256 KiB) and
     /// names where the next page starts: a reply of every observer could be tens of
@@ -147,8 +152,9 @@ final class ClientRecord {
     var takes: Set<Int> = []
     /// Durable writes this connection asked for whose outcome is not known yet.
     var writesInFlight = 0
-    /// Requests held back, in arrival order, until the writes they depend on are done.
-    var waiting = FIFO<WaitingInput>()
+    /// Requests held back, in arrival order, until the writes they depend on are done; each
+    /// with its place in the broker-wide order of arrival.
+    var waiting = FIFO<(input: WaitingInput, arrival: Int)>()
 
     init(id: ConnectionID, credentials: PeerCredentials) {
         self.id = id
@@ -160,6 +166,8 @@ final class ClientRecord {
 enum WaitingInput {
     case request(RequestID, Request)
     case rejected(RequestID?, ErrorCode, String)
+    /// A `take` that may wait, holding its `place` among the slot's waiting takers.
+    case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
 }
 
 /// What a durable write must change on disk before others may read or change it.
@@ -176,6 +184,8 @@ enum WriteCompletion {
     case take(ConnectionID, RequestID, slot: String)
     case categories(ConnectionID, RequestID, CategorySet)
     case retention(RunningEvent)
+    /// A taken value whose taker left before the answer: written back into its slot.
+    case restore(slot: String, value: RawJSON)
 }
 
 struct PendingWrite {
@@ -216,6 +226,11 @@ struct TakeWaiter {
     let client: ConnectionID
     let requestID: RequestID
     let slot: String
+    /// Still held behind its connection's earlier requests: it keeps its place, but no
+    /// value may be handed to it or past it until it starts.
+    var held: Bool
+    /// When a held take arrived (`Broker.arrivals`): a value arriving later waits for it.
+    let arrival: Int
 }
 
 struct QueuedPost {

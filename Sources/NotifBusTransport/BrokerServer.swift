@@ -99,6 +99,8 @@ public final class BrokerServer {
     /// worked; reported to the core once the journal is synced.
     var unreported: [(write: WriteID, appended: Bool)] = []
     var toFlush: [Connection] = []
+    /// Connections whose reading is paused (`Connection.inputPaused`).
+    var pausedConnections: [Connection] = []
     var stopping = false
     /// Set when the loop must end: shutdown finished, or its deadline passed.
     var finished = false
@@ -177,10 +179,13 @@ public final class BrokerServer {
         }
         logFlushEvent = notifbus_evtimer_new(base, Trampolines.logFlush, context)
         logLine("notifbus: listening on \(options.socketPath)")
-        // One loop iteration runs every callback that is ready; the output they queued is
-        // then written in one go, one send per connection, however many frames it holds.
+        // One loop iteration runs every callback that is ready; the durable writes they asked
+        // for are then synced together, and the output they queued is written in one go,
+        // one send per connection, however many frames it holds.
         while !finished {
-            let rc = event_base_loop(base, EVLOOP_ONCE)
+            // Writes appended after this turn's sync are synced in the next turn, which
+            // then must not wait for a socket to become ready.
+            let rc = event_base_loop(base, unreported.isEmpty ? EVLOOP_ONCE : EVLOOP_ONCE | EVLOOP_NONBLOCK)
             flushPending()
             if rc != 0 {
                 if rc < 0 { logLine("notifbus: event loop failed") }
@@ -244,7 +249,7 @@ public final class BrokerServer {
     }
 
     func readable(_ connection: Connection) {
-        guard connection.state == .open else { return }
+        guard connection.state == .open, !connection.inputPaused else { return }
         let n = read(connection.fd, scratch.baseAddress!, scratch.count)
         if n <= 0 {
             let e = errno
@@ -276,7 +281,8 @@ public final class BrokerServer {
         settle()
     }
 
-    /// Feeds each complete frame to the core; returns how many bytes were used.
+    /// Feeds each complete frame to the core; returns how many bytes were used. Stops early,
+    /// and stops reading the connection, once the core holds back too many of its requests.
     func consumeFrames(_ bytes: UnsafeRawBufferPointer, _ connection: Connection, now: Instant) -> Int {
         var offset = 0
         let maxFrame = options.core.maxFrame
@@ -287,10 +293,50 @@ public final class BrokerServer {
             case .frame(let bodyStart, let length):
                 core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now)
                 offset = bodyStart + length
+                if !core.wantsInput(from: connection.id) {
+                    pauseInput(connection)
+                    return offset
+                }
             case .tooLarge(let length):
                 core.receiveOversizedFrame(from: connection.id, length: length, now: now)
                 return bytes.count
             }
+        }
+    }
+
+    func pauseInput(_ connection: Connection) {
+        guard !connection.inputPaused, connection.state == .open else { return }
+        connection.inputPaused = true
+        if let e = connection.readEvent { event_del(e) }
+        pausedConnections.append(connection)
+    }
+
+    /// Goes on reading the paused connections the core wants input from again: first the
+    /// frames already read, then the socket.
+    func resumeInput() {
+        guard !pausedConnections.isEmpty, !stopping else { return }
+        let paused = pausedConnections
+        pausedConnections.removeAll()
+        let now = monotonicNow()
+        for connection in paused {
+            guard connection.state == .open, connection.inputPaused else { continue }
+            guard core.wantsInput(from: connection.id) else {
+                pausedConnections.append(connection)
+                continue
+            }
+            connection.inputPaused = false
+            if !connection.pendingInput.isEmpty {
+                let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
+                if connection.state == .open {
+                    if used == connection.pendingInput.count {
+                        connection.pendingInput = []
+                    } else if used > 0 {
+                        connection.pendingInput.removeFirst(used)
+                    }
+                }
+                account(connection)
+            }
+            if connection.state == .open && !connection.inputPaused, let e = connection.readEvent { event_add(e, nil) }
         }
     }
 
@@ -326,13 +372,17 @@ public final class BrokerServer {
         forceExitEvent = notifbus_evtimer_new(base, Trampolines.forceExit, context)
         var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.shutdownDeadlineMs) * 1000)
         event_add(forceExitEvent, &tv)
-        core.shutdown(now: monotonicNow())
-        settle()
-        // Writes in flight are answered before the connections close.
-        while reportWrites() { settle() }
-        for connection in Array(connections.values) where connection.state == .open {
-            startClosing(connection)
+        // Nothing more is read. Writes in flight are synced and answered in the next turn,
+        // as always; the core closes every connection once the last is answered, and
+        // answers what waited behind them `shutting_down`.
+        for connection in connections.values where connection.state == .open {
+            if let e = connection.readEvent, !connection.inputPaused { event_del(e) }
+            connection.inputPaused = true
+            connection.pendingInput = []
+            account(connection)
         }
+        pausedConnections.removeAll()
+        core.shutdown(now: monotonicNow())
         settle()
     }
 
@@ -398,14 +448,18 @@ public final class BrokerServer {
         return cut
     }
 
-    /// Syncs the batch's journal records and tells the core how each write went (which may
-    /// start more writes), then writes queued output; repeats while that produced new
-    /// inputs (a peer found gone). Called after every loop iteration, so no write is in
-    /// flight between iterations.
+    /// Syncs the turn's journal records once and tells the core how each write went, goes on
+    /// reading connections that were paused, then writes queued output, repeating while
+    /// that produced new inputs (a peer found gone). Writes started meanwhile (requests
+    /// that waited behind a write) are synced in the next turn, after other clients'
+    /// ready callbacks: one sync per turn, so that one client's stream of writes to one
+    /// slot cannot keep the loop from everyone else or from the shutdown timer.
     func flushPending() {
+        settle()
+        if reportWrites() { settle() }
+        resumeInput()
         while true {
             settle()
-            if reportWrites() { continue }
             if toFlush.isEmpty { break }
             let pending = toFlush
             toFlush.removeAll(keepingCapacity: true)

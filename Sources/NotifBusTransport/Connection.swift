@@ -32,6 +32,9 @@ final class Connection {
     var outputOffset = 0
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
+    /// Reading is stopped because the core holds back many of its requests behind durable
+    /// writes (`Broker.wantsInput`); frames already read wait in `pendingInput`.
+    var inputPaused = false
     /// Set when the broker, not the peer, ends the connection: it then drains before closing.
     var lingers = false
     var drainDeadline: UInt64 = 0

@@ -232,13 +232,16 @@ public final class StateJournal {
         guard let data else { throw SystemError("read \(path)") }
         fileBytes = data.count
         if let problem = replay(data) {
-            // link() never replaces an existing file, so earlier bad files are all kept.
+            // The damaged file stays where it is until a fresh journal replaces it (compaction
+            // renames over it): a crash or a full disk before then leaves it to be read again,
+            // never an empty folder. A second name keeps it for inspection: link() never
+            // replaces an existing file, so earlier bad files are all kept.
             var aside = path + ".corrupt-\(time(nil))"
             var n = 1
             var kept = false
             while true {
                 if link(path, aside) == 0 {
-                    kept = unlink(path) == 0
+                    kept = true
                     break
                 }
                 if errno == EEXIST && n < 1000 {
@@ -246,12 +249,12 @@ public final class StateJournal {
                     n += 1
                     continue
                 }
-                // A file system without hard links: rename, having checked the name is free.
-                kept = access(aside, F_OK) != 0 && rename(path, aside) == 0
+                // A file system without hard links: a copy, under a name that is free.
+                kept = StateJournal.writeCopy(data, to: aside)
                 break
             }
             if kept {
-                warnings.append("state journal \(path): \(problem); kept what was valid before it, moved the file to \(aside)")
+                warnings.append("state journal \(path): \(problem); kept what was valid before it, kept the file as \(aside)")
             } else {
                 throw StateDirectoryError("state journal \(path): \(problem); it could not be set aside (\(SystemError("link"))), so it is left untouched")
             }
@@ -259,6 +262,17 @@ public final class StateJournal {
             return false
         }
         return true
+    }
+
+    /// Writes `data` to a new file at `path` (never through a link, never over a file) and
+    /// syncs it; false, leaving nothing behind, when that fails.
+    static func writeCopy(_ data: [UInt8], to path: String) -> Bool {
+        let copyFD = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard copyFD >= 0 else { return false }
+        let written = data.withUnsafeBytes { writeAll(copyFD, $0) } && fsync(copyFD) == 0
+        close(copyFD)
+        if !written { unlink(path) }
+        return written
     }
 
     /// Opens the existing journal for appending; nil when it cannot be.

@@ -12,7 +12,9 @@ requests in order, so nothing acknowledged may be missing and nothing may be reo
 Journal damage (the format is in Sources/NotifBusTransport/StateJournal.swift): a journal
 cut in the middle of its last record, one with bytes flipped inside a record in the middle,
 and one with a bad header. Each time the broker must say so on stderr, start with the
-records before the damage, and keep the damaged file as state.journal.corrupt-*.
+records before the damage, and keep the damaged file as state.journal.corrupt-*. On a
+full disk, where no fresh journal can be written, the damaged one stays in place, so that
+a crash does not make the next start empty.
 
 What the wire accepted is read back: slot values and a retained `didReceive` payload
 nested 600 deep survive SIGKILL and SIGTERM. Anything but a regular file at the journal's
@@ -624,6 +626,45 @@ def refused_writes_change_nothing(checks: sl.Checks, binary: str, folder: str) -
         disk.unmount()
 
 
+def damaged_journal_on_full_disk(checks: sl.Checks, binary: str, folder: str) -> None:
+    """A damaged journal, no room for a fresh one, SIGKILL: the next start still has what
+    was valid before the damage (the damaged file is replaced only by a fresh one)."""
+    disk = SmallDisk(folder, "small-fs-damaged", "1m")
+    if not disk.mounted:
+        return checks.skip("damaged journal on a full disk", "cannot mount a small tmpfs (needs root)")
+    try:
+        state_dir = os.path.join(disk.mount_point, "state")
+        seed_journal(binary, folder, state_dir)
+        path = os.path.join(state_dir, "state.journal")
+        with open(path, "rb") as f:
+            original = f.read()
+        records, _ = parse_journal(original)
+        damaged, valid_records = cut_last_record(original, records)
+        with open(path, "wb") as f:
+            f.write(damaged)
+        want_slots, _ = replay(valid_records)
+        names = [f"j{i}" for i in range(12)]
+        disk.fill()
+        got = []
+        for run in ("first", "second"):
+            broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name=f"damaged-full-{run}.log")
+            try:
+                broker.start()
+            except RuntimeError as exc:
+                got.append(f"did not start: {str(exc)[-160:]}")
+                break
+            slots, _, _ = read_state(broker.socket, names)
+            got.append(slots)
+            broker.kill()
+        checks.check("damaged journal on a full disk: after SIGKILL the next start still has what was valid",
+                      got == [want_slots, want_slots],
+                      f"want {sorted(want_slots)}; got {[sorted(g) if isinstance(g, dict) else g for g in got]}")
+        disk.free()
+    finally:
+        sl.kill_children()
+        disk.unmount()
+
+
 def start_on_full_disk(checks: sl.Checks, binary: str, folder: str) -> None:
     disk = SmallDisk(folder, "small-fs-start", "3m")
     if not disk.mounted:
@@ -695,6 +736,7 @@ def main() -> int:
     deep_values(checks, binary, folder)
     non_regular_journals(checks, binary, folder)
     refused_writes_change_nothing(checks, binary, folder)
+    damaged_journal_on_full_disk(checks, binary, folder)
     start_on_full_disk(checks, binary, folder)
     print()
     print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "

@@ -11,6 +11,12 @@
 - signals: SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM leave the broker running; SIGUSR1 logs a
   status line; SIGTERM still stops it cleanly.
 - log-flood: under EMFILE, failed accepts are logged at most once a second with a count.
+- durable-stream: with --state-dir, one client pipelines 5000 puts to one slot (each waits
+  for the sync of the one before): another client's pings are answered while the puts
+  are (figures: the puts' time, the pings' latency meanwhile).
+- durable-sigterm: 16 connections each pipeline 5000 puts to a slot of their own, then
+  SIGTERM: the broker exits 0 within the contract's 2 s, each connection's replies in
+  order, results then `shutting_down` (figure: the time to exit).
 
 Every wait is bounded; times are printed, never asserted. `-k WORD` runs only the checks
 whose name contains WORD.
@@ -359,9 +365,98 @@ def check_log_flood(checks: sl.Checks, ctx: Context) -> None:
         checks.check("it serves new clients once descriptors are free again", ok)
 
 
+def check_durable_stream(checks: sl.Checks, ctx: Context) -> None:
+    b = ctx.broker(["--state-dir", os.path.join(ctx.folder, f"state{ctx.count + 1}")])
+    stop_file = os.path.join(b.folder, "stop-pinging")
+    pinger = sl.track(subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file],
+                                       stdout=subprocess.PIPE, text=True))
+    time.sleep(0.5)
+    writer = greeted(b.socket, "writer", timeout=120)
+    n = 5000
+    data = b"".join(sl.encode({"op": "put", "id": i, "slot": "s", "value": i}) for i in range(n))
+    sender = threading.Thread(target=writer.send_raw, args=(data,), daemon=True)
+    started = time.monotonic()
+    sender.start()
+    replies: List[Dict[str, Any]] = []
+    first_at = last_at = None
+    try:
+        while len(replies) < n:
+            replies.append(writer.recv(120))
+            last_at = time.monotonic()
+            first_at = first_at or last_at
+    except (sl.Timeout, sl.Closed) as exc:
+        checks.check(f"{n} pipelined puts to one slot are answered", False, f"{len(replies)} replies, then {exc!r}")
+    sender.join(10)
+    open(stop_file, "w").close()
+    try:
+        out, _ = pinger.communicate(timeout=20)
+        latencies = json.loads(out)
+    except (subprocess.TimeoutExpired, ValueError):
+        latencies = []
+    if len(replies) < n:
+        return
+    checks.check(f"{n} pipelined puts to one slot are answered in order, each written",
+                 [r.get("id") for r in replies] == list(range(n)) and all("result" in r for r in replies),
+                 str(next((r for r in replies if "result" not in r), ""))[:200])
+    # Were the puts' syncs all done in one go, without going back to the loop, a ping sent
+    # meanwhile would wait for nearly all of them. Compared with the puts' own time, so
+    # that the machine's speed and load cancel out.
+    around = sorted(ms for t, ms in latencies if ms is not None and started <= t <= last_at)
+    failed = [t for t, ms in latencies if ms is None]
+    stream_ms = (last_at - started) * 1000
+    checks.check("another client's pings are answered while the puts are, none held for a tenth of their time",
+                 len(around) >= 3 and not failed and around[-1] < stream_ms / 10,
+                 f"{len(around)} pings, longest {max(around or [0]):.1f} ms of the puts' {stream_ms:.0f} ms, {len(failed)} failed")
+    if around:
+        print(f"  {n} pipelined puts to one slot: answered in {last_at - started:.2f} s; another client's pings "
+              f"meanwhile: {len(around)}, median {around[len(around) // 2]:.2f} ms, max {around[-1]:.1f} ms", flush=True)
+    rss = sl.proc_status_kib(b.pid, "VmHWM")
+    print(f"  broker peak RSS {rss // 1024} MiB", flush=True)
+
+
+def check_durable_sigterm(checks: sl.Checks, ctx: Context) -> None:
+    b = ctx.broker(["--state-dir", os.path.join(ctx.folder, f"state{ctx.count + 1}")])
+    k, n = 16, 5000
+    conns = [greeted(b.socket, f"writer{j}", timeout=10) for j in range(k)]
+    for j, c in enumerate(conns):
+        data = b"".join(sl.encode({"op": "put", "id": i, "slot": f"s{j}", "value": i}) for i in range(n))
+        c.sock.setblocking(False)
+        try:
+            c.sock.send(data)
+        except BlockingIOError:
+            pass
+        c.sock.setblocking(True)
+    time.sleep(0.05)
+    started = time.monotonic()
+    b.process.send_signal(signal.SIGTERM)
+    rc = b.wait_exit(30)
+    took = time.monotonic() - started
+    print(f"  {k} connections x {n} pipelined puts, SIGTERM: exit {rc} after {took:.2f} s", flush=True)
+    checks.check("SIGTERM amid pipelined durable writes: exit 0 within 2 s", rc == 0 and took <= 2.0,
+                 f"exit {rc} after {took:.2f} s")
+    bad = []
+    answered = 0
+    for j, c in enumerate(conns):
+        replies = []
+        try:
+            while True:
+                replies.append(c.recv(5))
+        except (sl.Timeout, sl.Closed, OSError):
+            pass
+        answered += len(replies)
+        codes = ["ok" if "result" in r else r.get("error", {}).get("code") for r in replies]
+        ids = [r.get("id") for r in replies]
+        cut = codes.index("shutting_down") if "shutting_down" in codes else len(codes)
+        if ids != list(range(len(ids))) or set(codes[:cut]) - {"ok"} or set(codes[cut:]) - {"shutting_down"}:
+            bad.append(f"c{j}: ids {ids[:3]}..{ids[-3:]}, codes {sorted(set(codes))}")
+    checks.check("each connection's replies come in order: results, then shutting_down", not bad, "; ".join(bad)[:300])
+    print(f"  replies read after SIGTERM: {answered} in all", flush=True)
+
+
 CHECKS = [
     ("hop-budget", check_hop_budget), ("status-pages", check_status_pages), ("buffer-budget", check_buffer_budget),
     ("signals", check_signals), ("log-flood", check_log_flood),
+    ("durable-stream", check_durable_stream), ("durable-sigterm", check_durable_sigterm),
 ]
 
 
