@@ -25,6 +25,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// Not in the contract's list: a write to `--state-dir` failed (disk full, I/O error),
     /// so the `put` or `setCategories` it would have acknowledged is refused.
     case storageFailed = "storage_failed"
+    /// Not in the contract's list: a `subscribe` or `handle` marked `resume` found its key
+    /// or route held by a live registration, which it leaves alone (PROTOCOL.md §13).
+    case superseded = "superseded"
 
     /// Whether the broker closes the connection after sending this error (§3).
     public var closesConnection: Bool {
