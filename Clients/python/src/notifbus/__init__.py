@@ -24,6 +24,7 @@ from ._errors import (
     RequestTimeout,
 )
 from ._paths import resolve_socket_path
+from ._reconnect import ConnectionState
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry, Verdict
 
@@ -40,6 +41,7 @@ __all__ = [
     "Client",
     "Complete",
     "ConnectionLost",
+    "ConnectionState",
     "Event",
     "Eviction",
     "MethodCallError",
