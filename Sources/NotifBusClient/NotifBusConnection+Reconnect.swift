@@ -271,3 +271,9 @@ extension NotifBusConnection {
         return (ids, superseded, evictions)
     }
 }
+
+extension NotifBusConnection {
+    /// Whether the connection is closed for good: by `close()`, or lost without reconnecting.
+    /// False while it reconnects.
+    public var isClosed: Bool { lock.withLock { closedReason != nil } }
+}

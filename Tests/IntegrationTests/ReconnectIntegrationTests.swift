@@ -137,4 +137,33 @@ func restarted(_ broker: BrokerUnderTest, _ signal: Int32) throws -> BrokerUnder
         _ = broker
         bus.close()
     }
+
+    @Test func cliObserveHandleAndMonitorComeBackWithOneLineEach() async throws {
+        let first = try BrokerUnderTest()
+        let observe = try first.spawn(["observe", "e", "--key", "cli", "--priority", "7"])
+        let handle = try first.spawn(["handle", "cch", "--result", "42"])
+        let monitor = try first.spawn(["monitor"])
+        try await eventually("registered") {
+            observe.stderr.contains("observer") && handle.stderr.contains("handling") && monitor.stderr.contains("monitoring")
+        }
+        let broker = try restarted(first, SIGKILL)
+        for child in [observe, handle, monitor] {
+            try await eventually("reconnected line") { child.stderr.contains("notifbus: reconnected") }
+        }
+        let probe = try await NotifBusConnection.connect(socket: broker.socket, reconnect: .never)
+        let status = try await probe.status()
+        #expect(status.observers.map { $0["key"]?.stringValue } == ["cli"])
+        #expect(status.observers.first?["priority"]?.intValue == 7)
+        #expect(try await probe.methodChannel("cch").invokeMethod("m") == 42)
+        for child in [observe, handle, monitor] {
+            let lines = child.stderr.split(separator: "\n")
+            #expect(lines.filter { $0.hasPrefix("notifbus: disconnected") }.count == 1, "\(child.stderr)")
+            #expect(lines.filter { $0.hasPrefix("notifbus: reconnected") }.count == 1, "\(child.stderr)")
+        }
+        let stay = try broker.spawn(["observe", "x", "--no-reconnect"])
+        try await eventually("registered") { stay.stderr.contains("observer") }
+        broker.child.signal(SIGTERM)
+        #expect(stay.waitExit(.seconds(10)) == 1)
+        probe.close()
+    }
 }
