@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
 from ._framing import FrameDecoder
-from ._reconnect import ConnectionState, Registration, replay_requests, retry_delays, settle
+from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle
 from ._session import Request
 from ._types import Eviction
 
@@ -38,7 +38,8 @@ class AsyncReconnect:
             observers, handlers = self._session.live_registrations()
             live = self._registry.keep_live(observers, handlers)
             if not self._closed and self._reconnect is not False:
-                start = self._reconnect is True or bool(live) or "take" in self._session.pending_ops()
+                start = (self._reconnect is True or bool(live) or self._registry.monitoring
+                         or "take" in self._session.pending_ops())
             if start:
                 self._reconnecting = True
                 self._connected.clear()
@@ -130,6 +131,8 @@ class AsyncReconnect:
         try:
             replays = [(entry, await self._internal_request(request, generation))
                        for entry, request in replay_requests(self._session, self._registry.entries())]
+            if self._registry.monitoring:
+                await asyncio.wait_for(await self._internal_request(monitor_request(), generation), self.timeout)
             results: List[Tuple[Registration, Any]] = []
             for entry, waiter in replays:
                 try:

@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as _FutureTimeout
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
-from ._reconnect import ConnectionState, Registration, replay_requests, retry_delays, settle
+from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle
 from ._session import Request
 from ._types import Eviction
 
@@ -35,7 +35,7 @@ class BlockingReconnect:
             return False
         if self._reconnect is True:
             return True
-        return bool(live) or "take" in self._session.pending_ops()
+        return bool(live) or self._registry.monitoring or "take" in self._session.pending_ops()
 
     def _connection_ended(self: "Client", generation: int, reason: str) -> None:
         """Called by the reader of ``generation`` when its connection is gone."""
@@ -134,7 +134,10 @@ class BlockingReconnect:
             self._internal_request(self._session.hello(self._name), generation).result(self.timeout)
             replays = [(entry, self._internal_request(request, generation))
                        for entry, request in replay_requests(self._session, self._registry.entries())]
+            monitor = self._internal_request(monitor_request(), generation) if self._registry.monitoring else None
             results: List[Tuple[Registration, Any]] = []
+            if monitor is not None:
+                monitor.result(self.timeout)
             for entry, waiter in replays:
                 try:
                     results.append((entry, waiter.result(self.timeout)))

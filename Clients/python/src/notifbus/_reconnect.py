@@ -76,6 +76,8 @@ class Registry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: List[Registration] = []
+        #: Set once the application started a monitor: it is started again too.
+        self.monitoring = False
 
     def add(self, entry: Registration) -> None:
         with self._lock:
@@ -132,6 +134,11 @@ def replay_requests(session: Session, entries: List[Registration]) -> List[Tuple
             request = session.handle(e.channel, e.method, e.handler, e.on_evicted, resume=True)
         out.append((e, request))
     return out
+
+
+def monitor_request() -> Request[Any]:
+    """The ``monitor`` request that starts a monitor again on a new connection."""
+    return Request("monitor", {})
 
 
 def settle(registry: Registry, entry: Registration, outcome: Any,
