@@ -150,9 +150,9 @@ extension NotifBusConnection {
 
     /// Holds a request made while reconnecting until the connection is back, within
     /// `bound`; returns how long it waited.
-    func waitWhileReconnecting(_ op: String, bound: Duration) async throws(NotifBusError) -> Duration {
+    func waitWhileReconnecting(_ op: String, bound: Duration, waitedBefore: Duration = .zero) async throws(NotifBusError) -> Duration {
         let clock = ContinuousClock()
-        let start = clock.now
+        let start = clock.now - waitedBefore
         while lock.withLock({ resumption.reconnecting && closedReason == nil }) {
             if clock.now - start >= bound {
                 throw .timedOut("'\(op)' not sent within \(bound): the broker is unreachable (reconnecting)")

@@ -164,9 +164,20 @@ public final class NotifBusConnection: @unchecked Sendable {
     public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
                         onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
         let bound = timeout ?? requestTimeout
-        let waited = try await waitWhileReconnecting(op, bound: bound)
-        return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
+        var waited = Duration.zero
+        while true {
+            waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: waited)
+            do {
+                return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
+            } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
+                // Refused before it was written: the connection is being made again, so wait.
+                continue
+            }
+        }
     }
+
+    /// Why a request was refused before anything of it was written, while the socket is gone.
+    static let notSent = "the connection to the broker was lost"
 
     /// Sends one request on the present socket, or on socket `generation` only.
     func exchange(_ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
@@ -183,7 +194,7 @@ public final class NotifBusConnection: @unchecked Sendable {
             let (registered, on) = lock.withLock { () -> (String?, Int) in
                 if let reason = closedReason { return (reason, generation) }
                 if let wanted, wanted != generation { return ("the connection was replaced", generation) }
-                if fd < 0 { return ("the connection to the broker was lost", generation) }
+                if fd < 0 { return (NotifBusConnection.notSent, generation) }
                 pending[id] = { result in
                     if case .success(let value) = result { onReply?(value) }
                     continuation.resume(returning: result)
@@ -281,6 +292,12 @@ public final class NotifBusConnection: @unchecked Sendable {
                 }
                 dispatch(message, generation: readerGeneration)
             }
+        }
+        let stale = lock.withLock { readerGeneration != generation }
+        if stale {
+            // A socket given up on while reconnecting: a newer one carries everything now.
+            Glibc.close(fd)
+            return
         }
         let (callbacks, finalReason, next) = lock.withLock { () -> ([Completion], String, Resumption.Next) in
             let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))

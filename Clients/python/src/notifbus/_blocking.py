@@ -349,7 +349,7 @@ class Client(BlockingReconnect):
                 # A partial send leaves the stream out of step: the connection is done for.
                 # Only the sending side is shut, so the reader still takes in whatever the
                 # broker said before it closed.
-                self._session.connection_lost(f"send failed: {exc}")
+                self._connection_ended(generation, f"send failed: {exc}")
                 try:
                     self._sock.shutdown(_socket.SHUT_WR)
                 except OSError:

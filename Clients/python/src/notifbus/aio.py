@@ -377,8 +377,7 @@ class Client(AsyncReconnect):
                 await asyncio.wait_for(writer.drain(), self.timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             # Unsent bytes leave the stream out of step: the connection is done for.
-            if self._session.generation == generation:
-                self._session.connection_lost(f"send failed: {exc!r}")
+            self._connection_ended(generation, f"send failed: {exc!r}")
             writer.close()
             raise self._session.lost_error() from exc
 
