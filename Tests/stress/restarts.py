@@ -122,8 +122,11 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=PY_CLIENT)
     checks = sl.Checks("restarts")
 
-    def spawn(command: List[str]) -> subprocess.Popen:
-        return sl.track(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    def spawn(command: List[str], quiet: bool = False) -> subprocess.Popen:
+        # The CLI prints every event and call: nobody reads that, and a full pipe would
+        # stall it, so its stdout goes nowhere.
+        return sl.track(subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
                                          stderr=open(os.path.join(folder, "workers.log"), "ab"), env=env, text=True))
 
     py = ["py1", "py2"]
@@ -143,8 +146,8 @@ def main() -> int:
             return 1
     cli = [binary]
     workers.append(spawn(cli + ["observe", "e", "--priority", "15", "--key", swift + "-k", "--name", swift,
-                                "--socket", broker.socket]))
-    workers.append(spawn(cli + ["handle", swift + "-ch", "m", "--result", "1", "--name", swift, "--socket", broker.socket]))
+                                "--socket", broker.socket], quiet=True))
+    workers.append(spawn(cli + ["handle", swift + "-ch", "m", "--result", "1", "--name", swift, "--socket", broker.socket], quiet=True))
     expected = expected_observers(py, js, swift)
     expected_handlers = Counter({py[0]: 1, py[1]: 1, js[0]: 1, swift: 1})
     stop_file = os.path.join(folder, "stop")
