@@ -201,3 +201,63 @@ def test_asyncio_client_comes_back(broker: Broker, how: signal.Signals) -> None:
         await bus.close()
 
     asyncio.run(scenario())
+
+
+def test_socket_activation_holds_reconnects_in_the_backlog(tmp_path: Any) -> None:
+    """As under systemd: a listening socket outlives the broker (passed as fd 3 with
+    LISTEN_FDS), so the client's connect waits in the backlog while no broker runs, and
+    the new broker answers it: one disconnected, one reconnected, the observer back."""
+    import os
+    import socket as _socket
+
+    from conftest import broker_binary
+
+    path = str(tmp_path / "s")
+    if len(path) > 100:
+        pytest.skip("temporary path too long for a Unix socket")
+    listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    fd = listener.fileno()
+    os.set_inheritable(fd, True)
+
+    def start() -> subprocess.Popen:
+        script = f'exec 3<&{fd}; LISTEN_FDS=1 LISTEN_PID=$$ exec "{broker_binary()}" broker --socket "{path}"'
+        return subprocess.Popen(["bash", "-c", script], pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    states: List[notifbus.ConnectionState] = []
+    broker = start()
+    try:
+        wait_for(lambda: _accepts(path), "activated broker answers")
+        bus = notifbus.connect(path, timeout=10, on_connection_state=states.append)
+        bus.add_observer("e", lambda ev: notifbus.NEXT, key="act")
+        broker.send_signal(signal.SIGTERM)
+        broker.wait(SHUTDOWN_LIMIT)
+        time.sleep(0.3)  # no broker: the client's connect waits in the backlog
+        broker = start()
+        wait_for(lambda: any(s.state == "reconnected" for s in states), "reconnected")
+        assert [s.state for s in states] == ["disconnected", "reconnected"]
+        with notifbus.connect(path, reconnect=False) as probe:
+            assert [o["key"] for o in probe.status()["observers"]] == ["act"]
+        bus.close()
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        broker.wait(SHUTDOWN_LIMIT)
+        listener.close()
+
+
+def _accepts(path: str) -> bool:
+    import socket as _socket
+
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1)
+        probe.connect(path)
+        body = b'{"op":"hello","id":1,"protocol":1}'
+        probe.sendall(len(body).to_bytes(4, "big") + body)
+        return bool(probe.recv(4))
+    except OSError:
+        return False
+    finally:
+        probe.close()
