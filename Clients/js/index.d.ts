@@ -76,6 +76,19 @@ export interface ConnectOptions {
   name?: string;
   /** default ms for every wait, connecting included (default 60000) */
   timeout?: number;
+  /**
+   * After a lost connection, connect again and make every observer, handler and the
+   * monitor again: by default when the client holds any of them or a waiting `take`;
+   * `true` always, `false` never.
+   */
+  reconnect?: boolean;
+}
+
+export interface Reconnected {
+  /** each live observer's and handler's first id, mapped to its id on the new connection */
+  ids: Record<string, string>;
+  /** those whose key or route a newer registration had taken; they also got `onEvicted` */
+  superseded: string[];
 }
 
 export interface ObserverOptions extends CallOptions {
@@ -130,6 +143,8 @@ export interface HandlerErrorReport {
 export interface ClientEvents {
   evicted: [eviction: Eviction];
   close: [error: ConnectionLostError];
+  disconnected: [error: ConnectionLostError];
+  reconnected: [info: Reconnected];
   errorFrame: [error: BrokerError];
   handlerError: [report: HandlerErrorReport];
   seen: [frame: { op: 'seen'; dir: 'in' | 'out'; client: string; frame: Record<string, Json> }];
@@ -142,6 +157,10 @@ export class Client extends EventEmitter<ClientEvents> {
   readonly server: string | null;
   readonly maxFrame: number | null;
   readonly closed: boolean;
+  /** Whether the connection is lost and the client is connecting again. */
+  readonly reconnecting: boolean;
+  /** The present broker id of an observer or handler of this client, given the id it first got. */
+  currentId(handle: string): string;
   close(): Promise<void>;
   ping(options?: CallOptions): Promise<void>;
   addObserver(events: string | string[], handler: ObserverHandler, options?: ObserverOptions): Promise<string>;

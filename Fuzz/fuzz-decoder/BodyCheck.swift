@@ -8,8 +8,8 @@ enum BodyCheck {
     /// status's `page` from Protocol/PROTOCOL.md decision 31), restated here so that the
     /// decoder's own table is checked against the spec, not against itself.
     static let requestFields: [String: Set<String>] = [
-        "hello": ["protocol", "name"], "ping": [], "subscribe": ["events", "priority", "key"],
-        "unsubscribe": ["observer", "key"], "post": ["name", "payload"], "handle": ["channel", "method"],
+        "hello": ["protocol", "name"], "ping": [], "subscribe": ["events", "priority", "key", "resume"],
+        "unsubscribe": ["observer", "key"], "post": ["name", "payload"], "handle": ["channel", "method", "resume"],
         "unhandle": ["handler"], "invoke": ["channel", "method", "arguments"], "put": ["slot", "value"],
         "take": ["slot", "wait"], "peek": ["slot"], "setCategories": ["categories"], "getCategories": [],
         "status": ["page"], "monitor": [],
@@ -207,7 +207,8 @@ enum BodyCheck {
             } else {
                 expect(view["page"] == nil || view["page"]?.value == .null, "status without a page from \(String(describing: view["page"]?.value))")
             }
-        case .subscribe(let events, let priority, let key):
+        case .subscribe(let events, let priority, let key, let resume):
+            checkResume(resume, view)
             expect((1...Limits.maxEventsPerSubscription).contains(events.count), "\(events.count) events")
             expect(Set(events).count == events.count, "repeated events \(events)")
             expect(events.allSatisfy(Names.isValid), "event names \(events)")
@@ -230,7 +231,8 @@ enum BodyCheck {
             checkName(name, "name", view)
             checkRaw(payload, "payload", view)
             expect((profile != nil) == profileEvents.contains(name), "profile \(String(describing: profile)) for '\(name)'")
-        case .handle(let channel, let method):
+        case .handle(let channel, let method, let resume):
+            checkResume(resume, view)
             checkName(channel, "channel", view)
             checkOptionalName(method, "method", view)
         case .unhandle(let handler):
@@ -306,6 +308,11 @@ enum BodyCheck {
 
     static func checkName(_ name: String, _ key: String, _ view: TopLevelView) {
         expect(Names.isValid(name) && view.string(key) == name, "'\(key)' \(name)")
+    }
+
+    /// `resume` (PROTOCOL.md §13) is a boolean; absent and null read as false.
+    static func checkResume(_ resume: Bool, _ view: TopLevelView) {
+        expect(view.isGiven("resume") ? view["resume"]?.value == .bool(resume) : !resume, "resume \(resume)")
     }
 
     static func checkOptionalName(_ name: String?, _ key: String, _ view: TopLevelView) {

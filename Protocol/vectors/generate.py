@@ -383,6 +383,8 @@ def build_cases() -> None:
     bad("subscribe with key of 0 bytes", dict(sub, events=["e"], key=""))
     bad("subscribe with key of 257 bytes", dict(sub, events=["e"], key=NAME_257))
     bad("subscribe with numeric key", dict(sub, events=["e"], key=5))
+    bad("subscribe with resume a number", dict(sub, events=["e"], key="vec-resume", resume=1))
+    bad("subscribe with resume a string", dict(sub, events=["e"], resume="true"))
 
     # -- unsubscribe ----------------------------------------------------------------------
     unsub = {"op": "unsubscribe", "id": 4}
@@ -484,6 +486,7 @@ def build_cases() -> None:
     bad("handle with method of 257 bytes", dict(hd, channel="vec-c", method=NAME_257))
     bad("handle with numeric method", dict(hd, channel="vec-c", method=5))
     bad("handle with unknown field", dict(hd, channel="vec-c", methods=["m"]))
+    bad("handle with resume a number", dict(hd, channel="vec-c", resume=0))
     bad("unhandle without handler", {"op": "unhandle", "id": 7})
     bad("unhandle with handler null", {"op": "unhandle", "id": 7, "handler": None})
     bad("unhandle with numeric handler", {"op": "unhandle", "id": 7, "handler": 2})

@@ -119,6 +119,7 @@ extension NotifBusConnection {
             lock.withLock {
                 if channelRegistrations[key] == existing { channelRegistrations[key] = nil }
                 callHandlers[existing] = nil
+                resumption.forget([existing])
             }
             return
         }
@@ -130,15 +131,16 @@ extension NotifBusConnection {
                 if let old = channelRegistrations[key] { callHandlers[old] = nil }
                 channelRegistrations[key] = id
                 callHandlers[id] = handler
+                resumption.add(.handler(channel: channel, method: method, handler: handler), id: id)
             }
         }
     }
 
-    func deliverCall(_ message: JSONValue) {
+    func deliverCall(_ message: JSONValue, generation gen: Int = 0) {
         guard let call = message["call"]?.intValue, let handlerID = message["handler"]?.stringValue else { return }
         let handler = lock.withLock { callHandlers[handlerID] }
         guard let handler else {
-            sendMessage(["op": .string(Op.return), "call": .integer(call),
+            sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call),
                          "error": ["code": .string(ErrorCode.notImplemented.rawValue), "message": "no handler here any more"]])
             return
         }
@@ -147,13 +149,13 @@ extension NotifBusConnection {
         Task { [self] in
             do {
                 let result = try await handler(received)
-                sendMessage(["op": .string(Op.return), "call": .integer(call), "result": result])
+                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "result": result])
             } catch let error as PlatformError {
                 var e: [String: JSONValue] = ["code": .string(error.code), "message": .string(error.message)]
                 if let details = error.details { e["details"] = details }
-                sendMessage(["op": .string(Op.return), "call": .integer(call), "error": .object(e)])
+                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "error": .object(e)])
             } catch {
-                sendMessage(["op": .string(Op.return), "call": .integer(call),
+                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call),
                              "error": ["code": .string(MethodChannel.genericErrorCode), "message": .string(String(describing: error))]])
             }
         }

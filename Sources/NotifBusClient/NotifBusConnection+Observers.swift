@@ -16,6 +16,7 @@ extension NotifBusConnection {
             lock.withLock {
                 observerHandlers[id] = handler
                 if let onEvicted { observerEvictionHandlers[id] = onEvicted }
+                resumption.add(.observer(events: events, priority: priority, key: key, handler: handler, onEvicted: onEvicted), id: id)
             }
         }
         guard let id = result["observer"]?.stringValue else { throw .protocolViolation("subscribe result without 'observer'") }
@@ -26,9 +27,9 @@ extension NotifBusConnection {
     /// Removes an observer by id (any connection's). Returns the removed ids.
     @discardableResult
     public func removeObserver(_ id: String) async throws(NotifBusError) -> [String] {
-        let result = try await request(Op.unsubscribe, ["observer": .string(id)])
+        let result = try await request(Op.unsubscribe, ["observer": .string(currentID(of: id))])
         forgetObservers(result)
-        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return lock.withLock { resumption.handles(result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []) }
     }
 
     /// Removes whichever observer holds `key`. Returns the removed ids.
@@ -36,7 +37,7 @@ extension NotifBusConnection {
     public func removeObserverByUniqueKey(_ key: String) async throws(NotifBusError) -> [String] {
         let result = try await request(Op.unsubscribe, ["key": .string(key)])
         forgetObservers(result)
-        return result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return lock.withLock { resumption.handles(result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []) }
     }
 
     func forgetObservers(_ result: JSONValue) {
@@ -46,6 +47,7 @@ extension NotifBusConnection {
                 observerHandlers[id] = nil
                 observerEvictionHandlers[id] = nil
             }
+            resumption.forget(removed)
         }
     }
 
@@ -88,13 +90,14 @@ extension NotifBusConnection {
     public func monitor(_ handler: @escaping @Sendable (SeenFrame) -> Void) async throws(NotifBusError) {
         lock.withLock { monitorHandler = handler }
         _ = try await request(Op.monitor)
+        lock.withLock { resumption.monitoring = true }
     }
 
-    func deliverEvent(_ message: JSONValue) {
+    func deliverEvent(_ message: JSONValue, generation gen: Int = 0) {
         guard let event = message["event"]?.intValue, let observer = message["observer"]?.stringValue else { return }
         let handler = lock.withLock { observerHandlers[observer] }
         guard let handler else {
-            sendMessage(["op": .string(Op.next), "event": .integer(event)])
+            sendMessage(generation: gen, ["op": .string(Op.next), "event": .integer(event)])
             return
         }
         let delivered = ObserverEvent(event: event, observer: observer, name: message["name"]?.stringValue ?? "",
@@ -102,12 +105,12 @@ extension NotifBusConnection {
         Task { [self] in
             let reply = await handler(delivered)
             switch reply {
-            case .next: sendMessage(["op": .string(Op.next), "event": .integer(event)])
-            case .stop: sendMessage(["op": .string(Op.stop), "event": .integer(event)])
+            case .next: sendMessage(generation: gen, ["op": .string(Op.next), "event": .integer(event)])
+            case .stop: sendMessage(generation: gen, ["op": .string(Op.stop), "event": .integer(event)])
             case .complete(let value):
                 var answer: [String: JSONValue] = ["op": .string(Op.complete), "event": .integer(event)]
                 if let value { answer["value"] = value }
-                sendMessage(.object(answer))
+                sendMessage(generation: gen, .object(answer))
             }
         }
     }

@@ -36,6 +36,8 @@ extension NotifBusConnection {
             fields["wait"] = .integer(ms)
             timeout = requestTimeout + wait
         }
+        lock.withLock { resumption.waitingTakes += 1 }
+        defer { lock.withLock { resumption.waitingTakes -= 1 } }
         let result = try await request(Op.take, fields, timeout: timeout)
         return result.isNull ? nil : result
     }

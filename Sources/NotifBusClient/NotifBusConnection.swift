@@ -30,7 +30,12 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Default bound for each request's reply.
     public let requestTimeout: Duration
 
-    let fd: Int32
+    /// The present socket; replaced when the client reconnects (-1 while it has none).
+    var fd: Int32
+    /// Counts the sockets this connection has had; frames of an older one never go out on a newer one.
+    var generation = 0
+    /// Reconnection state: the application's registrations in order, and the policy.
+    let resumption: Resumption
     let lock = Lock()
     let writeLock = Lock()
     var nextRequestID: Int64 = 1
@@ -63,9 +68,10 @@ public final class NotifBusConnection: @unchecked Sendable {
         set { lock.withLock { errorFrameHandler = newValue } }
     }
 
-    init(fd: Int32, requestTimeout: Duration) {
+    init(fd: Int32, requestTimeout: Duration, resumption: Resumption = Resumption(path: "", name: nil, policy: .never)) {
         self.fd = fd
         self.requestTimeout = requestTimeout
+        self.resumption = resumption
     }
 
     /// Connects, resolving the socket path as the protocol's §1 says, and sends `hello`.
@@ -73,17 +79,21 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// `requestTimeout` bounds the `hello` as it bounds every later request. A broker that
     /// refuses this client (`forbidden`, `too_many_clients`) sends an error frame and
     /// closes; that error is thrown as ``NotifBusError/broker(_:)``.
+    ///
+    /// `reconnect` says what happens when the connection is lost (a broker restart):
+    /// by default the client connects again and makes its observers, handlers and
+    /// monitor again when it holds any (PROTOCOL.md §13); `connectionStates()` tells.
     public static func connect(socket: String? = nil, name: String? = nil,
-                               requestTimeout: Duration = .seconds(60)) async throws(NotifBusError) -> NotifBusConnection {
+                               requestTimeout: Duration = .seconds(60),
+                               reconnect: ReconnectPolicy = .whenHoldingRegistrations) async throws(NotifBusError) -> NotifBusConnection {
         let path = SocketPath.resolve(explicit: socket)
         let fd = try openSocket(path)
-        let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout)
+        let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout,
+                                            resumption: Resumption(path: path, name: name, policy: .never))
         connection.startReader()
-        var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
-        if let name { fields["name"] = .string(name) }
         let result: JSONValue
         do {
-            result = try await connection.request(Op.hello, fields, timeout: requestTimeout)
+            result = try await connection.greet()
         } catch {
             connection.close()
             if case .connectionLost = error, let refusal = connection.lock.withLock({ connection.lastErrorFrame }) {
@@ -91,10 +101,22 @@ public final class NotifBusConnection: @unchecked Sendable {
             }
             throw error
         }
-        connection.clientID = result["client"]?.stringValue ?? ""
-        connection.server = result["server"]?.stringValue ?? ""
-        if let m = result["maxFrame"]?.intValue { connection.maxFrame = Int(m) }
+        connection.lock.withLock { connection.resumption.policy = reconnect }
+        _ = result
         return connection
+    }
+
+    /// Sends `hello` with the connection's name and records the broker's answer.
+    func greet(generation: Int? = nil) async throws(NotifBusError) -> JSONValue {
+        var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
+        if let name = resumption.name { fields["name"] = .string(name) }
+        let result = try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation)
+        lock.withLock {
+            clientID = result["client"]?.stringValue ?? ""
+            server = result["server"]?.stringValue ?? ""
+            if let m = result["maxFrame"]?.intValue { maxFrame = Int(m) }
+        }
+        return result
     }
 
     static func openSocket(_ path: String) throws(NotifBusError) -> Int32 {
@@ -138,11 +160,12 @@ public final class NotifBusConnection: @unchecked Sendable {
 
     /// Closes the connection. Pending calls fail with `connectionLost`.
     public func close() {
-        let first = lock.withLock { () -> Bool in
-            if closedReason == nil { closedReason = "closed by this client"; return true }
-            return false
+        let (first, socket) = lock.withLock { () -> (Bool, Int32) in
+            if closedReason == nil { closedReason = "closed by this client"; return (true, fd) }
+            return (false, fd)
         }
-        if first { shutdown(fd, Int32(SHUT_RDWR)) }
+        if first && socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+        if first { finishStates() }
     }
 
     /// Waits (bounded) until the reader thread has released the socket.
@@ -169,8 +192,21 @@ public final class NotifBusConnection: @unchecked Sendable {
         }
     }
 
-    /// Whether the connection still works.
-    public var isOpen: Bool { lock.withLock { closedReason == nil } }
+    /// The end of the connection for good: ends the state sequences, wakes every
+    /// ``waitForClose()`` and releases ``close()``'s wait for the socket.
+    func finishReading(reason: String) {
+        finishStates()
+        let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
+            readerFinished = true
+            defer { closeWaiters.removeAll() }
+            return closeWaiters
+        }
+        for waiter in waiters { waiter.resume(returning: reason) }
+        readerDone.signal()
+    }
+
+    /// Whether the connection still works (false while reconnecting).
+    public var isOpen: Bool { lock.withLock { closedReason == nil && !resumption.reconnecting } }
 
     // MARK: Requests
 
@@ -179,6 +215,25 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// a reply creates (an observer's handler) is in place before frames that depend on it.
     public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
                         onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
+        let bound = timeout ?? requestTimeout
+        var waited = Duration.zero
+        while true {
+            waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: waited)
+            do {
+                return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
+            } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
+                // Refused before it was written: the connection is being made again, so wait.
+                continue
+            }
+        }
+    }
+
+    /// Why a request was refused before anything of it was written, while the socket is gone.
+    static let notSent = "the connection to the broker was lost"
+
+    /// Sends one request on the present socket, or on socket `generation` only.
+    func exchange(_ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
+                  generation wanted: Int?) async throws(NotifBusError) -> JSONValue {
         let id = lock.withLock { () -> Int64 in
             defer { nextRequestID += 1 }
             return nextRequestID
@@ -187,21 +242,22 @@ public final class NotifBusConnection: @unchecked Sendable {
         message["op"] = .string(op)
         message["id"] = .integer(id)
         let frame = NotifBusConnection.frame(.object(message))
-        let bound = timeout ?? requestTimeout
         let result: Result<JSONValue, NotifBusError> = await withCheckedContinuation { continuation in
-            let registered = lock.withLock { () -> String? in
-                if let reason = closedReason { return reason }
+            let (registered, on) = lock.withLock { () -> (String?, Int) in
+                if let reason = closedReason { return (reason, generation) }
+                if let wanted, wanted != generation { return ("the connection was replaced", generation) }
+                if fd < 0 { return (NotifBusConnection.notSent, generation) }
                 pending[id] = { result in
                     if case .success(let value) = result { onReply?(value) }
                     continuation.resume(returning: result)
                 }
-                return nil
+                return (nil, generation)
             }
             if let reason = registered {
                 continuation.resume(returning: .failure(.connectionLost(reason)))
                 return
             }
-            if let error = send(frame) {
+            if let error = send(frame, generation: on) {
                 complete(id, .failure(error))
                 return
             }
@@ -223,10 +279,13 @@ public final class NotifBusConnection: @unchecked Sendable {
         return FrameHeader.encode(length: body.count) + body
     }
 
-    /// Writes a whole frame; nil on success.
-    func send(_ frame: [UInt8]) -> NotifBusError? {
+    /// Writes a whole frame; nil on success. With `generation`, only on that socket.
+    func send(_ frame: [UInt8], generation wanted: Int? = nil) -> NotifBusError? {
         writeLock.lock()
         defer { writeLock.unlock() }
+        let (fd, current) = lock.withLock { (self.fd, self.generation) }
+        if let wanted, wanted != current { return .connectionLost("the connection was replaced") }
+        if fd < 0 { return .connectionLost("the connection to the broker was lost") }
         var offset = 0
         while offset < frame.count {
             let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -244,22 +303,23 @@ public final class NotifBusConnection: @unchecked Sendable {
         return nil
     }
 
-    /// Sends a message that expects no reply (answers, returns).
-    func sendMessage(_ message: JSONValue) {
-        _ = send(NotifBusConnection.frame(message))
+    /// Sends a message that expects no reply (answers, returns), on socket `generation` only.
+    func sendMessage(generation: Int? = nil, _ message: JSONValue) {
+        _ = send(NotifBusConnection.frame(message), generation: generation)
     }
 
     // MARK: Reading
 
     func startReader() {
-        if !DetachedThread.start({ [self] in readLoop() }) {
+        let (socket, current) = lock.withLock { (fd, generation) }
+        if !DetachedThread.start({ [self] in readLoop(fd: socket, generation: current) }) {
             // Without a reader nothing can be answered: fail like a lost connection.
             lock.withLock { closedReason = "cannot start the reader thread" }
             shutdown(fd, Int32(SHUT_RDWR))
         }
     }
 
-    func readLoop() {
+    func readLoop(fd: Int32, generation readerGeneration: Int) {
         var decoder = FrameDecoder()
         var buffer = [UInt8](repeating: 0, count: 65536)
         var reason = "the broker closed the connection"
@@ -282,29 +342,41 @@ public final class NotifBusConnection: @unchecked Sendable {
                     reason = "the broker sent a frame that is not JSON"
                     break reading
                 }
-                dispatch(message)
+                dispatch(message, generation: readerGeneration)
             }
         }
-        let (callbacks, finalReason) = lock.withLock { () -> ([Completion], String) in
-            if closedReason == nil { closedReason = reason }
+        let stale = lock.withLock { readerGeneration != generation }
+        if stale {
+            // A socket given up on while reconnecting: a newer one carries everything now.
+            Glibc.close(fd)
+            return
+        }
+        let (callbacks, finalReason, next) = lock.withLock { () -> ([Completion], String, Resumption.Next) in
+            let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))
+            if next == .finish && closedReason == nil { closedReason = reason }
+            if next != .finish && self.fd == fd { self.fd = -1 }
             let all = Array(pending.values)
             pending.removeAll()
             observerHandlers.removeAll()
+            observerEvictionHandlers.removeAll()
             callHandlers.removeAll()
-            return (all, closedReason!)
+            channelRegistrations.removeAll()
+            return (all, closedReason ?? reason, next)
         }
         for callback in callbacks { callback(.failure(.connectionLost(finalReason))) }
         Glibc.close(fd)
-        let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
-            readerFinished = true
-            defer { closeWaiters.removeAll() }
-            return closeWaiters
+        switch next {
+        case .finish:
+            finishReading(reason: finalReason)
+        case .reconnect:
+            publish(.disconnected(reason: finalReason))
+            Task.detached { [self] in await reconnectLoop() }
+        case .keepTrying:
+            break
         }
-        for waiter in waiters { waiter.resume(returning: finalReason) }
-        readerDone.signal()
     }
 
-    func dispatch(_ message: JSONValue) {
+    func dispatch(_ message: JSONValue, generation: Int = 0) {
         switch message["op"]?.stringValue {
         case Op.reply?:
             let error = message["error"].flatMap(NotifBusConnection.brokerError)
@@ -319,9 +391,9 @@ public final class NotifBusConnection: @unchecked Sendable {
                 complete(id, .success(message["result"] ?? .null))
             }
         case Op.event?:
-            deliverEvent(message)
+            deliverEvent(message, generation: generation)
         case Op.call?:
-            deliverCall(message)
+            deliverCall(message, generation: generation)
         case Op.evicted?:
             let eviction: Eviction
             if let o = message["observer"]?.stringValue {

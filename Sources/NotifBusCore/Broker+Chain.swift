@@ -18,10 +18,14 @@
 import NotifBusProtocol
 
 extension Broker {
-    mutating func subscribe(events: [String], priority: Int32, key: String?, rid: RequestID, from c: ConnectionID, now: Instant) {
+    mutating func subscribe(events: [String], priority: Int32, key: String?, resume: Bool = false,
+                            rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
         guard client.observers.count < Limits.maxObserversPerConnection else {
             return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxObserversPerConnection) observers")
+        }
+        if resume, let key, let holder = observerKeys[key] {
+            return replySuperseded(to: c, rid, what: "key '\(key)'", by: "o\(holder)")
         }
         let id = nextObserverID
         nextObserverID += 1

@@ -4,10 +4,14 @@
 import NotifBusProtocol
 
 extension Broker {
-    mutating func handleChannel(_ key: HandlerKey, rid: RequestID, from c: ConnectionID) {
+    mutating func handleChannel(_ key: HandlerKey, resume: Bool = false, rid: RequestID, from c: ConnectionID) {
         guard let client = clients[c] else { return }
         guard client.handlers.count < Limits.maxHandlersPerConnection else {
             return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxHandlersPerConnection) handlers")
+        }
+        if resume, let holder = routes[key] {
+            let route = key.method.map { "'\(key.channel)' method '\($0)'" } ?? "the whole channel '\(key.channel)'"
+            return replySuperseded(to: c, rid, what: "route \(route)", by: "h\(holder)")
         }
         let id = nextHandlerID
         nextHandlerID += 1

@@ -62,6 +62,23 @@ extension Broker {
         emit(to: c, Broker.errorFrame(rid, code: code, message: message))
     }
 
+    /// The refusal of a resumed `subscribe` or `handle` whose key or route a live
+    /// registration holds: `details.by` names that holder, so the client can report it.
+    mutating func replySuperseded(to c: ConnectionID, _ rid: RequestID, what: String, by holder: String) {
+        let message = "\(what) is held by \(holder), registered since; the resumed registration yields"
+        var f = FrameBuilder(capacity: 96 + message.utf8.count)
+        f.literal("{\"op\":\"reply\",\"id\":")
+        f.requestID(rid)
+        f.literal(",\"error\":{\"code\":")
+        f.string(ErrorCode.superseded.rawValue)
+        f.literal(",\"message\":")
+        f.string(message)
+        f.literal(",\"details\":{\"by\":")
+        f.string(holder)
+        f.literal("}}}")
+        emit(to: c, f.finish())
+    }
+
     /// An error frame (`"id": null`); also used before a connection is registered.
     mutating func sendErrorFrame(to c: ConnectionID, code: ErrorCode, message: String) {
         emit(to: c, Broker.errorFrame(nil, code: code, message: message))

@@ -286,14 +286,14 @@ public struct Broker {
             emit(to: c, f.finish())
         case .ping:
             replyLiteral(to: c, rid, "{}")
-        case .subscribe(let events, let priority, let key):
-            subscribe(events: events, priority: priority, key: key, rid: rid, from: c, now: now)
+        case .subscribe(let events, let priority, let key, let resume):
+            subscribe(events: events, priority: priority, key: key, resume: resume, rid: rid, from: c, now: now)
         case .unsubscribe(let target):
             unsubscribe(target, rid: rid, from: c, now: now)
         case .post(let name, let payload, let profile):
             post(name: name, payload: payload, profile: profile, rid: rid, from: c, now: now)
-        case .handle(let channel, let method):
-            handleChannel(HandlerKey(channel: channel, method: method), rid: rid, from: c)
+        case .handle(let channel, let method, let resume):
+            handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c)
         case .unhandle(let handler):
             unhandle(handler, rid: rid, from: c)
         case .invoke(let channel, let method, let arguments):

@@ -8,12 +8,15 @@ public typealias RawJSON = [UInt8]
 public enum Request: Sendable {
     case hello(protocolVersion: Int64, name: String?)
     case ping
-    case subscribe(events: [String], priority: Int32, key: String?)
+    /// `resume` marks a registration a client makes again after reconnecting: it yields
+    /// to a live holder of its key instead of evicting it (PROTOCOL.md §13).
+    case subscribe(events: [String], priority: Int32, key: String?, resume: Bool)
     case unsubscribe(UnsubscribeTarget)
     /// `payload` nil means absent (delivered as null). `profile` is set for the three
     /// notification-profile event names, whose payload has been checked.
     case post(name: String, payload: RawJSON?, profile: ProfilePayload?)
-    case handle(channel: String, method: String?)
+    /// `resume` as for `subscribe`: a taken route is left to its holder.
+    case handle(channel: String, method: String?, resume: Bool)
     case unhandle(handler: String)
     case invoke(channel: String, method: String, arguments: RawJSON?)
     /// `value` nil means the request's value was null: empty the slot.

@@ -7,10 +7,10 @@ public enum MessageDecoder {
     static let helloFields: [StaticString] = ["op", "id", "protocol", "name"]
     static let bareFields: [StaticString] = ["op", "id"]
     static let statusFields: [StaticString] = ["op", "id", "page"]
-    static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key"]
+    static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key", "resume"]
     static let unsubscribeFields: [StaticString] = ["op", "id", "observer", "key"]
     static let postFields: [StaticString] = ["op", "id", "name", "payload"]
-    static let handleFields: [StaticString] = ["op", "id", "channel", "method"]
+    static let handleFields: [StaticString] = ["op", "id", "channel", "method", "resume"]
     static let unhandleFields: [StaticString] = ["op", "id", "handler"]
     static let invokeFields: [StaticString] = ["op", "id", "channel", "method", "arguments"]
     static let putFields: [StaticString] = ["op", "id", "slot", "value"]
@@ -166,7 +166,7 @@ public enum MessageDecoder {
                 }
                 priority = p32
             }
-            return .subscribe(events: events, priority: priority, key: try v.optionalName("key"))
+            return .subscribe(events: events, priority: priority, key: try v.optionalName("key"), resume: try v.optionalBool("resume") ?? false)
         case Op.unsubscribe:
             let observer = try v.optionalString("observer")
             let key = try v.optionalName("key")
@@ -188,7 +188,9 @@ public enum MessageDecoder {
             }
             return .post(name: name, payload: payloadField.map { v.scanner.raw(of: $0) }, profile: profile)
         case Op.handle:
-            return .handle(channel: try v.requiredName("channel"), method: try v.optionalName("method"))
+            let channel = try v.requiredName("channel")
+            let method = try v.optionalName("method")
+            return .handle(channel: channel, method: method, resume: try v.optionalBool("resume") ?? false)
         case Op.unhandle:
             guard let handler = try v.optionalString("handler") else { throw v.bad("missing field 'handler'") }
             return .unhandle(handler: handler)
@@ -299,6 +301,12 @@ struct FieldView {
         guard let f = optional(name) else { return nil }
         guard let s = scanner.string(of: f) else { throw bad("'\(name)' must be a string") }
         return s
+    }
+
+    func optionalBool(_ name: StaticString) throws(Rejection) -> Bool? {
+        guard let f = optional(name) else { return nil }
+        guard let b = scanner.bool(of: f) else { throw bad("'\(name)' must be a boolean") }
+        return b
     }
 
     func optionalName(_ name: StaticString) throws(Rejection) -> String? {

@@ -28,6 +28,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// Not in the contract's list: the buffers across all connections passed
     /// `--max-buffered-bytes` and this connection held the most, so it is closed.
     case overloaded = "overloaded"
+    /// Not in the contract's list: a `subscribe` or `handle` marked `resume` found its key
+    /// or route held by a live registration, which it leaves alone (PROTOCOL.md §13).
+    case superseded = "superseded"
 
     /// Whether the broker closes the connection after sending this error (§3).
     public var closesConnection: Bool {

@@ -39,15 +39,17 @@ enum ChannelCommands {
         usage: """
             Usage: notifbus handle CHANNEL [METHOD] (--result JSON | --error CODE[:MESSAGE] | --exec CMD)
                                    [--socket PATH] [--count N] [--exec-timeout DUR] [--name CLIENT]
+                                   [--no-reconnect]
 
             Handles METHOD on CHANNEL, or the whole channel without METHOD, and prints each
             call as one JSON line. --result answers with JSON; --error answers with an error;
             --exec runs CMD (with /bin/sh) once per call with the call's JSON on stdin: its
             stdout (JSON) is the result, and a non-zero exit becomes an error (code
             'exec_failed') whose message is its stderr. --exec-timeout (default 30s) kills
-            a CMD that runs too long. --count exits after N calls.
+            a CMD that runs too long. --count exits after N calls. Exits when replaced.
+            \(CLI.reconnectUsage)
             """,
-        valueFlags: ["result", "error", "exec", "count", "exec-timeout", "name"], switchFlags: [],
+        valueFlags: ["result", "error", "exec", "count", "exec-timeout", "name"], switchFlags: [CLI.noReconnect],
         run: { args in try await runHandle(args) })
 
     static func runHandle(_ args: Arguments) async throws -> Int32 {
@@ -69,7 +71,7 @@ enum ChannelCommands {
             let command = args.value("exec")!
             answer = { call in try await ExecRunner.run(command, call: call, timeoutMs: execTimeout) }
         }
-        let bus = try await CLI.connect(args, name: args.value("name") ?? "notifbus-handle")
+        let bus = try await CLI.connectLasting(args, name: args.value("name") ?? "notifbus-handle")
         let served = Counter()
         let evicted = Counter()
         bus.onEvicted = { eviction in
@@ -99,7 +101,7 @@ enum ChannelCommands {
             throw CommandError("\(error)")
         }
         Output.error("notifbus: handling \(args.positionals[0]) \(method ?? "(whole channel)") as \(bus.clientID)")
-        await CLI.wait { bus.isOpen }
+        await CLI.waitLasting(bus)
         if evicted.current > 0 { return 0 }
         if let limit, served.current >= limit { return 0 }
         throw CommandError("connection to the broker lost")

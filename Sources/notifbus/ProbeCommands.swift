@@ -71,14 +71,15 @@ enum ProbeCommands {
         usage: """
             Usage: notifbus observe NAME... [--socket PATH] [--priority N] [--key K]
                                     [--reply next|complete|stop] [--value JSON]
-                                    [--delay DUR] [--count N] [--name CLIENT]
+                                    [--delay DUR] [--count N] [--name CLIENT] [--no-reconnect]
 
             Subscribes to the named events, prints each event as one JSON line and answers
             it as told (default: next). --priority defaults to \(Limits.defaultPriority) (lower runs
             first). --value is the complete value. --delay waits before answering; --count
-            exits after N events. Exits when evicted or disconnected.
+            exits after N events. Exits when evicted.
+            \(CLI.reconnectUsage)
             """,
-        valueFlags: ["priority", "key", "reply", "value", "delay", "count", "name"], switchFlags: [],
+        valueFlags: ["priority", "key", "reply", "value", "delay", "count", "name"], switchFlags: [CLI.noReconnect],
         run: { args in try await runObserve(args) })
 
     static func runObserve(_ args: Arguments) async throws -> Int32 {
@@ -95,7 +96,7 @@ enum ProbeCommands {
         if value != nil && args.value("reply") != "complete" { throw UsageError("--value goes with --reply complete") }
         let delay = try args.duration("delay")
         let limit = try args.integer("count", min: 1)
-        let bus = try await CLI.connect(args, name: args.value("name") ?? "notifbus-observe")
+        let bus = try await CLI.connectLasting(args, name: args.value("name") ?? "notifbus-observe")
         let seen = Counter()
         let evicted = Counter()
         bus.onEvicted = { eviction in
@@ -126,7 +127,7 @@ enum ProbeCommands {
         }
         let replacedNote = registration.replaced.isEmpty ? "" : ", replacing \(registration.replaced.joined(separator: ", "))"
         Output.error("notifbus: observer \(registration.id) on \(args.positionals.joined(separator: ",")) at priority \(priority)\(replacedNote)")
-        await CLI.wait { bus.isOpen }
+        await CLI.waitLasting(bus)
         if evicted.current > 0 { return 0 }
         if let limit, seen.current >= limit { return 0 }
         throw CommandError("connection to the broker lost")
@@ -154,7 +155,7 @@ enum ProbeCommands {
         name: "monitor",
         summary: "print every frame the broker exchanges with other clients",
         usage: """
-            Usage: notifbus monitor [--socket PATH] [--json] [--count N] [--match RULE]...
+            Usage: notifbus monitor [--socket PATH] [--json] [--count N] [--match RULE]... [--no-reconnect]
 
             Prints one line per frame, with the local time: '14:51:02.123456 c7 -> {...}' for
             frames the broker read from c7, '... c7 <- {...}' for frames it wrote to c7.
@@ -163,14 +164,15 @@ enum ProbeCommands {
             all of which must hold, with KEY one of op, client, name (an event's or post's
             name, or one of a subscription's events), channel, method and dir (in or out).
             Repeated, a frame that matches any rule is shown. --count counts shown frames.
+            \(CLI.reconnectUsage)
             """,
-        valueFlags: ["count", "match"], switchFlags: ["json"],
+        valueFlags: ["count", "match"], switchFlags: ["json", CLI.noReconnect],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
             let limit = try args.integer("count", min: 1)
             let json = args.has("json")
             let filter = try MonitorFilter(args.all("match"))
-            let bus = try await CLI.connect(args, name: "notifbus-monitor")
+            let bus = try await CLI.connectLasting(args, name: "notifbus-monitor")
             let seen = Counter()
             try await bus.monitor { frame in
                 guard filter.matches(frame) else { return }
@@ -183,7 +185,7 @@ enum ProbeCommands {
                 if let limit, seen.increment() >= limit { bus.close() }
             }
             Output.error("notifbus: monitoring \(bus.server) as \(bus.clientID)")
-            await CLI.wait { bus.isOpen }
+            await CLI.waitLasting(bus)
             if let limit, seen.current >= limit { return 0 }
             throw CommandError("connection to the broker lost")
         })

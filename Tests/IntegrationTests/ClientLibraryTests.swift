@@ -85,7 +85,7 @@ final class Recorder: @unchecked Sendable {
     @Test func lostConnectionFailsPendingCalls() async throws {
         let broker = try BrokerUnderTest()
         let observerSide = try await NotifBusConnection.connect(socket: broker.socket)
-        let client = try await NotifBusConnection.connect(socket: broker.socket)
+        let client = try await NotifBusConnection.connect(socket: broker.socket, reconnect: .never)
         defer { observerSide.close(); client.close() }
         try await observerSide.addObserver(events: ["e"]) { _ in
             try? await Task.sleep(for: .seconds(30))

@@ -8,7 +8,7 @@ func decode(_ text: String) -> DecodeResult {
 
 @Suite struct MessageDecoderTests {
     @Test func requestsDecode() {
-        guard case .decoded(.request(let id, .subscribe(let events, let priority, let key)), false) =
+        guard case .decoded(.request(let id, .subscribe(let events, let priority, let key, false)), false) =
                 decode(#"{"op":"subscribe","id":"s1","events":["a","b"],"priority":-3,"key":"k"}"#) else {
             Issue.record("subscribe did not decode")
             return

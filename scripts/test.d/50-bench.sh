@@ -6,3 +6,5 @@ cd "$(dirname "$0")/../.."
 swift build -c release --product notifbus
 swift build -c release --product notifbus-bench
 timeout 300 .build/release/notifbus-bench --broker .build/release/notifbus --quick
+# Clients that outlive the broker: readiness line -> a post walks a 100-observer chain again.
+timeout 120 python3 Benchmarks/restart.py --restarts 6 --broker-bin .build/release/notifbus

@@ -2,7 +2,8 @@
 # slow
 # Stress, chaos, durability, security and fairness checks against the built broker (Tests/stress/):
 # each program prints its figures and exits non-zero when a check fails. Chaos runs 60 s
-# (NOTIFBUS_CHAOS_SECONDS to change it); the whole step takes about two minutes.
+# (NOTIFBUS_CHAOS_SECONDS to change it); restarts.py restarts the broker 20 times under clients
+# of all three languages. The whole step takes about two minutes and a half.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NOTIFBUS_BIN="${NOTIFBUS_BIN:-$PWD/.build/debug/notifbus}"
@@ -24,6 +25,7 @@ run 90 Tests/stress/load.py
 run 90 Tests/stress/durability.py --rounds 5
 run 120 Tests/stress/security.py
 run 120 Tests/stress/fairness.py
+run 120 Tests/stress/restarts.py --restarts 20
 
 for f in "${failed[@]}"; do echo "stress: failed: $f"; done
 [ "${#failed[@]}" -eq 0 ]

@@ -15,6 +15,7 @@ import {
   RequestTimeoutError,
 } from './errors.js';
 import { FrameDecoder, encodeFrame } from './framing.js';
+import { Registry, resumeRequest, retryDelays, sleep, supersededBy } from './reconnect.js';
 import { resolveSocketPath } from './socketPath.js';
 
 /** The protocol version this client speaks. */
@@ -138,9 +139,12 @@ export function complete(value) {
  * @property {string} [socket] socket path; else NOTIFBUS_SOCKET, $XDG_RUNTIME_DIR/notifbus.sock, /tmp/notifbus-$UID/notifbus.sock
  * @property {string} [name] the name the broker lists this client under
  * @property {number} [timeout] default ms for every wait, connecting included (default 60000)
+ * @property {boolean} [reconnect] after a lost connection, connect again and make every
+ *   observer, handler and the monitor again: by default when the client holds any of them
+ *   or a waiting `take`; `true` always, `false` never (PROTOCOL.md §13)
  */
 
-/** @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer: NodeJS.Timeout, onResult?: (result: any) => unknown, errorType: typeof BrokerError}} Pending */
+/** @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer: NodeJS.Timeout, onResult?: (result: any) => unknown, errorType: typeof BrokerError, op: string}} Pending */
 
 /** Gives `MethodChannel` access to the client's private request methods. */
 let channelAccess;
@@ -158,6 +162,11 @@ let channelAccess;
  * - `'handlerError'` `({error, observer?, event?, handler?, call?})`: an observer or
  *   method call handler threw; the broker was answered `next` or an error return.
  * - `'seen'` `(frame)`: after `monitor()`, every frame of the other connections.
+ * - `'disconnected'` `(error: ConnectionLostError)`: the connection was lost and the
+ *   client is reconnecting; pending promises were rejected, later requests wait.
+ * - `'reconnected'` `({ids, superseded})`: back, with every live observer and handler
+ *   made again: `ids` maps each one's first id to its new one, `superseded` lists those
+ *   whose key or route a newer registration had taken (they also get `onEvicted`).
  */
 export class Client extends EventEmitter {
   /** @type {net.Socket} */
@@ -181,6 +190,19 @@ export class Client extends EventEmitter {
   #closed;
   /** @type {{protocol: number, server: string, client: string, maxFrame: number} | null} */
   #greeting = null;
+  #path = '';
+  /** @type {string | undefined} */
+  #name;
+  /** @type {boolean | undefined} */
+  #reconnect = false;
+  #registry = new Registry();
+  #monitoring = false;
+  /** Counts connections; answers for an older one never go out on a newer one. */
+  #generation = 0;
+  #reconnecting = false;
+  /** Requests made while reconnecting: [send, fail] pairs. @type {Set<{send: () => void, fail: (e: Error) => void}>} */
+  #waiting = new Set();
+  #stopReconnect = new AbortController();
 
   static {
     channelAccess = {
@@ -196,11 +218,13 @@ export class Client extends EventEmitter {
    * @throws {BrokerError} when the broker refuses the connection (`forbidden`, `too_many_clients`) or the hello
    * @throws {RequestTimeoutError | ConnectionLostError | Error} when the socket cannot be reached in time
    */
-  static async connect({ socket, name, timeout } = {}) {
+  static async connect({ socket, name, timeout, reconnect } = {}) {
     const ms = checkTimeout(timeout ?? DEFAULT_TIMEOUT, 'timeout');
     const path = resolveSocketPath(socket);
     const sock = await openSocket(path, ms);
     const client = new Client(sock, ms);
+    client.#path = path;
+    client.#name = name ?? undefined;
     try {
       await pollOnce();
       const fields = { protocol: PROTOCOL_VERSION };
@@ -216,6 +240,7 @@ export class Client extends EventEmitter {
         cause ? { cause } : undefined,
       );
     }
+    client.#reconnect = reconnect;
     return client;
   }
 
@@ -228,12 +253,22 @@ export class Client extends EventEmitter {
     super();
     this.#socket = socket;
     this.#defaultTimeout = defaultTimeout;
+    this.#attach(socket);
+  }
+
+  /** Wires a socket's events to this client, for the present generation only. */
+  #attach(socket) {
+    const generation = this.#generation;
     this.#closed = new Promise((resolve) => socket.once('close', resolve));
-    socket.on('data', (chunk) => this.#onData(chunk));
-    socket.on('error', (error) => {
-      this.#closeCause ??= error;
+    socket.on('data', (chunk) => {
+      if (generation === this.#generation) this.#onData(chunk);
     });
-    socket.on('close', () => this.#onClose());
+    socket.on('error', (error) => {
+      if (generation === this.#generation) this.#closeCause ??= error;
+    });
+    socket.on('close', () => {
+      if (generation === this.#generation) this.#onClose();
+    });
   }
 
   /** The id the broker gave this client (`"c7"`). */
@@ -251,9 +286,23 @@ export class Client extends EventEmitter {
     return this.#greeting?.maxFrame ?? null;
   }
 
-  /** Whether the connection is gone. */
+  /** Whether the connection is gone for good. */
   get closed() {
     return this.#closedReason !== null;
+  }
+
+  /** Whether the connection is lost and the client is connecting again. */
+  get reconnecting() {
+    return this.#reconnecting;
+  }
+
+  /**
+   * The broker's present id of an observer or handler of this client, given the id it
+   * first got (they differ after a reconnect).
+   * @param {string} handle
+   */
+  currentId(handle) {
+    return this.#registry.current(handle);
   }
 
   /**
@@ -264,6 +313,8 @@ export class Client extends EventEmitter {
   async close() {
     if (this.#closedReason === null) {
       this.#closedReason = 'the client was closed';
+      this.#stopReconnect.abort();
+      this.#reconnecting = false;
       this.#rejectPending();
       this.#socket.end();
       const timer = setTimeout(() => this.#socket.destroy(), CLOSE_GRACE_MS);
@@ -295,6 +346,8 @@ export class Client extends EventEmitter {
       timeout,
       onResult: (result) => {
         this.#observers.set(result.observer, { handler, onEvicted });
+        this.#registry.add({ kind: 'observer', handle: result.observer, current: result.observer, handler, onEvicted,
+          events: fields.events, priority, key });
         return result.observer;
       },
     });
@@ -308,7 +361,7 @@ export class Client extends EventEmitter {
    * @throws {BrokerError} `not_found` when no such observer exists
    */
   async removeObserver(observer, options = {}) {
-    return this.#unsubscribe({ observer }, options);
+    return this.#unsubscribe({ observer: this.#registry.current(observer) }, options);
   }
 
   /**
@@ -445,6 +498,7 @@ export class Client extends EventEmitter {
       options = onSeen ?? {};
     }
     await this.#request('monitor', {}, options);
+    this.#monitoring = true;
   }
 
   // Requests
@@ -457,7 +511,10 @@ export class Client extends EventEmitter {
    * @param {{timeout?: number, onResult?: (result: any) => unknown, errorType?: typeof BrokerError}} [options]
    * @returns {Promise<any>}
    */
-  #request(op, fields, { timeout, onResult, errorType = BrokerError } = {}) {
+  #request(op, fields, { timeout, onResult, errorType = BrokerError, internal = false } = {}) {
+    if (this.#reconnecting && !internal && this.#closedReason === null) {
+      return this.#requestWhenBack(op, fields, { timeout, onResult, errorType });
+    }
     return new Promise((resolve, reject) => {
       if (this.#closedReason !== null) throw this.#lostError();
       const ms = checkTimeout(timeout ?? this.#defaultTimeout, 'timeout');
@@ -467,7 +524,7 @@ export class Client extends EventEmitter {
         this.#pending.delete(id);
         reject(new RequestTimeoutError(op, ms));
       }, Math.min(ms, MAX_TIMER_MS));
-      this.#pending.set(id, { resolve, reject, timer, onResult, errorType });
+      this.#pending.set(id, { resolve, reject, timer, onResult, errorType, op });
       this.#socket.write(frame);
     });
   }
@@ -477,8 +534,38 @@ export class Client extends EventEmitter {
       timeout: options.timeout,
       onResult: (result) => {
         for (const id of result.removed) this.#observers.delete(id);
-        return result.removed;
+        const handles = this.#registry.handles(result.removed);
+        this.#registry.forget(result.removed);
+        return handles;
       },
+    });
+  }
+
+  /**
+   * A request made while reconnecting: it goes out once the client is back, within its
+   * own timeout, or fails saying the broker is unreachable.
+   */
+  #requestWhenBack(op, fields, options) {
+    const ms = checkTimeout(options.timeout ?? this.#defaultTimeout, 'timeout');
+    const started = Date.now();
+    return new Promise((resolve, reject) => {
+      const entry = {
+        send: () => {
+          clearTimeout(timer);
+          this.#waiting.delete(entry);
+          const left = Math.max(0, ms - (Date.now() - started));
+          this.#request(op, fields, { ...options, timeout: left }).then(resolve, reject);
+        },
+        fail: (error) => {
+          clearTimeout(timer);
+          this.#waiting.delete(entry);
+          reject(error);
+        },
+      };
+      const timer = setTimeout(() => {
+        entry.fail(new RequestTimeoutError(op, ms, 'the broker is unreachable (reconnecting)'));
+      }, Math.min(ms, MAX_TIMER_MS));
+      this.#waiting.add(entry);
     });
   }
 
@@ -504,6 +591,7 @@ export class Client extends EventEmitter {
     if (handler == null) {
       if (current === undefined) return null;
       this.#forgetHandler(current);
+      this.#registry.forget([current]);
       try {
         await this.#request('unhandle', { handler: current }, { timeout });
       } catch (error) {
@@ -524,6 +612,8 @@ export class Client extends EventEmitter {
           if (current !== undefined && result.replaced === current) this.#forgetHandler(current);
           this.#handlers.set(result.handler, { handler, key, onEvicted, superseded: false });
           this.#handlerIds.set(key, result.handler);
+          this.#registry.add({ kind: 'handler', handle: result.handler, current: result.handler, handler, onEvicted,
+            channel, method });
           return result.handler;
         },
       });
@@ -605,27 +695,28 @@ export class Client extends EventEmitter {
 
   #onEvent(message) {
     const { event, observer, name } = message;
+    const generation = this.#generation;
     const entry = this.#observers.get(observer);
     const payload = message.payload ?? null;
     runHandler(() => (entry ? entry.handler({ name, payload, event, observer }) : NEXT)).then(
       (answer) => {
-        if (answer instanceof ChainAnswer) return this.#answer(event, answer, observer);
+        if (answer instanceof ChainAnswer) return this.#answer(event, answer, observer, generation);
         if (answer !== undefined) {
           const error = new TypeError('an observer must return NEXT, STOP or complete(value)');
           this.#reportHandlerError({ error, observer, event });
         }
-        return this.#answer(event, NEXT, observer);
+        return this.#answer(event, NEXT, observer, generation);
       },
       (error) => {
         this.#reportHandlerError({ error, observer, event });
-        return this.#answer(event, NEXT, observer);
+        return this.#answer(event, NEXT, observer, generation);
       },
     );
   }
 
-  /** @param {number} event @param {ChainAnswer} answer @param {string} observer */
-  #answer(event, answer, observer) {
-    if (this.#closedReason !== null) return;
+  /** @param {number} event @param {ChainAnswer} answer @param {string} observer @param {number} generation */
+  #answer(event, answer, observer, generation) {
+    if (this.#closedReason !== null || generation !== this.#generation) return;
     const frame = { op: answer.op, event };
     if (answer.op === 'complete' && answer.value !== undefined) frame.value = answer.value;
     let bytes;
@@ -640,22 +731,23 @@ export class Client extends EventEmitter {
 
   #onCall(message) {
     const { call, handler, channel, method, from } = message;
+    const generation = this.#generation;
     const entry = this.#handlers.get(handler);
     const request = { method, arguments: message.arguments ?? null, channel, from, call };
     runHandler(() => {
       if (entry === undefined) throw new MissingPluginError(`handler ${handler} is no longer registered`);
       return entry.handler(request);
     }).then(
-      (result) => this.#return(call, { result: result === undefined ? null : result }, handler),
+      (result) => this.#return(call, { result: result === undefined ? null : result }, handler, generation),
       (error) => {
         if (!(error instanceof MethodCallError)) this.#reportHandlerError({ error, handler, call });
-        this.#return(call, { error: wireError(error) }, handler);
+        this.#return(call, { error: wireError(error) }, handler, generation);
       },
     );
   }
 
-  #return(call, outcome, handler) {
-    if (this.#closedReason !== null) return;
+  #return(call, outcome, handler, generation) {
+    if (this.#closedReason !== null || generation !== this.#generation) return;
     let bytes;
     try {
       bytes = this.#encode({ op: 'return', call, ...outcome });
@@ -697,6 +789,15 @@ export class Client extends EventEmitter {
   // Connection state
 
   #onClose() {
+    if (this.#reconnecting) {
+      // A connection made while reconnecting failed: the reconnect loop goes on.
+      this.#rejectPending();
+      return;
+    }
+    if (this.#closedReason === null && this.#shouldReconnect()) {
+      this.#beginReconnect();
+      return;
+    }
     this.#closedReason ??= 'the connection to the broker was lost';
     this.#rejectPending();
     this.#observers.clear();
@@ -711,6 +812,117 @@ export class Client extends EventEmitter {
     for (const { reject, timer } of pending) {
       clearTimeout(timer);
       reject(this.#lostError());
+    }
+    if (this.#closedReason !== null) {
+      for (const entry of [...this.#waiting]) entry.fail(this.#lostError());
+    }
+  }
+
+  // Reconnecting (PROTOCOL.md §13): the machinery shared with the other clients is in
+  // reconnect.js; what touches this client's private state is here.
+
+  #shouldReconnect() {
+    if (this.#reconnect === false) return false;
+    const live = new Set([...this.#observers.keys(), ...this.#handlers.keys()]);
+    const held = this.#registry.keepLive(live).length > 0 || this.#monitoring;
+    if (this.#reconnect === true) return true;
+    return held || [...this.#pending.values()].some((p) => p.op === 'take');
+  }
+
+  #beginReconnect() {
+    this.#reconnecting = true;
+    const reason = 'the connection to the broker was lost';
+    const saved = this.#closedReason;
+    this.#closedReason = reason;
+    const error = this.#lostError();
+    this.#rejectPending();
+    this.#closedReason = saved;
+    this.#observers.clear();
+    this.#handlers.clear();
+    this.#handlerIds.clear();
+    this.#emitLater('disconnected', error);
+    this.#reconnectLoop().catch((failure) => this.#reportHandlerError({ error: failure }));
+  }
+
+  async #reconnectLoop() {
+    const signal = this.#stopReconnect.signal;
+    for (const delay of retryDelays()) {
+      await sleep(delay, signal);
+      if (signal.aborted) return;
+      let socket;
+      try {
+        socket = await openSocket(this.#path, this.#defaultTimeout);
+      } catch {
+        continue;
+      }
+      if (signal.aborted) {
+        socket.destroy();
+        return;
+      }
+      this.#generation += 1;
+      const generation = this.#generation;
+      this.#socket = socket;
+      this.#decoder = new FrameDecoder();
+      this.#closeCause = undefined;
+      this.#greeting = null;
+      this.#attach(socket);
+      const outcome = await this.#resume(generation);
+      if (outcome === null || generation !== this.#generation || socket.destroyed || signal.aborted) {
+        socket.destroy();
+        continue;
+      }
+      this.#reconnecting = false;
+      for (const entry of [...this.#waiting]) entry.send();
+      for (const [callback, eviction] of outcome.evictions) this.#notifyEvicted(callback, eviction);
+      this.#emitLater('reconnected', { ids: outcome.ids, superseded: outcome.superseded });
+      return;
+    }
+  }
+
+  /** Greets and replays every registration in order; null when the connection failed on the way. */
+  async #resume(generation) {
+    const internal = { internal: true };
+    try {
+      await pollOnce();
+      const fields = { protocol: PROTOCOL_VERSION };
+      if (this.#name !== undefined) fields.name = this.#name;
+      this.#greeting = await this.#request('hello', fields, internal);
+      const entries = this.#registry.entries;
+      const replies = entries.map((e) => {
+        const [op, wire] = resumeRequest(e);
+        return this.#request(op, wire, internal).then((result) => ({ result }), (error) => ({ error }));
+      });
+      const monitor = this.#monitoring ? this.#request('monitor', {}, internal) : null;
+      const settled = await Promise.all(replies);
+      if (monitor) await monitor;
+      if (generation !== this.#generation) return null;
+      const ids = {};
+      const superseded = [];
+      const evictions = [];
+      for (const [i, e] of entries.entries()) {
+        const { result, error } = settled[i];
+        if (error instanceof ConnectionLostError) return null;
+        if (error === undefined) {
+          const id = e.kind === 'observer' ? result.observer : result.handler;
+          ids[e.handle] = id;
+          e.current = id;
+          if (e.kind === 'observer') {
+            this.#observers.set(id, { handler: e.handler, onEvicted: e.onEvicted });
+          } else {
+            const key = JSON.stringify([e.channel, e.method]);
+            this.#handlers.set(id, { handler: e.handler, key, onEvicted: e.onEvicted, superseded: false });
+            this.#handlerIds.set(key, id);
+          }
+          continue;
+        }
+        this.#registry.forget([e.current]);
+        superseded.push(e.handle);
+        const by = supersededBy(error);
+        evictions.push([e.onEvicted, e.kind === 'observer' ? { observer: e.current, by } : { handler: e.current, by }]);
+      }
+      return { ids, superseded, evictions };
+    } catch {
+      return null;
     }
   }
 

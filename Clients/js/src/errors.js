@@ -119,9 +119,10 @@ export class RequestTimeoutError extends NotifBusError {
   /**
    * @param {string} op the request that timed out
    * @param {number} ms
+   * @param {string} [why] what kept the reply away, when the client knows it
    */
-  constructor(op, ms) {
-    super('request_timeout', `no reply to ${op} within ${ms} ms`);
+  constructor(op, ms, why) {
+    super('request_timeout', `no reply to ${op} within ${ms} ms${why ? `: ${why}` : ''}`);
     this.name = 'RequestTimeoutError';
     /** @type {string} */
     this.op = op;

@@ -187,8 +187,8 @@ describe('losing the broker', () => {
   test('SIGKILL during pending requests rejects them all promptly', T, async () => {
     const broker = await freshBroker(['--hop-timeout', '10s', '--call-timeout', '10s']);
     const [handler, invoker] = [
-      await connect({ socket: broker.socket, timeout: 10_000 }),
-      await connect({ socket: broker.socket, timeout: 10_000 }),
+      await connect({ socket: broker.socket, timeout: 10_000, reconnect: false }),
+      await connect({ socket: broker.socket, timeout: 10_000, reconnect: false }),
     ];
     const reached = deferred();
     await handler.methodChannel('doomed').setMethodCallHandler(() => {

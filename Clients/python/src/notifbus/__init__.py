@@ -25,6 +25,7 @@ from ._errors import (
     RequestTimeout,
 )
 from ._paths import resolve_socket_path
+from ._reconnect import ConnectionState
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
 from .profile import (
@@ -64,6 +65,7 @@ __all__ = [
     "Client",
     "Complete",
     "ConnectionLost",
+    "ConnectionState",
     "Event",
     "Eviction",
     "MethodCallError",

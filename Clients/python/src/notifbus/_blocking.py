@@ -11,6 +11,7 @@ import logging
 import os
 import socket as _socket
 import threading
+import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _FutureTimeout
 from types import TracebackType
@@ -18,7 +19,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar,
 
 from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
 from ._framing import FrameDecoder
+from ._blocking_reconnect import BlockingReconnect
 from ._paths import resolve_socket_path, socket_error
+from ._reconnect import ConnectionState, Registration, Registry
 from ._session import (
     DeliverCall,
     DeliverEvent,
@@ -51,6 +54,9 @@ def connect(
     socket: Optional[Union[str, "os.PathLike[str]"]] = None,
     name: Optional[str] = None,
     timeout: float = DEFAULT_TIMEOUT,
+    *,
+    reconnect: Optional[bool] = None,
+    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
 ) -> Client:
     """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
 
@@ -63,6 +69,12 @@ def connect(
     the path when the socket cannot be reached, ``BrokerError`` when the broker refuses the
     connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
     ``RequestTimeout`` when it does not answer in time.
+
+    When the connection is lost (a broker restart), a client that holds observers or
+    handlers, or was waiting in a ``take``, connects again by itself and makes its
+    observers and handlers again (``reconnect=None``, the default); ``True`` always
+    reconnects, ``False`` never. ``on_connection_state`` gets a
+    :class:`ConnectionState` on each loss and each return (PROTOCOL.md §13).
     """
     path = resolve_socket_path(socket)
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -76,6 +88,8 @@ def connect(
         sock.close()
         raise
     client = Client(sock, path, timeout)
+    client._name = name
+    client.on_connection_state = on_connection_state
     try:
         client._perform(client._session.hello(name), None)
     except ConnectionLost as exc:
@@ -90,10 +104,11 @@ def connect(
     except BaseException:
         client.close()
         raise
+    client._reconnect = reconnect
     return client
 
 
-class Client(BlockingProfile):
+class Client(BlockingReconnect, BlockingProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Thread-safe: any thread may call any method. A context manager: leaving the
@@ -101,6 +116,10 @@ class Client(BlockingProfile):
     (seconds) that overrides :attr:`timeout` for that call; when no reply comes in
     time it raises ``RequestTimeout``. When the connection is lost, every waiting
     and later call raises ``ConnectionLost``. Error replies raise ``BrokerError``.
+
+    While the client reconnects, calls wait for the new connection within their
+    timeout; calls in flight at the loss raise ``ConnectionLost`` and are not sent
+    again. Observer and handler ids returned before stay valid as arguments.
     """
 
     def __init__(self, sock: _socket.socket, path: str, timeout: float) -> None:
@@ -109,11 +128,18 @@ class Client(BlockingProfile):
         self._send_lock = threading.Lock()
         self._close_lock = threading.Lock()
         self._closed = False
+        self._name: Optional[str] = None
+        self._reconnect: Optional[bool] = False
+        self._registry = Registry()
+        self._state = threading.Condition()
+        self._reconnecting = False
+        #: Called with a :class:`ConnectionState` when the connection is lost and back.
+        self.on_connection_state: Optional[Callable[[ConnectionState], Any]] = None
         #: The socket path this client is connected to.
         self.socket_path = path
         #: Default timeout in seconds for every call.
         self.timeout = timeout
-        self._reader = threading.Thread(target=self._read_loop, name="notifbus-reader", daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, args=(sock, 0), name="notifbus-reader", daemon=True)
         self._reader.start()
 
     # -- connection -------------------------------------------------------------------
@@ -135,8 +161,13 @@ class Client(BlockingProfile):
 
     @property
     def connected(self) -> bool:
-        """False once the connection is closed or lost."""
-        return not self._session.lost
+        """False once the connection is closed or lost, and while reconnecting."""
+        return not self._session.lost and not self._may_wait_for_reconnect()
+
+    def current_id(self, handle: str) -> str:
+        """The broker's present id of an observer or handler this client registered,
+        given the id it first returned (they differ after a reconnect)."""
+        return self._registry.current(handle)
 
     def close(self) -> None:
         """Close the connection. Pending calls fail with ``ConnectionLost``. Idempotent.
@@ -147,14 +178,18 @@ class Client(BlockingProfile):
             if self._closed:
                 return
             self._closed = True
+        with self._state:
+            self._state.notify_all()
+        with self._send_lock:
+            sock = self._sock
         try:
-            self._sock.shutdown(_socket.SHUT_RDWR)
+            sock.shutdown(_socket.SHUT_RDWR)
         except OSError:
             pass
         if threading.current_thread() is not self._reader:
             self._reader.join(self.timeout)
         self._session.connection_lost("connection closed by the client")
-        self._sock.close()
+        sock.close()
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         """Block until the connection has closed (by :meth:`close`, by the broker or by a
@@ -184,6 +219,8 @@ class Client(BlockingProfile):
         each :class:`SeenFrame` in order, on the reader thread (keep it short)."""
         self._session.monitor_callback = callback
         self._perform(self._session.monitor(), timeout)
+        # A reconnect starts the monitor again on the new connection.
+        self._registry.monitoring = True
 
     def __enter__(self) -> Client:
         return self
@@ -225,7 +262,17 @@ class Client(BlockingProfile):
         and the event is passed on with ``next``. ``on_evicted`` runs on such a thread
         too.
         """
-        request = self._session.subscribe(events, handler, priority, key, on_evicted)
+        names = [events] if isinstance(events, str) else list(events)
+        request = self._session.subscribe(names, handler, priority, key, on_evicted)
+        made = request.on_result
+
+        def on_result(result: Any) -> str:
+            observer = made(result)
+            self._registry.add(Registration("observer", observer, observer, handler, on_evicted,
+                                            events=names, priority=priority, key=key))
+            return observer
+
+        request.on_result = on_result
         return self._perform(request, timeout)
 
     def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
@@ -233,14 +280,20 @@ class Client(BlockingProfile):
 
         Raises ``BrokerError`` with code ``not_found`` when there is none.
         """
-        return self._perform(self._session.unsubscribe(observer=observer_id), timeout)
+        removed = self._perform(self._session.unsubscribe(observer=self._registry.current(observer_id)), timeout)
+        handles = self._registry.handles(removed)
+        self._registry.forget(removed)
+        return handles
 
     def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove the observer holding ``key``; return the removed ids.
 
         Raises ``BrokerError`` with code ``not_found`` when there is none.
         """
-        return self._perform(self._session.unsubscribe(key=key), timeout)
+        removed = self._perform(self._session.unsubscribe(key=key), timeout)
+        handles = self._registry.handles(removed)
+        self._registry.forget(removed)
+        return handles
 
     def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
         """Post an event and wait until its chain has run; return the :class:`PostResult`.
@@ -305,11 +358,22 @@ class Client(BlockingProfile):
 
     def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
         limit = (self.timeout if timeout is None else timeout) + request.extra_wait
-        waiter: "Future[_T]" = Future()
-        request_id, data = self._session.start(request, waiter)
+        deadline = time.monotonic() + limit
+        while True:
+            self._wait_until_connected(request.op, deadline)
+            waiter: "Future[_T]" = Future()
+            try:
+                with self._session._lock:
+                    generation = self._session.generation
+                    request_id, data = self._session.start(request, waiter)
+                break
+            except ConnectionLost:
+                # Lost before anything was sent: wait for the reconnect, if one comes.
+                if not self._may_wait_for_reconnect():
+                    raise
         try:
-            self._send(data)
-            return waiter.result(limit)
+            self._send(data, generation)
+            return waiter.result(max(0.0, deadline - time.monotonic()))
         except _FutureTimeout:
             if waiter.done():
                 return waiter.result(0)
@@ -317,9 +381,9 @@ class Client(BlockingProfile):
         finally:
             self._session.cancel(request_id)
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes, generation: int) -> None:
         with self._send_lock:
-            if self._closed or self._session.lost:
+            if self._closed or self._session.lost or self._session.generation != generation:
                 raise self._session.lost_error()
             try:
                 self._sock.sendall(data)
@@ -327,26 +391,26 @@ class Client(BlockingProfile):
                 # A partial send leaves the stream out of step: the connection is done for.
                 # Only the sending side is shut, so the reader still takes in whatever the
                 # broker said before it closed.
-                self._session.connection_lost(f"send failed: {exc}")
+                self._connection_ended(generation, f"send failed: {exc}")
                 try:
                     self._sock.shutdown(_socket.SHUT_WR)
                 except OSError:
                     pass
                 raise self._session.lost_error() from exc
 
-    def _send_answer(self, data: bytes) -> None:
+    def _send_answer(self, data: bytes, generation: int) -> None:
         try:
-            self._send(data)
+            self._send(data, generation)
         except ConnectionLost as exc:
             logger.debug("notifbus: answer not sent: %s", exc)
 
-    def _read_loop(self) -> None:
+    def _read_loop(self, sock: _socket.socket, generation: int) -> None:
         decoder = FrameDecoder()
         reason = "broker closed the connection"
         try:
             while True:
                 try:
-                    data = self._sock.recv(_READ_SIZE)
+                    data = sock.recv(_READ_SIZE)
                 except _socket.timeout:
                     continue
                 except OSError as exc:
@@ -361,7 +425,7 @@ class Client(BlockingProfile):
                         break
                     work = self._session.receive(frame)
                     if work is not None:
-                        self._dispatch(work)
+                        self._dispatch(work, generation)
         except ProtocolViolation as exc:
             reason = f"broker broke the protocol: {exc}"
         except Exception as exc:  # a bug here must not leave callers hanging
@@ -370,21 +434,21 @@ class Client(BlockingProfile):
         finally:
             if self._closed:
                 reason = "connection closed by the client"
-            self._session.connection_lost(reason)
+            self._connection_ended(generation, reason)
             try:
-                self._sock.shutdown(_socket.SHUT_RDWR)
+                sock.shutdown(_socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    def _dispatch(self, work: Work) -> None:
+    def _dispatch(self, work: Work, generation: int) -> None:
         # Even a bare answer is sent from another thread: the reader must never block
         # on a full socket while the broker waits for it to read.
-        threading.Thread(target=self._run, args=(work,), name="notifbus-handler", daemon=True).start()
+        threading.Thread(target=self._run, args=(work, generation), name="notifbus-handler", daemon=True).start()
 
-    def _run(self, work: Work) -> None:
+    def _run(self, work: Work, generation: int) -> None:
         session = self._session
         if isinstance(work, SendFrame):
-            self._send_answer(work.data)
+            self._send_answer(work.data, generation)
         elif isinstance(work, DeliverEvent):
             try:
                 verdict = work.handler(work.event)
@@ -392,7 +456,7 @@ class Client(BlockingProfile):
                 data = session.answer_failure(work.event.event, exc)
             else:
                 data = session.answer(work.event.event, verdict)
-            self._send_answer(data)
+            self._send_answer(data, generation)
         elif isinstance(work, DeliverCall):
             try:
                 result = work.handler(work.method, work.arguments)
@@ -400,7 +464,7 @@ class Client(BlockingProfile):
                 data = session.method_failure(work.call, exc)
             else:
                 data = session.method_return(work.call, result)
-            self._send_answer(data)
+            self._send_answer(data, generation)
         elif isinstance(work, NotifyEviction):
             try:
                 work.callback(work.eviction)
@@ -462,5 +526,16 @@ class MethodChannel:
                     if exc.code != "not_found":
                         raise
                     session.forget_handler(current)
+                client._registry.forget([current])
             return None
-        return client._perform(session.handle(self.name, method, handler, on_evicted), timeout)
+        request = session.handle(self.name, method, handler, on_evicted)
+        made = request.on_result
+
+        def on_result(result: Any) -> str:
+            handler_id = made(result)
+            client._registry.add(Registration("handler", handler_id, handler_id, handler, on_evicted,
+                                              channel=self.name, method=method))
+            return handler_id
+
+        request.on_result = on_result
+        return client._perform(request, timeout)

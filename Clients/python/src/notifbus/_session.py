@@ -227,6 +227,9 @@ class Session:
         self.server: Optional[str] = None
         #: Called with each :class:`SeenFrame` after ``monitor``.
         self.monitor_callback: Optional[Callable[[SeenFrame], Any]] = None
+        #: Counts the connections this session has carried; answers and requests of an
+        #: older one must never go out on a newer one.
+        self.generation = 0
 
     # -- connection state -------------------------------------------------------------
 
@@ -263,6 +266,35 @@ class Session:
         for entry in pending:
             if not entry.waiter.done():
                 entry.waiter.set_exception(self.lost_error())
+
+    def live_registrations(self) -> Tuple[List[str], List[str]]:
+        """The ids of the observers and handlers this connection still holds."""
+        with self._lock:
+            return list(self._observers), list(self._handlers)
+
+    def pending_ops(self) -> List[str]:
+        """The ops of the requests waiting for a reply."""
+        with self._lock:
+            return [entry.request.op for entry in self._pending.values()]
+
+    def begin_connection(self) -> int:
+        """Start carrying a new connection: registrations are forgotten (the client
+        makes them again), the lost state is cleared. Returns the new generation."""
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+            self._observers.clear()
+            self._handlers.clear()
+            self._handler_ids.clear()
+            self._handles_in_flight.clear()
+            self._lost = None
+            self._close_reason = None
+            self.generation += 1
+            generation = self.generation
+        for entry in pending:
+            if not entry.waiter.done():
+                entry.waiter.set_exception(ConnectionLost("the connection was replaced"))
+        return generation
 
     # -- requests ---------------------------------------------------------------------
 
@@ -537,14 +569,20 @@ class Session:
         priority: int,
         key: Optional[str],
         on_evicted: Optional[Callable[[Eviction], Any]],
+        resume: bool = False,
     ) -> Request[str]:
-        """``subscribe``: returns the observer id and registers ``handler`` under it."""
+        """``subscribe``: returns the observer id and registers ``handler`` under it.
+
+        ``resume`` marks a subscription made again after reconnecting (PROTOCOL.md §13).
+        """
         if not callable(handler):
             raise TypeError(f"observer handler must be callable, not {type(handler).__name__}")
         names = [events] if isinstance(events, str) else list(events)
         fields: Dict[str, Any] = {"events": names, "priority": priority}
         if key is not None:
             fields["key"] = key
+        if resume:
+            fields["resume"] = True
         record = _ObserverRecord(handler, on_evicted)
 
         def on_result(result: Any) -> str:
@@ -578,6 +616,7 @@ class Session:
         method: Optional[str],
         handler: Callable[..., Any],
         on_evicted: Optional[Callable[[Eviction], Any]],
+        resume: bool = False,
     ) -> Request[str]:
         """``handle``: returns the handler id and registers ``handler`` under it."""
         if not callable(handler):
@@ -585,6 +624,8 @@ class Session:
         fields: Dict[str, Any] = {"channel": channel}
         if method is not None:
             fields["method"] = method
+        if resume:
+            fields["resume"] = True
         record = _HandlerRecord(channel, method, handler, on_evicted)
         key = record.key
 

@@ -25,8 +25,10 @@ from ._errors import (
     ProtocolViolation,
     RequestTimeout,
 )
+from ._aio_reconnect import AsyncReconnect
 from ._framing import FrameDecoder
 from ._paths import resolve_socket_path, socket_error
+from ._reconnect import ConnectionState, Registration, Registry
 from ._session import (
     DeliverCall,
     DeliverEvent,
@@ -48,6 +50,7 @@ __all__ = [
     "Client",
     "Complete",
     "ConnectionLost",
+    "ConnectionState",
     "Event",
     "Eviction",
     "MethodCallError",
@@ -81,10 +84,14 @@ async def connect(
     socket: Optional[Union[str, "os.PathLike[str]"]] = None,
     name: Optional[str] = None,
     timeout: float = DEFAULT_TIMEOUT,
+    *,
+    reconnect: Optional[bool] = None,
+    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
 ) -> Client:
     """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
 
-    Same arguments and errors as :func:`notifbus.connect`. Use the client with
+    Same arguments and errors as :func:`notifbus.connect`, reconnection included;
+    ``on_connection_state`` may be a coroutine function. Use the client with
     ``async with``.
     """
     path = resolve_socket_path(socket)
@@ -102,7 +109,11 @@ async def connect(
     except BaseException:
         sock.close()
         raise
-    return Client(reader, writer, path, timeout, session, decoder)
+    client = Client(reader, writer, path, timeout, session, decoder)
+    client._name = name
+    client._reconnect = reconnect
+    client.on_connection_state = on_connection_state
+    return client
 
 
 async def _greet(
@@ -153,14 +164,15 @@ async def _greet(
         raise
 
 
-class Client(AsyncProfile):
+class Client(AsyncReconnect, AsyncProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Methods are coroutines and must be awaited on the loop that connected. Every one
     takes a keyword ``timeout`` (seconds) that overrides :attr:`timeout` for that
     call; when no reply comes in time it raises ``RequestTimeout``. When the
     connection is lost, every waiting and later call raises ``ConnectionLost``.
-    Error replies raise ``BrokerError``.
+    Error replies raise ``BrokerError``. Reconnection is as for
+    :class:`notifbus.Client`.
     """
 
     def __init__(
@@ -180,11 +192,20 @@ class Client(AsyncProfile):
         # StreamWriter.drain() may not be awaited by two tasks at once on Python 3.9.
         self._drain_lock = asyncio.Lock()
         self._tasks: Set["asyncio.Task[None]"] = set()
+        self._name: Optional[str] = None
+        self._reconnect: Optional[bool] = None
+        self._registry = Registry()
+        self._reconnecting = False
+        self._connected = asyncio.Event()
+        self._connected.set()
+        #: Called (or awaited) with a :class:`ConnectionState` when the connection is
+        #: lost and when it is back.
+        self.on_connection_state: Optional[Callable[[ConnectionState], Any]] = None
         #: The socket path this client is connected to.
         self.socket_path = path
         #: Default timeout in seconds for every call.
         self.timeout = timeout
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer, decoder, 0))
 
     # -- connection -------------------------------------------------------------------
 
@@ -205,8 +226,12 @@ class Client(AsyncProfile):
 
     @property
     def connected(self) -> bool:
-        """False once the connection is closed or lost."""
-        return not self._session.lost
+        """False once the connection is closed or lost, and while reconnecting."""
+        return not self._session.lost and not self._reconnecting
+
+    def current_id(self, handle: str) -> str:
+        """As :meth:`notifbus.Client.current_id`."""
+        return self._registry.current(handle)
 
     async def close(self) -> None:
         """Close the connection. Pending calls fail with ``ConnectionLost`` and running
@@ -246,6 +271,8 @@ class Client(AsyncProfile):
         plain function, run on the loop in order) gets each :class:`SeenFrame`."""
         self._session.monitor_callback = callback
         await self._perform(self._session.monitor(), timeout)
+        # A reconnect starts the monitor again on the new connection.
+        self._registry.monitoring = True
 
     async def __aenter__(self) -> Client:
         return self
@@ -280,16 +307,32 @@ class Client(AsyncProfile):
         function; a plain function runs on the loop and must not block. Each event
         runs in a task of its own. ``on_evicted`` may be a coroutine function too.
         """
-        request = self._session.subscribe(events, handler, priority, key, on_evicted)
+        names = [events] if isinstance(events, str) else list(events)
+        request = self._session.subscribe(names, handler, priority, key, on_evicted)
+        made = request.on_result
+
+        def on_result(result: Any) -> str:
+            observer = made(result)
+            self._registry.add(Registration("observer", observer, observer, handler, on_evicted,
+                                            events=names, priority=priority, key=key))
+            return observer
+
+        request.on_result = on_result
         return await self._perform(request, timeout)
 
     async def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove an observer (of any connection) by id; return the removed ids."""
-        return await self._perform(self._session.unsubscribe(observer=observer_id), timeout)
+        removed = await self._perform(self._session.unsubscribe(observer=self._registry.current(observer_id)), timeout)
+        handles = self._registry.handles(removed)
+        self._registry.forget(removed)
+        return handles
 
     async def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove the observer holding ``key``; return the removed ids."""
-        return await self._perform(self._session.unsubscribe(key=key), timeout)
+        removed = await self._perform(self._session.unsubscribe(key=key), timeout)
+        handles = self._registry.handles(removed)
+        self._registry.forget(removed)
+        return handles
 
     async def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
         """Post an event and wait until its chain has run; return the :class:`PostResult`."""
@@ -345,37 +388,48 @@ class Client(AsyncProfile):
 
     async def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
         limit = (self.timeout if timeout is None else timeout) + request.extra_wait
-        waiter: "asyncio.Future[_T]" = asyncio.get_running_loop().create_future()
-        request_id, data = self._session.start(request, waiter)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while True:
+            await self._wait_until_connected(request.op, deadline)
+            waiter: "asyncio.Future[_T]" = loop.create_future()
+            try:
+                generation = self._session.generation
+                request_id, data = self._session.start(request, waiter)
+                break
+            except ConnectionLost:
+                if not self._may_wait_for_reconnect():
+                    raise
         try:
-            await self._send(data)
-            return await asyncio.wait_for(waiter, limit)
+            await self._send(data, generation)
+            return await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
             raise RequestTimeout(f"no reply to {request.op} within {limit:g} s") from None
         finally:
             self._session.cancel(request_id)
 
-    async def _send(self, data: bytes) -> None:
-        if self._closed or self._session.lost:
+    async def _send(self, data: bytes, generation: int) -> None:
+        if self._closed or self._session.lost or self._session.generation != generation:
             raise self._session.lost_error()
-        self._writer.write(data)
+        writer = self._writer
+        writer.write(data)
         try:
             async with self._drain_lock:
-                await asyncio.wait_for(self._writer.drain(), self.timeout)
+                await asyncio.wait_for(writer.drain(), self.timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             # Unsent bytes leave the stream out of step: the connection is done for.
-            self._session.connection_lost(f"send failed: {exc!r}")
-            self._writer.close()
+            self._connection_ended(generation, f"send failed: {exc!r}")
+            writer.close()
             raise self._session.lost_error() from exc
 
-    async def _send_answer(self, data: bytes) -> None:
+    async def _send_answer(self, data: bytes, generation: int) -> None:
         try:
-            await self._send(data)
+            await self._send(data, generation)
         except ConnectionLost as exc:
             logger.debug("notifbus: answer not sent: %s", exc)
 
-    async def _read_loop(self) -> None:
-        decoder = self._decoder
+    async def _read_loop(self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         decoder: FrameDecoder, generation: int) -> None:
         reason = "broker closed the connection"
         try:
             while True:
@@ -385,8 +439,8 @@ class Client(AsyncProfile):
                         break
                     work = self._session.receive(frame)
                     if work is not None:
-                        self._dispatch(work)
-                data = await self._reader.read(_READ_SIZE)
+                        self._dispatch(work, generation)
+                data = await stream.read(_READ_SIZE)
                 if not data:
                     break
                 decoder.feed(data)
@@ -400,20 +454,20 @@ class Client(AsyncProfile):
         finally:
             if self._closed:
                 reason = "connection closed by the client"
-            self._session.connection_lost(reason)
-            self._writer.close()
+            self._connection_ended(generation, reason)
+            writer.close()
 
-    def _dispatch(self, work: Work) -> None:
+    def _dispatch(self, work: Work, generation: int) -> None:
         coroutine: Coroutine[Any, Any, None]
         if isinstance(work, SendFrame):
-            coroutine = self._send_answer(work.data)
+            coroutine = self._send_answer(work.data, generation)
         else:
-            coroutine = self._run(work)
+            coroutine = self._run(work, generation)
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, work: Work) -> None:
+    async def _run(self, work: Work, generation: int) -> None:
         session = self._session
         if isinstance(work, DeliverEvent):
             try:
@@ -424,7 +478,7 @@ class Client(AsyncProfile):
                 data = session.answer_failure(work.event.event, exc)
             else:
                 data = session.answer(work.event.event, verdict)
-            await self._send_answer(data)
+            await self._send_answer(data, generation)
         elif isinstance(work, DeliverCall):
             try:
                 result = work.handler(work.method, work.arguments)
@@ -434,7 +488,7 @@ class Client(AsyncProfile):
                 data = session.method_failure(work.call, exc)
             else:
                 data = session.method_return(work.call, result)
-            await self._send_answer(data)
+            await self._send_answer(data, generation)
         elif isinstance(work, NotifyEviction):
             try:
                 outcome = work.callback(work.eviction)
@@ -488,5 +542,16 @@ class MethodChannel:
                     if exc.code != "not_found":
                         raise
                     session.forget_handler(current)
+                client._registry.forget([current])
             return None
-        return await client._perform(session.handle(self.name, method, handler, on_evicted), timeout)
+        request = session.handle(self.name, method, handler, on_evicted)
+        made = request.on_result
+
+        def on_result(result: Any) -> str:
+            handler_id = made(result)
+            client._registry.add(Registration("handler", handler_id, handler_id, handler, on_evicted,
+                                              channel=self.name, method=method))
+            return handler_id
+
+        request.on_result = on_result
+        return await client._perform(request, timeout)

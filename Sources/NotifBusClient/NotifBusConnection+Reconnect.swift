@@ -1,0 +1,281 @@
+// Clients that outlive the broker: after a lost connection, connect again with growing
+// delays, greet, make every live observer, handler and the monitor again (marked `resume`,
+// PROTOCOL.md §13), and tell the application. It never re-sends an application's request.
+import Dispatch
+import Glibc
+import NotifBusProtocol
+
+/// When a connection that was lost connects again by itself.
+public enum ReconnectPolicy: Sendable {
+    /// When it holds observers, handlers, a monitor or a waiting `take` (the default).
+    case whenHoldingRegistrations
+    /// Always, until `close()`.
+    case always
+    /// Never: a lost connection stays lost.
+    case never
+}
+
+/// A change of the connection, from `connectionStates()`.
+public enum ConnectionState: Sendable, Equatable {
+    /// The connection was lost; pending calls failed with `connectionLost`, new ones wait.
+    case disconnected(reason: String)
+    /// Back, with every live observer and handler made again. `ids` maps each one's first
+    /// id to its new one; `superseded` lists those whose key or route a newer registration
+    /// had taken (their `onEvicted` also runs).
+    case reconnected(ids: [String: String], superseded: [String])
+}
+
+/// The delays between connection attempts: 0, then about 10 ms growing by half each time
+/// up to 1 s, each scaled by a random 75-100 % so that many clients do not knock at once.
+struct RetryDelays {
+    static let firstMs = 10.0
+    static let growth = 1.5
+    /// A restarted broker is found within a second.
+    static let maxMs = 1000.0
+    var nextMs = 0.0
+
+    mutating func next() -> Duration {
+        let current = nextMs
+        nextMs = nextMs == 0 ? RetryDelays.firstMs : min(RetryDelays.maxMs, nextMs * RetryDelays.growth)
+        return .microseconds(Int64(current * 1000 * Double.random(in: 0.75...1.0)))
+    }
+}
+
+/// The application's registrations in order and the reconnection state of one
+/// connection. Guarded by the connection's lock.
+final class Resumption {
+    enum Kind {
+        case observer(events: [String], priority: Int32, key: String?, handler: NotifBusConnection.ObserverHandler,
+                      onEvicted: (@Sendable (Eviction) -> Void)?)
+        case handler(channel: String, method: String?, handler: MethodChannel.Handler)
+    }
+
+    struct Entry {
+        /// The id the application got first; it stays valid.
+        let handle: String
+        /// The broker's id on the present socket.
+        var current: String
+        let kind: Kind
+    }
+
+    enum Next { case finish, reconnect, keepTrying }
+
+    let path: String
+    let name: String?
+    var policy: ReconnectPolicy
+    var entries: [Entry] = []
+    var monitoring = false
+    var waitingTakes = 0
+    var reconnecting = false
+    var stateContinuations: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
+    var nextContinuation = 0
+
+    init(path: String, name: String?, policy: ReconnectPolicy) {
+        self.path = path
+        self.name = name
+        self.policy = policy
+    }
+
+    func add(_ kind: Kind, id: String) {
+        if case .handler(let channel, let method, _) = kind {
+            entries.removeAll {
+                if case .handler(channel, method, _) = $0.kind { return true }
+                return false
+            }
+        }
+        entries.append(Entry(handle: id, current: id, kind: kind))
+    }
+
+    func forget(_ ids: [String]) { entries.removeAll { ids.contains($0.current) } }
+
+    func handles(_ ids: [String]) -> [String] {
+        ids.map { id in entries.first { $0.current == id }?.handle ?? id }
+    }
+
+    func current(_ handle: String) -> String { entries.first { $0.handle == handle }?.current ?? handle }
+
+    /// What a reader whose socket ended does next. `live`: the ids that socket still held.
+    func decide(closed: Bool, live: Set<String>) -> Next {
+        if reconnecting { return .keepTrying }
+        if closed { return .finish }
+        entries.removeAll { !live.contains($0.current) }
+        let holds = !entries.isEmpty || monitoring || waitingTakes > 0
+        switch policy {
+        case .never: return .finish
+        case .always: break
+        case .whenHoldingRegistrations: if !holds { return .finish }
+        }
+        reconnecting = true
+        return .reconnect
+    }
+}
+
+extension NotifBusConnection {
+    /// The connection's changes from now on: `.disconnected` at each loss, `.reconnected`
+    /// at each return. The sequence ends when the connection is closed for good.
+    public func connectionStates() -> AsyncStream<ConnectionState> {
+        AsyncStream { continuation in
+            let finished = lock.withLock { () -> Bool in
+                if closedReason != nil && !resumption.reconnecting { return true }
+                let key = resumption.nextContinuation
+                resumption.nextContinuation += 1
+                resumption.stateContinuations[key] = continuation
+                continuation.onTermination = { [weak self] _ in
+                    guard let self else { return }
+                    self.lock.withLock { _ = self.resumption.stateContinuations.removeValue(forKey: key) }
+                }
+                return false
+            }
+            if finished { continuation.finish() }
+        }
+    }
+
+    /// The broker's present id of an observer or handler this connection registered,
+    /// given the id it first returned (they differ after a reconnect).
+    public func currentID(of handle: String) -> String {
+        lock.withLock { resumption.current(handle) }
+    }
+
+    func publish(_ state: ConnectionState) {
+        for c in lock.withLock({ Array(resumption.stateContinuations.values) }) { c.yield(state) }
+    }
+
+    func finishStates() {
+        let all = lock.withLock { () -> [AsyncStream<ConnectionState>.Continuation] in
+            defer { resumption.stateContinuations.removeAll() }
+            return Array(resumption.stateContinuations.values)
+        }
+        for c in all { c.finish() }
+    }
+
+    /// Holds a request made while reconnecting until the connection is back, within
+    /// `bound`; returns how long it waited.
+    func waitWhileReconnecting(_ op: String, bound: Duration, waitedBefore: Duration = .zero) async throws(NotifBusError) -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now - waitedBefore
+        while lock.withLock({ resumption.reconnecting && closedReason == nil }) {
+            if clock.now - start >= bound {
+                throw .timedOut("'\(op)' not sent within \(bound): the broker is unreachable (reconnecting)")
+            }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return clock.now - start
+    }
+
+    func reconnectLoop() async {
+        var delays = RetryDelays()
+        while true {
+            let delay = delays.next()
+            if delay > .zero { try? await Task.sleep(for: delay) }
+            if lock.withLock({ closedReason != nil }) { return giveUp() }
+            guard let socket = try? NotifBusConnection.openSocket(resumption.path) else { continue }
+            let generation = lock.withLock { () -> Int? in
+                guard closedReason == nil else { return nil }
+                fd = socket
+                self.generation += 1
+                return self.generation
+            }
+            guard let generation else {
+                Glibc.close(socket)
+                return giveUp()
+            }
+            startReader()
+            guard let (ids, superseded, evictions) = await resume(generation) else {
+                lock.withLock { if self.fd == socket { shutdown(socket, Int32(SHUT_RDWR)) } }
+                continue
+            }
+            let back = lock.withLock { () -> Bool in
+                guard self.generation == generation, self.fd == socket, closedReason == nil else { return false }
+                resumption.reconnecting = false
+                return true
+            }
+            guard back else { continue }
+            publish(.reconnected(ids: ids, superseded: superseded))
+            let general = onEvicted
+            for (eviction, specific) in evictions {
+                specific?(eviction)
+                general?(eviction)
+            }
+            return
+        }
+    }
+
+    private func giveUp() {
+        let reason = lock.withLock { () -> String in
+            resumption.reconnecting = false
+            return closedReason ?? "closed"
+        }
+        finishReading(reason: reason)
+    }
+
+    /// Greets and makes every registration again, in order; nil when the socket failed.
+    private func resume(_ generation: Int) async -> ([String: String], [String], [(Eviction, (@Sendable (Eviction) -> Void)?)])? {
+        do {
+            _ = try await greet(generation: generation)
+        } catch {
+            return nil
+        }
+        var ids: [String: String] = [:]
+        var superseded: [String] = []
+        var evictions: [(Eviction, (@Sendable (Eviction) -> Void)?)] = []
+        let entries = lock.withLock { resumption.entries }
+        for entry in entries {
+            var fields: [String: JSONValue] = ["resume": true]
+            let op: String
+            switch entry.kind {
+            case .observer(let events, let priority, let key, _, _):
+                op = Op.subscribe
+                fields["events"] = .array(events.map { .string($0) })
+                fields["priority"] = .integer(Int64(priority))
+                if let key { fields["key"] = .string(key) }
+            case .handler(let channel, let method, _):
+                op = Op.handle
+                fields["channel"] = .string(channel)
+                if let method { fields["method"] = .string(method) }
+            }
+            do {
+                _ = try await exchange(op, fields, bound: requestTimeout, onReply: { [self] result in
+                    let id = result["observer"]?.stringValue ?? result["handler"]?.stringValue ?? ""
+                    lock.withLock {
+                        switch entry.kind {
+                        case .observer(_, _, _, let handler, let onEvicted):
+                            observerHandlers[id] = handler
+                            if let onEvicted { observerEvictionHandlers[id] = onEvicted }
+                        case .handler(let channel, let method, let handler):
+                            channelRegistrations[NotifBusConnection.registrationKey(channel, method)] = id
+                            callHandlers[id] = handler
+                        }
+                        if let i = resumption.entries.firstIndex(where: { $0.handle == entry.handle }) {
+                            resumption.entries[i].current = id
+                        }
+                    }
+                    _ = id
+                }, generation: generation)
+                ids[entry.handle] = currentID(of: entry.handle)
+            } catch {
+                guard case .broker(let e) = error else { return nil }
+                let by = e.details?["by"]?.stringValue ?? ""
+                lock.withLock { resumption.forget([entry.current]) }
+                superseded.append(entry.handle)
+                switch entry.kind {
+                case .observer(_, _, _, _, let onEvicted): evictions.append((.observer(entry.current, by: by), onEvicted))
+                case .handler: evictions.append((.handler(entry.current, by: by), nil))
+                }
+            }
+        }
+        if lock.withLock({ resumption.monitoring }) {
+            do {
+                _ = try await exchange(Op.monitor, [:], bound: requestTimeout, onReply: nil, generation: generation)
+            } catch {
+                return nil
+            }
+        }
+        return (ids, superseded, evictions)
+    }
+}
+
+extension NotifBusConnection {
+    /// Whether the connection is closed for good: by `close()`, or lost without reconnecting.
+    /// False while it reconnects.
+    public var isClosed: Bool { lock.withLock { closedReason != nil } }
+}
