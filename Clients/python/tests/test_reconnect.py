@@ -261,3 +261,42 @@ def _accepts(path: str) -> bool:
         return False
     finally:
         probe.close()
+
+
+def test_monitor_comes_back_after_a_restart(broker: Broker) -> None:
+    """A monitor alone is reason to reconnect, and it is started again on the new
+    connection: frames of posts made after the restart reach the callback."""
+    seen: List[notifbus.SeenFrame] = []
+    states: List[notifbus.ConnectionState] = []
+    bus = notifbus.connect(broker.socket, name="watcher", timeout=10, on_connection_state=states.append)
+    bus.monitor(seen.append)
+    restart(broker, signal.SIGKILL)
+    wait_for(lambda: [s.state for s in states] == ["disconnected", "reconnected"], "reconnected")
+    with notifbus.connect(broker.socket, reconnect=False) as poster:
+        poster.post("after-restart", {"n": 1})
+    wait_for(lambda: any("after-restart" in str(s.frame) for s in seen), "the post after the restart mirrored")
+    bus.close()
+
+
+def test_asyncio_monitor_comes_back_after_a_restart(broker: Broker) -> None:
+    async def scenario() -> None:
+        seen: List[notifbus.SeenFrame] = []
+        back = asyncio.Event()
+
+        def on_state(state: notifbus.ConnectionState) -> None:
+            if state.state == "reconnected":
+                back.set()
+
+        bus = await notifbus.aio.connect(broker.socket, name="aio-watcher", timeout=10, on_connection_state=on_state)
+        await bus.monitor(seen.append)
+        await asyncio.get_running_loop().run_in_executor(None, restart, broker, signal.SIGTERM)
+        await asyncio.wait_for(back.wait(), BACK_LIMIT)
+        async with await notifbus.aio.connect(broker.socket, reconnect=False) as poster:
+            await poster.post("after-restart", {"n": 2})
+        deadline = time.monotonic() + BACK_LIMIT
+        while not any("after-restart" in str(s.frame) for s in seen):
+            assert time.monotonic() < deadline, "the post after the restart was not mirrored"
+            await asyncio.sleep(0.02)
+        await bus.close()
+
+    asyncio.run(scenario())
