@@ -12,7 +12,6 @@ check, which uses /tmp/notifbus-$UID and skips when a broker already listens the
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -517,7 +516,8 @@ def check_calls_in_flight(checks: sl.Checks, ctx: Context) -> None:
 
 
 def check_queue(checks: sl.Checks, ctx: Context) -> None:
-    b = ctx.broker("queue", ["--max-queue", "3", "--hop-timeout", "30s"])
+    # One poster here: its share of the queue (decision 38) is the whole queue.
+    b = ctx.broker("queue", ["--max-queue", "3", "--max-queue-per-client", "3", "--hop-timeout", "30s"])
     stuck = sl.Conn(b.socket)
     stuck.hello("stuck-observer")
     stuck.request("subscribe", events=["q"])
@@ -724,31 +724,7 @@ CHECKS = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", dest="only", default="", help="run only the checks whose name contains this")
-    args = parser.parse_args()
-    sl.install_signal_cleanup()
-    folder = sl.fresh_folder("nb-sec-")
-    ctx = Context(folder, sl.snapshot_binary(folder))
-    checks = sl.Checks("security")
-    for name, fn in CHECKS:
-        if args.only not in name:
-            continue
-        print(f"{name}:", flush=True)
-        started = time.monotonic()
-        try:
-            fn(checks, ctx)
-        except Exception as exc:  # a check that blows up is a failed check, not a crash
-            checks.check(f"{name} ran to the end", False, repr(exc)[:300])
-        sl.kill_children()
-        print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
-    code = checks.report()
-    if code == 0:
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        os.remove(ctx.binary)
-        print(f"(broker logs kept in {folder})")
-    return code
+    return sl.run_checks("security", __doc__, "nb-sec-", CHECKS, Context)
 
 
 if __name__ == "__main__":
