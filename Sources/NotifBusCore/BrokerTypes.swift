@@ -49,7 +49,7 @@ public struct BrokerConfiguration: Sendable {
     public var maxQueueBytes = 64 << 20
     /// Posts of one connection that may wait in the queue (`--max-queue-per-client`); nil:
     /// an eighth of `maxQueue` (at least 1). Without a share one poster could fill the
-    /// whole queue and every other client would get `queue_full` (decision 38).
+    /// whole queue and every other client would get `queue_full` (decision 41).
     public var maxQueuePerClient: Int? = nil
     /// Payload bytes one connection's waiting posts may hold: an eighth of `maxQueueBytes`,
     /// for the same reason.

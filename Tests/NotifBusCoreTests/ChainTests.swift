@@ -1,6 +1,6 @@
 // The ordered chain without sockets: priority order and ties, unique keys, the FIFO queue,
 // the chain taken at event start, every way a hop ends, removal before a turn, answers
-// that must be ignored, and what one connection can cost the others (decisions 30, 38).
+// that must be ignored, and what one connection can cost the others (decisions 30, 41).
 import NotifBusCore
 import NotifBusProtocol
 import Testing

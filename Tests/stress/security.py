@@ -521,7 +521,7 @@ def check_calls_in_flight(checks: sl.Checks, ctx: Context) -> None:
 
 
 def check_queue(checks: sl.Checks, ctx: Context) -> None:
-    # One poster here: its share of the queue (decision 38) is the whole queue.
+    # One poster here: its share of the queue (decision 41) is the whole queue.
     b = ctx.broker("queue", ["--max-queue", "3", "--max-queue-per-client", "3", "--hop-timeout", "30s"])
     stuck = sl.Conn(b.socket)
     stuck.hello("stuck-observer")
