@@ -445,7 +445,8 @@ static void memory_queue(void)
     snprintf(drain->label, sizeof drain->label, "drain of %d pipelined posts, chain 1", count);
     char err[ERRLEN], maxq[16];
     snprintf(maxq, sizeof maxq, "%d", count * 2);
-    const char *extra[] = {"--hop-timeout", "10m", "--max-queue", maxq, NULL};
+    /* One poster queues them all: its share of the queue must be the whole of it. */
+    const char *extra[] = {"--hop-timeout", "10m", "--max-queue", maxq, "--max-queue-per-client", maxq, NULL};
     row_t scratch;
     memset(&scratch, 0, sizeof scratch);
     stage_t s;

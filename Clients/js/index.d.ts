@@ -124,10 +124,12 @@ export interface NotificationCategory {
 export interface Status {
   server: string;
   uptimeMs: number;
-  clients: { client: string; name: string | null; pid: number; uid: number }[];
+  /** `queued`: its posts waiting; `unresponsive`: a hop of it timed out and it has sent nothing since. */
+  clients: { client: string; name: string | null; pid: number; uid: number; queued: number; unresponsive: boolean }[];
   observers: { observer: string; client: string; events: string[]; priority: number; key: string | null }[];
   handlers: { handler: string; client: string; channel: string; method: string | null }[];
-  queue: { pending: number; current: number | null };
+  /** `maxPerClient`: posts one connection may have waiting (`--max-queue-per-client`). */
+  queue: { pending: number; current: number | null; maxPerClient: number };
   slots: string[];
   counters: Record<string, number>;
 }

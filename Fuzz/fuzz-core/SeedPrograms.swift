@@ -15,7 +15,8 @@ struct ProgramBuilder {
     private(set) var bytes: [UInt8]
     private var serialID: UInt8 = 0
 
-    /// `configuration`: queue length `k % 4`, client limit `2 + (k / 4) % 4`.
+    /// `configuration`: queue length `k % 4`, client limit `2 + (k / 4) % 4`, one poster's
+    /// share of the queue `1 + (k / 16) % 4`.
     init(configuration: UInt8 = 0x0D) { bytes = [configuration] }
 
     mutating func add(_ instruction: Instruction) { bytes += instruction.encoded }
@@ -81,6 +82,31 @@ enum SeedPrograms {
             p.advance(ms: 60)                // c0's hop times out; c1's hop starts
             p.answer(1, kind: next)          // c0's second observer is traced skipped
         },
+        program("unresponsive-until-it-speaks", configuration: 0x1F) { p in
+            p.connect(); p.connect()
+            p.send(0, .subscribe, 1)
+            p.send(1, .post, 0)              // runs: c0's hop
+            p.send(1, .post, 0)              // both wait (a share of 2)
+            p.send(1, .post, 0)
+            p.advance(ms: 60)                // c0's hop times out: the waiting two skip it
+            p.send(1, .status)               // c0 is listed unresponsive
+            p.send(1, .post, 0)              // skipped at once
+            p.send(0, .ping)                 // c0 speaks: responsive again
+            p.send(1, .post, 0)              // c0 gets its hop
+            p.answer(0, kind: next, pick: 1) // the latest event c0 was sent
+        },
+        program("queue-share", configuration: 0x1F) { p in
+            p.connect(); p.connect(); p.connect()
+            p.send(0, .subscribe, 1)
+            p.send(1, .post, 0)              // runs
+            p.send(1, .post, 0)              // waits
+            p.send(1, .post, 0)              // waits: c1's share of 2 is used up
+            p.send(1, .post, 0)              // queue_full
+            p.send(2, .post, 0)              // another poster still waits
+            p.send(2, .status)
+            p.answer(0, kind: next)          // c1's next post starts: it has room again
+            p.send(1, .post, 1)
+        },
         program("tick-at-exact-deadline") { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 1)
@@ -143,7 +169,7 @@ enum SeedPrograms {
             p.send(1, .post, 0)
             p.send(1, .post, 0)              // queue of 0: queue_full
         },
-        program("queue-drains-in-order", configuration: 0x0F) { p in
+        program("queue-drains-in-order", configuration: 0x3F) { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 3)
             p.send(1, .post, 0)

@@ -165,6 +165,22 @@ extension Session {
         let listedClients = clients.compactMap { $0["client"]?.stringValue }
         let greeted = peers.filter { $0.open && $0.greeted }.map { "c\($0.id)" }
         if listedClients.sorted() != greeted.sorted() { violation("status lists clients \(listedClients); greeted and open: \(greeted)") }
+        // Each client's waiting posts stay within its share, and all of them within the
+        // queue (posts of clients that left are counted by no client).
+        var queuedByClients: Int64 = 0
+        for entry in clients {
+            guard let text = entry["client"]?.stringValue, let holder = Int(text.dropFirst()),
+                  let queued = entry["queued"]?.intValue, case .bool(let unresponsive)? = entry["unresponsive"]
+            else { violation("status client \(entry)") }
+            if queued > Int64(configuration.queueShare) { violation("c\(holder) has \(queued) posts waiting, beyond its share") }
+            queuedByClients += queued
+            if unresponsive && !mayBeUnresponsive(holder, during: stepNumber...stepNumber) {
+                violation("status says c\(holder) is unresponsive, but it answered or spoke since its last hop timed out")
+            }
+        }
+        if s["queue"]?["maxPerClient"]?.intValue != Int64(configuration.queueShare) {
+            violation("status queue \(String(describing: s["queue"])) does not name the share \(configuration.queueShare)")
+        }
 
         var listedObservers: [Int: ConnectionID] = [:]
         var previous: (Int64, Int)? = nil
@@ -191,6 +207,7 @@ extension Session {
         if listedSlots != slots.keys.sorted() { violation("status lists slots \(listedSlots); persisted: \(slots.keys.sorted())") }
 
         if pending > Int64(configuration.maxQueue) { violation("\(pending) posts queued with a queue of \(configuration.maxQueue)") }
+        if queuedByClients > pending { violation("clients hold \(queuedByClients) waiting posts; \(pending) are queued") }
         if current == .null && pending > 0 { violation("\(pending) posts queued and none running") }
         func count(_ name: String) -> Int64 {
             guard let n = counters[name]?.intValue else { violation("status counter \(name) missing") }

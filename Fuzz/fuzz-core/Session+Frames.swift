@@ -269,6 +269,24 @@ extension Session {
         }
     }
 
+    /// Whether `c` may have been unresponsive (decision 30) at some step in `steps`: a hop
+    /// it was sent got no answer before a tick at or after its deadline, which marked it,
+    /// and the mark lasts until the next step in which `c` sent a frame.
+    func mayBeUnresponsive(_ c: ConnectionID, during steps: ClosedRange<Int>) -> Bool {
+        let limit = UInt64(configuration.hopTimeoutMs) * 1_000_000
+        for (event, list) in hops {
+            for hop in list where hop.connection == c && hop.step <= steps.upperBound {
+                guard let tick = ticks.first(where: { $0.step > hop.step && $0.at >= hop.sentAt + limit }),
+                      tick.step <= steps.upperBound
+                else { continue }
+                let answered = (answers[event] ?? []).contains { $0.connection == c && $0.sequence > hop.sequence && $0.step < tick.step }
+                let spoke = peers[c - 1].frameSteps.first { $0 > tick.step } ?? Int.max
+                if !answered && spoke > steps.lowerBound { return true }
+            }
+        }
+        return false
+    }
+
     /// A post's result: the trace is exactly the hops its `event` frames started, each hop
     /// ended in a way the clients caused, and the outcome follows from the last hop.
     func checkPostResult(_ view: FrameView, name: String, to id: ConnectionID) {
@@ -278,8 +296,9 @@ extension Session {
         guard finishedEvents.insert(event).inserted else { violation("event \(event) finished twice") }
         let started = hops[event] ?? []
         let entries = trace.map { ($0["observer"]?.stringValue ?? "?", $0["reply"]?.stringValue ?? "?") }
-        // A skipped observer got no event: its connection had a hop earlier in this event,
-        // and at least a hop timeout has passed since that hop started.
+        // A skipped observer got no event: either its connection had a hop earlier in this
+        // event and at least a hop timeout has passed since that hop started, or its
+        // connection was unresponsive when the chain passed it (decision 30).
         var hopsSoFar: [Hop] = []
         var startedIndex = 0
         for entry in entries {
@@ -288,8 +307,14 @@ extension Session {
                     violation("event \(event) skipped \(entry.0), which no open connection holds")
                 }
                 let limit = UInt64(configuration.hopTimeoutMs) * 1_000_000
-                guard let earlier = hopsSoFar.first(where: { $0.connection == holder }), now >= earlier.sentAt + limit else {
-                    violation("event \(event) skipped \(entry.0) of c\(holder) before that connection used up a hop timeout")
+                let overBudget = hopsSoFar.first(where: { $0.connection == holder }).map { now >= $0.sentAt + limit } ?? false
+                // Passed in the step that started the next hop; a trailing one, between the
+                // last hop's start and now (a launch retention answers the post later).
+                let skippedAt = startedIndex < started.count ? started[startedIndex].step...started[startedIndex].step
+                    : (started.last?.step ?? 0)...stepNumber
+                guard overBudget || mayBeUnresponsive(holder, during: skippedAt) else {
+                    violation("event \(event) skipped \(entry.0) of c\(holder), which neither used up a hop timeout in it "
+                              + "nor was unresponsive")
                 }
                 continue
             }
@@ -413,7 +438,7 @@ extension Session {
             violation("event \(event) for o\(observer) went to c\(id); the observer is held by \(String(describing: observers[observer]))")
         }
         if finishedEvents.contains(event) { violation("event \(event) sent to o\(observer) after it finished") }
-        hops[event, default: []].append(Hop(observer: observer, connection: id, sequence: sequence, sentAt: now))
+        hops[event, default: []].append(Hop(observer: observer, connection: id, sequence: sequence, sentAt: now, step: stepNumber))
         remember(&peers[id - 1].events, event)
     }
 

@@ -23,6 +23,8 @@ struct Peer {
     /// Events and calls received, newest last, for answers and returns to aim at.
     var events: [Int64] = []
     var calls: [Int64] = []
+    /// The steps in which it sent a frame, any frame (each clears its unresponsive mark).
+    var frameSteps: [Int] = []
 }
 
 struct Pending {
@@ -39,12 +41,14 @@ struct Hop {
     let connection: ConnectionID
     let sequence: Int
     let sentAt: Instant
+    let step: Int
 }
 
 struct SentAnswer {
     let connection: ConnectionID
     let answer: Answer
     let sequence: Int
+    let step: Int
 }
 
 struct CallRecord {
@@ -113,6 +117,9 @@ final class Session {
     var observerHolders: [Int: ConnectionID] = [:]
     var handlers: [Int: ConnectionID] = [:]
     var hops: [Int64: [Hop]] = [:]
+    /// The steps that ticked the broker, and the time each ticked at: only a tick ends a
+    /// hop by its timeout.
+    var ticks: [(step: Int, at: Instant)] = []
     var answers: [Int64: [SentAnswer]] = [:]
     var calls: [Int64: CallRecord] = [:]
     var finishedEvents: Set<Int64> = []
@@ -136,8 +143,9 @@ final class Session {
     var context = StepContext()
 
     /// Small limits, so that a short program reaches them (timeouts of a few instructions'
-    /// clock advances, 200 payload bytes in the queue): the first program byte picks the
-    /// queue length (0 to 3) and the client limit (2 to 5).
+    /// clock advances, 200 payload bytes in the queue, 100 per poster): the first program
+    /// byte picks the queue length (0 to 3), the client limit (2 to 5) and one poster's
+    /// share of the queue (1 to 4).
     init(configurationByte k: UInt8) {
         var c = BrokerConfiguration()
         c.brokerUID = 1000
@@ -147,6 +155,7 @@ final class Session {
         c.maxFrame = 4096
         c.maxQueue = Int(k % 4)
         c.maxClients = 2 + Int((k / 4) % 4)
+        c.maxQueuePerClient = 1 + Int((k / 16) % 4)
         c.maxSlots = 3
         c.maxSlotBytes = 256
         c.maxCallsPerConnection = 2
@@ -155,6 +164,7 @@ final class Session {
         // Status is compared whole with the model; its paging has a core test of its own.
         c.statusPageBytes = 1 << 30
         c.maxQueueBytes = 200
+        c.maxQueueBytesPerClient = 100
         c.persistsState = true
         configuration = c
         broker = Broker(configuration: c, now: Session.start)
@@ -329,6 +339,7 @@ final class Session {
     func tick() {
         begin(input: nil)
         context.ticked = true
+        ticks.append((stepNumber, now))
         trace("tick")
         let limit = UInt64(configuration.helloTimeoutMs) * 1_000_000
         for peer in peers where peer.open && !peer.greeted && peer.connectedAt + limit <= now {
@@ -371,6 +382,7 @@ final class Session {
     func noteSent(_ body: [UInt8], from id: ConnectionID) {
         sequence += 1
         guard peers[id - 1].open else { return }
+        peers[id - 1].frameSteps.append(stepNumber)
         let greeted = peers[id - 1].greeted
         switch MessageDecoder.decode(body) {
         case .badJSON:
@@ -394,7 +406,7 @@ final class Session {
             case .request(let rid, let request):
                 expectReply(Session.json(rid), request, from: id)
             case .answer(let answer):
-                answers[answer.event, default: []].append(SentAnswer(connection: id, answer: answer, sequence: sequence))
+                answers[answer.event, default: []].append(SentAnswer(connection: id, answer: answer, sequence: sequence, step: stepNumber))
             case .callReturn(let ret):
                 guard var call = calls[ret.call], call.open, call.handlerConnection == id else { return }
                 call.open = false

@@ -130,7 +130,8 @@ public struct BrokerStatus: Sendable {
     public var server: String { raw["server"]?.stringValue ?? "" }
     /// Milliseconds since the broker started.
     public var uptimeMs: Int64 { raw["uptimeMs"]?.intValue ?? 0 }
-    /// Greeted clients: `client`, `name`, `pid`, `uid`.
+    /// Greeted clients: `client`, `name`, `pid`, `uid`, `queued` (its waiting posts) and
+    /// `unresponsive` (a hop of it timed out and it has sent no frame since).
     public var clients: [JSONValue] { raw["clients"]?.arrayValue ?? [] }
     /// Observers in chain order: `observer`, `client`, `events`, `priority`, `key`.
     public var observers: [JSONValue] { raw["observers"]?.arrayValue ?? [] }

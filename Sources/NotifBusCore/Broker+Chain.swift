@@ -7,13 +7,13 @@
 //                        │
 //                        ▼
 //              ┌─▶ next live observer? ──no──▶ finish(unhandled)
-//              │         │ yes, but its connection's hops here took a hop timeout
-//              │         │      already: trace `skipped`, look further
+//              │         │ yes, but its connection is unresponsive, or its hops here
+//              │         │      took a hop timeout already: trace `skipped`, look further
 //              │         │ yes: send `event`, arm hop deadline
 //              │         ▼
 //              │   wait for that connection's answer
-//              │     next / gone / timeout / invalid ──┐
-//              └─────────────────────────────────────┘
+//              │     next / gone / invalid / timeout ──┐   a timeout also makes the connection
+//              └─────────────────────────────────────┘   unresponsive until its next frame
 //                    complete ─▶ finish(completed)    stop ─▶ finish(stopped)
 import NotifBusProtocol
 
@@ -131,14 +131,25 @@ extension Broker {
         if current != nil && queue.count >= configuration.maxQueue {
             return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
         }
+        guard let poster = clients[c] else { return }
+        if current != nil && poster.queuedPosts >= configuration.queueShare {
+            return reply(to: c, rid, error: .queueFull,
+                         "\(poster.queuedPosts) of this connection's posts are already waiting (--max-queue-per-client \(configuration.queueShare))")
+        }
         let size = payload?.count ?? 0
         if current != nil && queuedBytes + size > configuration.maxQueueBytes {
             return reply(to: c, rid, error: .queueFull, "waiting posts may hold at most \(configuration.maxQueueBytes) payload bytes")
+        }
+        if current != nil && poster.queuedBytes + size > configuration.queueByteShare {
+            return reply(to: c, rid, error: .queueFull,
+                         "one connection's waiting posts may hold at most \(configuration.queueByteShare) payload bytes")
         }
         let event = nextEventID
         nextEventID += 1
         counters.posted += 1
         queuedBytes += size
+        poster.queuedPosts += 1
+        poster.queuedBytes += size
         queue.append(QueuedPost(event: event, poster: c, requestID: rid, name: name, payload: payload,
                                 isWillPresent: profile == .willPresent, launchesApp: launches))
         pump(now: now)
@@ -175,8 +186,7 @@ extension Broker {
     mutating func pump(now: Instant) {
         while true {
             if current == nil {
-                guard !shuttingDown, let post = queue.popFirst() else { return }
-                queuedBytes -= post.payload?.count ?? 0
+                guard !shuttingDown, let post = dequeue() else { return }
                 current = RunningEvent(post: post, chain: chains[post.name] ?? [])
             }
             if current!.hopObserver != nil { return }
@@ -186,7 +196,7 @@ extension Broker {
                 let id = current!.chain[current!.nextIndex]
                 current!.nextIndex += 1
                 guard let record = observers[id] else { continue }
-                if let spent = current!.spent[record.client], spent >= budget {
+                if clients[record.client]?.unresponsive == true || (current!.spent[record.client] ?? 0) >= budget {
                     counters.skipped += 1
                     current!.trace.append((id, .skipped))
                     continue
@@ -205,6 +215,29 @@ extension Broker {
             let frame = Broker.eventFrame(current!.post, observer: target.id)
             emit(to: target.client, frame)
         }
+    }
+
+    /// Takes the oldest waiting post off the queue, and off its poster's share.
+    mutating func dequeue() -> QueuedPost? {
+        guard let post = queue.popFirst() else { return nil }
+        let size = post.payload?.count ?? 0
+        queuedBytes -= size
+        if let poster = clients[post.poster] {
+            poster.queuedPosts -= 1
+            poster.queuedBytes -= size
+        }
+        return post
+    }
+
+    /// The running hop's deadline passed without an answer. Its connection is now
+    /// unresponsive: until it sends a frame (a late answer, a ping, anything), its observers
+    /// get no event in this or any later event, so a silent connection holds the queue up
+    /// for one hop timeout in all, not one per event.
+    mutating func hopTimedOut(now: Instant) {
+        guard let cur = current, cur.hopObserver != nil, cur.hopDeadline <= now else { return }
+        counters.hopTimeouts += 1
+        clients[cur.hopClient]?.unresponsive = true
+        endHop(.timeout, now: now)
     }
 
     static func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {

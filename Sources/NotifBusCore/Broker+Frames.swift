@@ -90,7 +90,8 @@ extension Broker {
 
     /// One line for the log (SIGUSR1): the sizes and counters `status` would report.
     public var summary: String {
-        "\(clients.values.filter(\.greeted).count) greeted, \(observers.count) observer(s), \(handlers.count) handler(s), "
+        "\(clients.values.filter(\.greeted).count) greeted (\(clients.values.filter(\.unresponsive).count) unresponsive), "
+            + "\(observers.count) observer(s), \(handlers.count) handler(s), "
             + "\(queue.count) post(s) waiting, running event \(current.map { String($0.post.event) } ?? "none"), "
             + "\(slots.count) slot(s); posted \(counters.posted), completed \(counters.completed), stopped \(counters.stopped), "
             + "unhandled \(counters.unhandled), hop timeouts \(counters.hopTimeouts), skipped \(counters.skipped), "
@@ -103,7 +104,7 @@ extension Broker {
     /// The figures (queue, counters, buffers) are current on every page.
     func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> [UInt8] {
         let budget = configuration.statusPageBytes
-        var f = Broker.replyHead(rid, capacity: 1024 + Swift.min(budget, clients.count * 64 + observers.count * 96))
+        var f = Broker.replyHead(rid, capacity: 1024 + Swift.min(budget, clients.count * 100 + observers.count * 96))
         f.literal("{\"server\":")
         f.string(configuration.serverName)
         f.literal(",\"uptimeMs\":")
@@ -135,7 +136,9 @@ extension Broker {
                 f.int(Int64(c.credentials.pid))
                 f.literal(",\"uid\":")
                 f.int(Int64(c.credentials.uid))
-                f.literal("}")
+                f.literal(",\"queued\":")
+                f.int(Int64(c.queuedPosts))
+                f.literal(c.unresponsive ? ",\"unresponsive\":true}" : ",\"unresponsive\":false}")
             }
         }
         f.literal("],\"observers\":[")
@@ -222,6 +225,8 @@ extension Broker {
         f.int(Int64(queue.count))
         f.literal(",\"current\":")
         if let cur = current { f.int(cur.post.event) } else { f.literal("null") }
+        f.literal(",\"maxPerClient\":")
+        f.int(Int64(configuration.queueShare))
         f.literal("},\"buffers\":{\"bytes\":")
         f.int(Int64(buffers.bytes))
         f.literal(",\"max\":")

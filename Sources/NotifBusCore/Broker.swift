@@ -121,6 +121,8 @@ public struct Broker {
     /// One complete frame body arrived on `id`.
     public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant) {
         guard let client = clients[id] else { return }
+        // Any frame shows the peer is there again (decision 30).
+        client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
         if !monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
         switch decoded {
@@ -182,10 +184,7 @@ public struct Broker {
                            message: "no 'hello' within \(configuration.helloTimeoutMs) ms of connecting")
             close(front.connection, now: now)
         }
-        if let cur = current, cur.hopObserver != nil, cur.hopDeadline <= now {
-            counters.hopTimeouts += 1
-            endHop(.timeout, now: now)
-        }
+        hopTimedOut(now: now)
         while let front = callDeadlines.first, front.deadline <= now {
             _ = callDeadlines.popFirst()
             guard let call = calls.removeValue(forKey: front.call) else { continue }
@@ -212,8 +211,7 @@ public struct Broker {
             current = nil
             reply(to: cur.post.poster, cur.post.requestID, error: .shuttingDown, "the broker is shutting down")
         }
-        while let post = queue.popFirst() {
-            queuedBytes -= post.payload?.count ?? 0
+        while let post = dequeue() {
             reply(to: post.poster, post.requestID, error: .shuttingDown, "the broker is shutting down")
         }
         for (_, call) in calls.sorted(by: { $0.key < $1.key }) {

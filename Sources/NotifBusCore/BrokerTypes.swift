@@ -47,6 +47,18 @@ public struct BrokerConfiguration: Sendable {
     /// Payload bytes of posts waiting in the queue (64 MiB): `--max-queue` counts posts,
     /// and without this one client could park max-queue × max-frame bytes.
     public var maxQueueBytes = 64 << 20
+    /// Posts of one connection that may wait in the queue (`--max-queue-per-client`); nil:
+    /// an eighth of `maxQueue` (at least 1). Without a share one poster could fill the
+    /// whole queue and every other client would get `queue_full` (decision 41).
+    public var maxQueuePerClient: Int? = nil
+    /// Payload bytes one connection's waiting posts may hold: an eighth of `maxQueueBytes`,
+    /// for the same reason.
+    public var maxQueueBytesPerClient: Int? = nil
+
+    /// The share in force: `maxQueuePerClient`, or an eighth of `maxQueue`, at least 1.
+    public var queueShare: Int { maxQueuePerClient ?? Swift.max(1, maxQueue / 8) }
+    /// The byte share in force: `maxQueueBytesPerClient`, or an eighth of `maxQueueBytes`.
+    public var queueByteShare: Int { maxQueueBytesPerClient ?? maxQueueBytes / 8 }
     /// Whether slots and categories are kept on disk (`--state-dir`). Each change is then
     /// a `.persist` action, and takes effect and is answered only when the transport reports
     /// its record written (`Broker.persisted`); without it changes take effect at once.
@@ -96,8 +108,8 @@ public enum BrokerAction: Sendable {
 }
 
 /// How one hop of a chain ended, as the trace names it. `skipped` is an observer that was
-/// not sent the event because its connection had used up its time in this event (decision
-/// in Protocol/PROTOCOL.md §13).
+/// not sent the event because its connection had used up its time in this event, or is
+/// unresponsive (decision 30 in Protocol/PROTOCOL.md §13).
 public enum HopReply: String, Sendable {
     case next, complete, stop, gone, timeout, invalid, skipped
 }
@@ -116,7 +128,8 @@ public struct BrokerCounters: Sendable, Equatable {
     public var hopTimeouts = 0
     public var gone = 0
     public var invalid = 0
-    /// Observers passed over because their connection had used up its time in the event.
+    /// Observers passed over because their connection had used up its time in the event,
+    /// or was unresponsive.
     public var skipped = 0
     public var invokes = 0
     public var callTimeouts = 0
@@ -146,6 +159,12 @@ final class ClientRecord {
     var observers: [Int] = []
     var handlers: [Int] = []
     var monitoring = false
+    /// Set when one of its hops timed out, cleared by the next frame it sends: meanwhile its
+    /// observers get no event and are traced `skipped` (decision 30).
+    var unresponsive = false
+    /// Its posts waiting in the queue (not the running one), and their payload bytes.
+    var queuedPosts = 0
+    var queuedBytes = 0
     /// Calls delivered to this connection and not yet returned.
     var callsReceived: Set<Int64> = []
     var callsInvoked = 0

@@ -613,10 +613,12 @@ public final class BrokerServer {
 
     /// SIGUSR1 writes a status line; SIGHUP, SIGUSR2 and SIGALRM are noted and ignored
     /// (there is no configuration to reload: everything comes from the command line).
+    /// A status line was asked for, so it is always written, never held back like repeated
+    /// errors (only the broker's own user, or root, can send the signal).
     func signalArrived(_ signum: Int32) {
         if signum == SIGUSR1 {
-            log("notifbus: status: \(connections.count) connection(s), \(core.summary), "
-                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes", kind: "status")
+            logLine("notifbus: status: \(connections.count) connection(s), \(core.summary), "
+                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes")
         } else {
             let name = signum == SIGHUP ? "SIGHUP" : signum == SIGUSR2 ? "SIGUSR2" : signum == SIGALRM ? "SIGALRM" : "signal \(signum)"
             log("notifbus: \(name) received and ignored (SIGINT or SIGTERM stop the broker; SIGUSR1 logs its status)", kind: "signal \(signum)")

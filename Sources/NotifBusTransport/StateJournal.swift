@@ -90,8 +90,9 @@ public final class StateJournal {
         if fd >= 0 { close(fd) }
     }
 
-    /// Creates the missing folders above `directory` with mode 0700, as `mkdir -p -m 0700`
-    /// would (a fresh account has no `~/.local/state`). Existing folders are left as they are.
+    /// Creates the missing folders above `directory`, each with mode 0700 (a fresh account
+    /// has no `~/.local/state`); stricter than `mkdir -p -m 0700`, which gives that mode only
+    /// to the last folder. Existing folders are left as they are.
     static func createParents(of directory: String) throws {
         var prefix = directory.hasPrefix("/") ? "" : "."
         let parts = directory.split(separator: "/", omittingEmptySubsequences: true).dropLast()

@@ -16,7 +16,7 @@ enum BrokerCommand {
                                    [--max-frame BYTES] [--max-queue N] [--max-clients N]
                                    [--state-dir DIR] [--socket-mode OCTAL] [--allow-uid UID]...
                                    [--max-queue-bytes BYTES] [--max-output BYTES]
-                                   [--max-buffered-bytes BYTES]
+                                   [--max-buffered-bytes BYTES] [--max-queue-per-client N]
 
             Runs the broker on a Unix socket until SIGINT or SIGTERM.
 
@@ -26,6 +26,10 @@ enum BrokerCommand {
               --max-frame BYTES    largest frame read from a client (default 1048576)
               --max-queue N        posts that may wait behind the running one (default 10000)
               --max-queue-bytes B  payload bytes those posts may hold (default 67108864)
+              --max-queue-per-client N
+                                   posts of one connection that may wait (default an
+                                   eighth of --max-queue, at least 1); its waiting posts
+                                   may also hold an eighth of --max-queue-bytes at most
               --max-clients N      connections served at once (default 1024)
               --state-dir DIR      keep slots and categories durably in DIR (mode 0700)
               --socket-mode OCTAL  permission bits of the socket file (default 0600)
@@ -45,7 +49,8 @@ enum BrokerCommand {
             (its settings come only from the command line, so there is nothing to reload).
             """,
         valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
-                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes"],
+                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes",
+                     "max-queue-per-client"],
         switchFlags: [],
         run: { args in try run(args) },
         runOnMainThread: { args in try run(args) }
@@ -72,6 +77,7 @@ enum BrokerCommand {
             options.maxBufferedBytes = max(options.maxBufferedBytes, options.core.maxFrame)
         }
         if let n = try args.integer("max-queue-bytes", min: 0, max: Int64.max / 2) { options.core.maxQueueBytes = Int(n) }
+        if let n = try args.integer("max-queue-per-client", min: 1, max: Int64(Int32.max)) { options.core.maxQueuePerClient = Int(n) }
         if let dir = args.value("state-dir") {
             guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }
             options.stateDirectory = dir

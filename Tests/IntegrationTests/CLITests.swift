@@ -27,11 +27,12 @@ import Testing
         #expect(out.contains("--socket"))
     }
 
-    /// The broker's help says what each signal does and names the buffer cap.
+    /// The broker's help says what each signal does and names the buffer cap and the
+    /// per-connection share of the queue.
     @Test func brokerHelpDescribesSignalsAndTheBufferCap() throws {
         let (status, out, _) = try run(["broker", "--help"])
         #expect(status == 0)
-        for word in ["SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "--max-buffered-bytes"] {
+        for word in ["SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "--max-buffered-bytes", "--max-queue-per-client"] {
             #expect(out.contains(word), "\(word) missing from 'broker --help'")
         }
         let (bad, _, err) = try run(["broker", "--max-buffered-bytes", "0"])
@@ -41,6 +42,10 @@ import Testing
         let (small, _, smallErr) = try run(["broker", "--max-frame", "4096", "--max-buffered-bytes", "4095"])
         #expect(small == 2)
         #expect(smallErr.contains("at least --max-frame"), "\(smallErr)")
+        // A share of the queue is at least one post.
+        let (noShare, _, noShareErr) = try run(["broker", "--max-queue-per-client", "0"])
+        #expect(noShare == 2)
+        #expect(noShareErr.contains("max-queue-per-client"), "\(noShareErr)")
     }
 
     @Test func usageErrorsExitTwo() throws {

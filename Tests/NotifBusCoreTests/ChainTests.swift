@@ -1,6 +1,7 @@
 // The ordered chain without sockets: priority order and ties, unique keys, the FIFO queue,
-// the chain taken at event start, every way a hop ends, removal before a turn, and answers
-// that must be ignored.
+// the chain taken at event start, every way a hop ends, removal before a turn, answers
+// that must be ignored, and what one connection can cost the others (decisions 30, 41).
+import NotifBusCore
 import NotifBusProtocol
 import Testing
 
@@ -229,7 +230,7 @@ import Testing
         #expect(full["id"] == 3)
         #expect(errorCode(full) == "queue_full")
         let status = h.request(p, #"{"op":"status","id":4}"#)
-        #expect(status["result"]?["queue"] == ["pending": 1, "current": 1])
+        #expect(status["result"]?["queue"] == ["pending": 1, "current": 1, "maxPerClient": 1])
         #expect(status["result"]?["counters"]?["posted"] == 2)
     }
 
@@ -274,12 +275,13 @@ import Testing
         #expect(reply["result"]?["outcome"] == "unhandled")
         #expect(traceReplies(reply) == ["\(s1)=timeout", "\(s2)=skipped", "\(o)=next", "\(s3)=skipped"])
         #expect(h.nothingSent(to: silent))
-        // The next event starts afresh: the silent connection gets its turn again.
-        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
-        #expect(h.expectEvent(silent).observer == s1)
         let status = h.request(other, #"{"op":"status","id":3}"#)
         #expect(status["result"]?["counters"]?["skipped"] == 2)
         #expect(status["result"]?["counters"]?["hopTimeouts"] == 1)
+        // Once it speaks again, the next event gives it its turn.
+        _ = h.request(silent, #"{"op":"ping","id":4}"#)
+        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
+        #expect(h.expectEvent(silent).observer == s1)
     }
 
     /// A connection that answers each hop just before its timeout is cut short the same way:
@@ -311,5 +313,182 @@ import Testing
             h.send(c, "{\"op\":\"next\",\"event\":\(ev.event)}")
         }
         #expect(traceReplies(h.take(poster).frame) == observers.map { "\($0)=next" })
+    }
+
+    // MARK: Unresponsive connections and the per-connection share of the queue
+
+    /// The attack decision 30 closes: one client holds a silent observer of `e` and posts
+    /// `e` as often as it may. Its observer times out once; every later event skips it at
+    /// once, so another client's post waits one hop timeout in all, not one per event. Its
+    /// own posts beyond its share of the queue get `queue_full`; another client's do not.
+    @Test func aSilentObserverCostsOneHopTimeoutHoweverOftenItsEventIsPosted() {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let flooder = h.connect(), other = h.connect()
+        let o = h.subscribe(flooder, ["e"])
+        let share = h.broker.configuration.queueShare
+        #expect(share == 1250)
+        for i in 0..<2000 { h.send(flooder, "{\"op\":\"post\",\"id\":\(i),\"name\":\"e\"}") }
+        let event = h.expectEvent(flooder)
+        #expect(event.observer == o)
+        let refused = h.takeAll(flooder)
+        // One runs, `share` wait, and the rest are refused at once.
+        #expect(refused.count == 2000 - 1 - share)
+        #expect(refused.allSatisfy { errorCode($0) == "queue_full" })
+        #expect(refused.first?["id"] == .integer(Int64(1 + share)))
+        h.send(other, #"{"op":"post","id":"unrelated","name":"u"}"#)
+        #expect(h.nothingSent(to: other), "another client's post is queued, not refused")
+        let posted = h.now
+        h.advance(ms: 50)
+        let replies = h.takeAll(flooder)
+        #expect(replies.count == 1 + share)
+        #expect(traceReplies(replies[0]) == ["\(o)=timeout"])
+        #expect(replies.dropFirst().allSatisfy { traceReplies($0) == ["\(o)=skipped"] })
+        let unrelated = h.take(other).frame
+        #expect(unrelated["result"]?["outcome"] == "unhandled")
+        #expect(h.now - posted == 50_000_000, "answered after one hop timeout")
+        #expect(h.nothingSent(to: flooder))
+        let status = h.request(other, #"{"op":"status","id":1}"#)["result"]
+        #expect(status?["counters"]?["hopTimeouts"] == 1)
+        #expect(status?["counters"]?["skipped"] == .integer(Int64(share)))
+        #expect(status?["clients"]?.arrayValue?.map { $0["unresponsive"] } == [true, false])
+    }
+
+    /// Unresponsive lasts until the connection sends a frame, whatever it is: a late answer
+    /// (ignored as an answer), a ping, even one that is not JSON.
+    @Test(arguments: [#"{"op":"next","event":1}"#, #"{"op":"ping","id":"p"}"#, "not json"])
+    func anyFrameMakesAConnectionResponsiveAgain(_ frame: String) {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let silent = h.connect(), poster = h.connect()
+        let o = h.subscribe(silent, ["e"])
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        _ = h.expectEvent(silent)
+        h.advance(ms: 50)
+        #expect(traceReplies(h.take(poster).frame) == ["\(o)=timeout"])
+        for id in 2...4 {
+            h.send(poster, "{\"op\":\"post\",\"id\":\(id),\"name\":\"e\"}")
+            #expect(traceReplies(h.take(poster).frame) == ["\(o)=skipped"])
+        }
+        #expect(h.nothingSent(to: silent))
+        h.send(silent, frame)
+        _ = h.takeAll(silent)  // the ping's reply or the bad_json error frame, if any
+        #expect(h.request(poster, #"{"op":"status","id":5}"#)["result"]?["clients"]?.arrayValue?.first?["unresponsive"] == false)
+        h.send(poster, #"{"op":"post","id":6,"name":"e"}"#)
+        let ev = h.expectEvent(silent)
+        h.send(silent, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        #expect(traceReplies(h.take(poster).frame) == ["\(o)=next"])
+    }
+
+    /// Frames sent while its hop runs do not stand for an answer: a connection that pings
+    /// but lets its hop time out is unresponsive from then on, until its next frame.
+    @Test func framesDuringTheHopDoNotPreventUnresponsive() {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let pinger = h.connect(), other = h.connect(), poster = h.connect()
+        let o = h.subscribe(pinger, ["e"], priority: 1)
+        let o2 = h.subscribe(other, ["e"], priority: 2)
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        _ = h.expectEvent(pinger)
+        h.advance(ms: 20)
+        _ = h.request(pinger, #"{"op":"ping","id":1}"#)
+        h.advance(ms: 30)
+        var ev = h.expectEvent(other)
+        h.send(other, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        #expect(traceReplies(h.take(poster).frame) == ["\(o)=timeout", "\(o2)=next"])
+        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
+        ev = h.expectEvent(other)
+        #expect(h.nothingSent(to: pinger))
+        h.send(other, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        #expect(traceReplies(h.take(poster).frame) == ["\(o)=skipped", "\(o2)=next"])
+    }
+
+    /// What the rule cannot catch, stated in decision 30: a connection that answers each hop
+    /// just before its timeout is never unresponsive, so it costs almost a hop timeout per
+    /// event it is in (and less than two however many observers it holds there).
+    @Test func answersJustInTimeKeepAConnectionResponsive() {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let slow = h.connect(), poster = h.connect()
+        let o1 = h.subscribe(slow, ["e"])
+        let o2 = h.subscribe(slow, ["e"])
+        for id in 1...3 {
+            h.send(poster, "{\"op\":\"post\",\"id\":\(id),\"name\":\"e\"}")
+            let ev = h.expectEvent(slow)
+            #expect(ev.observer == o1)
+            h.advance(ms: 49)
+            h.send(slow, "{\"op\":\"next\",\"event\":\(ev.event)}")
+            let second = h.expectEvent(slow)
+            h.advance(ms: 49)
+            h.send(slow, "{\"op\":\"next\",\"event\":\(second.event)}")
+            #expect(traceReplies(h.take(poster).frame) == ["\(o1)=next", "\(o2)=next"])
+        }
+        #expect(h.request(poster, #"{"op":"status","id":9}"#)["result"]?["counters"]?["skipped"] == 0)
+    }
+
+    /// A connection whose observer timed out still has its other observers skipped when it
+    /// closes and a new connection subscribes: the mark belongs to the connection only.
+    @Test func unresponsiveBelongsToTheConnection() {
+        var h = CoreHarness { $0.hopTimeoutMs = 50 }
+        let silent = h.connect(), poster = h.connect()
+        _ = h.subscribe(silent, ["e"])
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        _ = h.expectEvent(silent)
+        h.advance(ms: 50)
+        _ = h.take(poster)
+        let fresh = h.connect()
+        let o = h.subscribe(fresh, ["e"])
+        h.disconnect(silent)
+        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
+        #expect(h.expectEvent(fresh).observer == o)
+    }
+
+    /// `--max-queue-per-client`: a poster's waiting posts stop at its share (`queue_full`,
+    /// naming the flag) while others still post; the share frees as its posts run, and
+    /// `status` reports each client's waiting posts and the share.
+    @Test func onePosterGetsQueueFullBeyondItsShare() {
+        var h = CoreHarness { $0.maxQueue = 10; $0.maxQueuePerClient = 3 }
+        let holder = h.connect(), a = h.connect(), b = h.connect()
+        _ = h.subscribe(holder, ["e"])
+        for id in 1...4 { h.send(a, "{\"op\":\"post\",\"id\":\(id),\"name\":\"e\"}") }  // one runs, three wait
+        #expect(h.nothingSent(to: a))
+        let full = h.request(a, #"{"op":"post","id":5,"name":"x"}"#)
+        #expect(errorCode(full) == "queue_full")
+        #expect(full["error"]?["message"]?.stringValue?.contains("--max-queue-per-client 3") == true)
+        for id in 1...3 { h.send(b, "{\"op\":\"post\",\"id\":\(id),\"name\":\"x\"}") }
+        #expect(h.nothingSent(to: b), "another client's posts wait")
+        var status = h.request(b, #"{"op":"status","id":9}"#)["result"]
+        #expect(status?["queue"] == ["pending": 6, "current": 1, "maxPerClient": 3])
+        #expect(status?["clients"]?.arrayValue?.map { $0["queued"] } == [0, 3, 3])
+        // The running event ends: a's next post starts, and a has room for one more.
+        let ev = h.expectEvent(holder)
+        h.send(holder, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        #expect(h.take(a).frame["id"] == 1)
+        _ = h.expectEvent(holder)
+        h.send(a, #"{"op":"post","id":6,"name":"x"}"#)
+        #expect(h.nothingSent(to: a))
+        #expect(errorCode(h.request(a, #"{"op":"post","id":7,"name":"x"}"#)) == "queue_full")
+        // A poster that leaves takes its place in the share with it; its posts still run.
+        h.disconnect(a)
+        status = h.request(b, #"{"op":"status","id":10}"#)["result"]
+        #expect(status?["queue"]?["pending"] == 6)
+    }
+
+    /// The default share is an eighth of `--max-queue` (at least one post), and an eighth of
+    /// `--max-queue-bytes` in payload bytes.
+    @Test func theDefaultShareIsAnEighth() {
+        var configuration = BrokerConfiguration()
+        #expect(configuration.queueShare == 1250)
+        #expect(configuration.queueByteShare == 8 << 20)
+        configuration.maxQueue = 3
+        #expect(configuration.queueShare == 1)
+        var h = CoreHarness { $0.maxQueueBytes = 720 }
+        let holder = h.connect(), a = h.connect(), b = h.connect()
+        _ = h.subscribe(holder, ["e"])
+        let payload = "\"" + String(repeating: "p", count: 48) + "\""  // 50 bytes
+        h.send(a, "{\"op\":\"post\",\"id\":0,\"name\":\"e\",\"payload\":\(payload)}")
+        h.send(a, "{\"op\":\"post\",\"id\":1,\"name\":\"e\",\"payload\":\(payload)}")
+        #expect(h.nothingSent(to: a))
+        let full = h.request(a, "{\"op\":\"post\",\"id\":2,\"name\":\"e\",\"payload\":\(payload)}")
+        #expect(errorCode(full) == "queue_full")
+        #expect(full["error"]?["message"]?.stringValue?.contains("90 payload bytes") == true)
+        h.send(b, "{\"op\":\"post\",\"id\":1,\"name\":\"e\",\"payload\":\(payload)}")
+        #expect(h.nothingSent(to: b))
     }
 }

@@ -176,15 +176,15 @@ import Testing
         #expect(s["server"] == "notifbus/0.1.0")
         #expect(s["uptimeMs"] == 1500)
         #expect(s["clients"] == .array([
-            ["client": .string("c\(a)"), "name": "alpha", "pid": .integer(Int64(100 + a)), "uid": 1000],
-            ["client": .string("c\(b)"), "name": .null, "pid": .integer(Int64(100 + b)), "uid": 1000],
+            ["client": .string("c\(a)"), "name": "alpha", "pid": .integer(Int64(100 + a)), "uid": 1000, "queued": 0, "unresponsive": false],
+            ["client": .string("c\(b)"), "name": .null, "pid": .integer(Int64(100 + b)), "uid": 1000, "queued": 0, "unresponsive": false],
         ]))
         #expect(s["observers"] == .array([
             ["observer": .string(o2), "client": .string("c\(b)"), "events": ["x"], "priority": -1, "key": .null],
             ["observer": .string(o1), "client": .string("c\(a)"), "events": ["x", "y"], "priority": 50, "key": "k1"],
         ]))
         #expect(s["handlers"] == .array([["handler": "h1", "client": .string("c\(b)"), "channel": "ch", "method": .null]]))
-        #expect(s["queue"] == ["pending": 0, "current": .null])
+        #expect(s["queue"] == ["pending": 0, "current": .null, "maxPerClient": 1250])
         #expect(s["slots"] == ["alpha", "zeta"])
         #expect(s["next"] == .null)
         #expect(s["buffers"] == ["bytes": 0, "max": 0, "cutOff": 0])

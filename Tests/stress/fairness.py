@@ -3,13 +3,20 @@
 
 - hop-budget: a connection with 200 observers that never answer holds an event up for
   one hop timeout, not 200; an unrelated post behind it is answered (figure: its latency).
+- silent-flood: one client holds a silent observer of `flood` and pipelines 10,000 posts
+  of it (the whole --max-queue): its observer times out once and is skipped in every
+  later event, so another client's post is answered within about two hop timeouts
+  (figures: that post's latency, the hop timeouts the flood cost).
+- queue-share: the flooder's posts beyond its share of the queue (an eighth of
+  --max-queue) get queue_full at once while another client's posts still wait their turn
+  (figures: accepted and refused posts).
 - status-pages: a status of 2 x 1024 observers of 64 names of 256 bytes (~34 MB whole)
   comes in pages that together list everything once, while another client's pings are
   answered (figures: page count and sizes, page and ping round trips).
 - buffer-budget: input and output buffered across connections beyond
   --max-buffered-bytes cut off the biggest holders with `overloaded`; status reports it.
 - signals: SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM leave the broker running; SIGUSR1 logs a
-  status line; SIGTERM still stops it cleanly.
+  status line, each time it is sent; SIGTERM still stops it cleanly.
 - log-flood: under EMFILE, failed accepts are logged at most once a second with a count.
 - durable-stream: with --state-dir, one client pipelines 5000 puts to one slot (each waits
   for the sync of the one before): another client's pings are answered while the puts
@@ -24,11 +31,9 @@ whose name contains WORD.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import struct
@@ -98,7 +103,164 @@ def pipelined(c: sl.Conn, messages: List[Dict[str, Any]], timeout: float = 60) -
     return replies
 
 
+def flood(c: sl.Conn, name: str, posts: int, timeout: float = 60, on_event: Any = None) -> Dict[str, Any]:
+    """Pipelines `posts` posts of `name` and a ping, and reads what comes back until the
+    ping's reply, which says the broker has read every post: the event frames sent to `c`,
+    the posts refused (their ids), and the other replies (results of posts that ran).
+    `on_event` is called once the first event frame has come."""
+    data = b"".join(sl.encode({"op": "post", "id": i, "name": name}) for i in range(posts))
+    data += sl.encode({"op": "ping", "id": "last"})
+    c.timeout = timeout
+    sender = threading.Thread(target=c.send_raw, args=(data,), daemon=True)
+    sender.start()
+    # Raw bytes first, so that parsing thousands of replies here does not delay noticing
+    # the ping's (the broker wrote them all before it).
+    deadline = time.monotonic() + timeout
+    searched = 0
+    while b'"id":"last"' not in c.buffer[searched:]:
+        if on_event and b'"op":"event"' in c.buffer:
+            on_event()
+            on_event = None
+        searched = max(0, len(c.buffer) - 16)
+        c._fill(deadline)
+    if on_event:
+        on_event()
+    events: List[Dict[str, Any]] = []
+    refused: List[int] = []
+    results: List[Dict[str, Any]] = []
+    while True:
+        frame = c.recv(timeout)
+        if frame.get("op") == "event":
+            events.append(frame)
+        elif frame.get("id") == "last":
+            break
+        elif sl.error_code(frame) == "queue_full":
+            refused.append(frame["id"])
+        else:
+            results.append(frame)
+    sender.join(timeout)
+    return {"events": events, "refused": refused, "results": results}
+
+
 # MARK: checks
+
+
+def check_silent_flood(checks: sl.Checks, ctx: Context) -> None:
+    hop_ms = 50
+    posts = 10_000  # the --max-queue default: without a share, the whole queue
+    b = ctx.broker(["--hop-timeout", f"{hop_ms}ms"])
+    flooder = greeted(b.socket, "flooder", timeout=60)
+    other = greeted(b.socket, "other")
+    watcher = greeted(b.socket, "watcher")
+    bystander = greeted(b.socket, "bystander", timeout=30)
+    flooder.request("subscribe", events=["flood"])  # an observer that never answers
+    # The bystander posts while the flood's first event waits on the silent observer.
+    during: Dict[str, Any] = {}
+
+    def answered_during() -> None:
+        try:
+            during["reply"] = bystander.reply_to("during", 20.0)
+            during["answered"] = time.monotonic()
+        except (sl.Timeout, sl.Closed) as exc:
+            during["reply"] = {"exception": repr(exc)}
+
+    def post_during() -> None:
+        during["sent"] = time.monotonic()
+        bystander.send({"op": "post", "id": "during", "name": "unrelated"})
+        during["waiter"] = threading.Thread(target=answered_during, daemon=True)
+        during["waiter"].start()
+
+    started = time.monotonic()
+    try:
+        got = flood(flooder, "flood", posts, on_event=post_during)
+    except (sl.Timeout, sl.Closed) as exc:
+        checks.check(f"{posts} pipelined posts are read", False, repr(exc))
+        return
+    # The flooder has said its last word: from here its observer may cost one more hop
+    # timeout (the one running, or the next), no more.
+    posted = time.monotonic()
+    other.send({"op": "post", "id": "unrelated", "name": "unrelated"})
+    try:
+        # 10,000 events of one hop timeout each would take 500 s.
+        unrelated = other.reply_to("unrelated", 20.0)
+        waited_ms = (time.monotonic() - posted) * 1000
+    except (sl.Timeout, sl.Closed) as exc:
+        checks.check("an unrelated post behind the flood is answered", False,
+                     f"{repr(exc)} after {time.monotonic() - posted:.0f} s")
+        return
+    after = watcher.request("status")["result"]
+    counters = after["counters"]
+    accepted = posts - len(got["refused"])
+    results = got["results"]
+    later: List[Dict[str, Any]] = []  # event frames sent after the flooder's last frame
+    deadline = time.monotonic() + 20
+    try:
+        while len(results) < accepted and time.monotonic() < deadline:
+            frame = flooder.recv(max(0.0, deadline - time.monotonic()))
+            (later if frame.get("op") == "event" else results).append(frame)
+    except (sl.Timeout, sl.Closed):
+        pass
+    traces = [[t["reply"] for t in r.get("result", {}).get("trace", [])] for r in results]
+    timed_out = sum(1 for t in traces if t == ["timeout"])
+    skipped = sum(1 for t in traces if t == ["skipped"])
+    print(f"  {posts} posts pipelined by a client whose own observer never answers, at --hop-timeout {hop_ms}ms: "
+          f"read by the broker in {(posted - started) * 1000:.0f} ms; {accepted} accepted, {len(got['refused'])} "
+          f"refused (queue_full); {timed_out} hop timeout(s), {skipped} skipped", flush=True)
+    during["waiter"].join(25)
+    if "answered" in during:
+        print(f"  an unrelated post from another client, sent while the flood's first event waited on the silent "
+              f"observer: answered in {(during['answered'] - during['sent']) * 1000:.0f} ms", flush=True)
+    print(f"  an unrelated post from another client, sent behind the whole flood: answered in {waited_ms:.0f} ms "
+          f"(bound: about two hop timeouts, {2 * hop_ms} ms, plus the broker's work)", flush=True)
+    checks.check("an unrelated post sent during the flood is answered (outcome unhandled)",
+                 during["reply"].get("result", {}).get("outcome") == "unhandled", str(during["reply"])[:200])
+    checks.check("an unrelated post behind the flood is answered (outcome unhandled)",
+                 unrelated.get("result", {}).get("outcome") == "unhandled", str(unrelated)[:200])
+    checks.check("after the flooder's last frame its silent observer got at most one more event",
+                 len(later) <= 1, f"{len(later)} event frames after its last frame")
+    events = len(got["events"]) + len(later)
+    checks.check("every accepted post of the flood was answered: one event frame per hop timeout, the rest skipped",
+                 len(results) == accepted and timed_out + skipped == accepted and events == timed_out
+                 and counters["hopTimeouts"] == timed_out, f"{len(results)} of {accepted} answered, "
+                 f"{events} event frames, {counters['hopTimeouts']} hop timeouts")
+    mine = next((c for c in after["clients"] if c["client"] == flooder.client_id), {})
+    checks.check("status shows the silent client as unresponsive", mine.get("unresponsive") is True, str(mine))
+
+
+def check_queue_share(checks: sl.Checks, ctx: Context) -> None:
+    posts, share = 2000, 10_000 // 8
+    # The first event waits on the flooder's silent observer for the whole check.
+    b = ctx.broker(["--hop-timeout", "30s"])
+    flooder = greeted(b.socket, "flooder", timeout=60)
+    other = greeted(b.socket, "other")
+    flooder.request("subscribe", events=["flood"])
+    try:
+        got = flood(flooder, "flood", posts)
+    except (sl.Timeout, sl.Closed) as exc:
+        checks.check(f"{posts} pipelined posts are read", False, repr(exc))
+        return
+    refused = got["refused"]
+    print(f"  {posts} posts pipelined by one client behind its own silent observer: {posts - len(refused)} accepted "
+          f"(one running, {share} waiting), {len(refused)} refused with queue_full", flush=True)
+    checks.check(f"one client's posts beyond its share ({share}, an eighth of --max-queue) get queue_full at once",
+                 refused == list(range(1 + share, posts)), f"{len(refused)} refused, first {refused[:1]}")
+    # Another client's posts still wait their turn: a ping behind them is answered first.
+    for i in range(10):
+        other.send({"op": "post", "id": f"p{i}", "name": "other"})
+    pong = other.request("ping")
+    early = other.unsolicited[:]
+    checks.check("another client's posts are queued, not refused", "result" in pong and not early, str(early)[:200])
+    status = other.request("status")["result"]
+    queued = {c["name"]: c.get("queued") for c in status["clients"]}
+    checks.check("status reports each client's waiting posts and the share",
+                 status["queue"]["pending"] == share + 10 and queued.get("flooder") == share and queued.get("other") == 10
+                 and status["queue"].get("maxPerClient") == share, f"{status['queue']}, {queued}")
+    flooder.close()  # its observer goes: the running hop ends as gone and the queue drains
+    try:
+        outcomes = [other.reply_to(f"p{i}", 30)["result"]["outcome"] for i in range(10)]
+    except (sl.Timeout, sl.Closed, KeyError) as exc:
+        outcomes = [repr(exc)]
+    checks.check("the other client's posts run once the flooder is gone", outcomes == ["unhandled"] * 10, str(outcomes)[:200])
 
 
 def check_hop_budget(checks: sl.Checks, ctx: Context) -> None:
@@ -315,6 +477,13 @@ def check_signals(checks: sl.Checks, ctx: Context) -> None:
         if not alive:
             return
     checks.check("SIGUSR1 logged a status line", "notifbus: status:" in b.log())
+    # A status line asked for is written at once, even right after another: it is not held
+    # back like repeated errors.
+    b.process.send_signal(signal.SIGUSR1)
+    twice = sl.wait_until(lambda: b.log().count("notifbus: status:") >= 2, 0.5)
+    lines = [line for line in b.log().splitlines() if "notifbus: status:" in line]
+    checks.check("a second SIGUSR1 within a second writes its own status line at once",
+                 twice and not any("more like it" in line for line in lines), str(lines)[-300:])
     checks.check("the other signals are logged as ignored", all(n in b.log() for n in ("SIGHUP", "SIGUSR2", "SIGALRM")))
     observer.send({"op": "next", "event": event["event"]})
     reply = poster.reply_to(99, 5)
@@ -454,6 +623,7 @@ def check_durable_sigterm(checks: sl.Checks, ctx: Context) -> None:
 
 
 CHECKS = [
+    ("silent-flood", check_silent_flood), ("queue-share", check_queue_share),
     ("hop-budget", check_hop_budget), ("status-pages", check_status_pages), ("buffer-budget", check_buffer_budget),
     ("signals", check_signals), ("log-flood", check_log_flood),
     ("durable-stream", check_durable_stream), ("durable-sigterm", check_durable_sigterm),
@@ -461,31 +631,7 @@ CHECKS = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", dest="only", default="", help="run only the checks whose name contains this")
-    args = parser.parse_args()
-    sl.install_signal_cleanup()
-    folder = sl.fresh_folder("nb-fair-")
-    ctx = Context(folder, sl.snapshot_binary(folder))
-    checks = sl.Checks("fairness")
-    for name, fn in CHECKS:
-        if args.only not in name:
-            continue
-        print(f"{name}:", flush=True)
-        started = time.monotonic()
-        try:
-            fn(checks, ctx)
-        except Exception as exc:  # a check that blows up is a failed check, not a crash
-            checks.check(f"{name} ran to the end", False, repr(exc)[:300])
-        sl.kill_children()
-        print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
-    code = checks.report()
-    if code == 0:
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        os.remove(ctx.binary)
-        print(f"(broker logs kept in {folder})")
-    return code
+    return sl.run_checks("fairness", __doc__, "nb-fair-", CHECKS, Context)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ child started through it is killed when the program ends.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import json
 import os
@@ -23,7 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -449,6 +450,41 @@ class Checks:
         for name, _ok, detail in failed:
             print(f"  failed: {name}" + (f" ({detail})" if detail else ""), flush=True)
         return 1 if failed else 0
+
+
+def run_checks(title: str, doc: str, prefix: str, named: Sequence[Tuple[str, Callable[[Checks, Any], None]]],
+               context: Callable[[str, str], Any]) -> int:
+    """The main program of a checks file: `-k WORD` picks the checks whose name contains
+    WORD; each runs in turn with `context(folder, binary)` (a fresh folder and a snapshot
+    of the broker), and one that raises is a failed check, not a crash. The children of
+    each are killed after it. Returns the exit status; the folder is removed when every
+    check passed, else kept for its broker logs."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("-k", dest="only", default="", help="run only the checks whose name contains this")
+    args = parser.parse_args()
+    install_signal_cleanup()
+    folder = fresh_folder(prefix)
+    binary = snapshot_binary(folder)
+    ctx = context(folder, binary)
+    checks = Checks(title)
+    for name, fn in named:
+        if args.only not in name:
+            continue
+        print(f"{name}:", flush=True)
+        started = time.monotonic()
+        try:
+            fn(checks, ctx)
+        except Exception as exc:  # a check that blows up is a failed check, not a crash
+            checks.check(f"{name} ran to the end", False, repr(exc)[:300])
+        kill_children()
+        print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
+    code = checks.report()
+    if code == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        os.remove(binary)
+        print(f"(broker logs kept in {folder})")
+    return code
 
 
 def mib(kib: int) -> str:

@@ -199,7 +199,9 @@ describe('status and monitor', () => {
     assert.match(status.server, /^notifbus\//);
     assert.equal(typeof status.uptimeMs, 'number');
     const me = status.clients.find((c) => c.client === a.id);
-    assert.deepEqual(me, { client: a.id, name: 'status-probe', pid: process.pid, uid: process.getuid() });
+    assert.deepEqual(me, {
+      client: a.id, name: 'status-probe', pid: process.pid, uid: process.getuid(), queued: 0, unresponsive: false,
+    });
     assert.ok(status.slots.includes('visible'));
     assert.deepEqual(status.slots, [...status.slots].sort());
     assert.equal(typeof status.counters.posted, 'number');

@@ -43,7 +43,7 @@ def test_hello_and_status(broker):
         assert {"client": bus.client_id, "name": "mail-app"}.items() <= next(
             c for c in status["clients"] if c["client"] == bus.client_id
         ).items()
-        assert status["queue"] == {"pending": 0, "current": None}
+        assert status["queue"] == {"pending": 0, "current": None, "maxPerClient": 1250}
     assert not bus.connected
     with pytest.raises(ConnectionLost):
         bus.ping()
