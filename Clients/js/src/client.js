@@ -888,9 +888,15 @@ export class Client extends EventEmitter {
       if (this.#name !== undefined) fields.name = this.#name;
       this.#greeting = await this.#request('hello', fields, internal);
       const entries = this.#registry.entries;
+      // Each registration is in place the moment its reply is read, before any frame after
+      // it (an event for it, or its eviction by a newer holder) is looked at.
       const replies = entries.map((e) => {
         const [op, wire] = resumeRequest(e);
-        return this.#request(op, wire, internal).then((result) => ({ result }), (error) => ({ error }));
+        const onResult = (result) => {
+          this.#adopt(e, e.kind === 'observer' ? result.observer : result.handler);
+          return result;
+        };
+        return this.#request(op, wire, { ...internal, onResult }).then((result) => ({ result }), (error) => ({ error }));
       });
       const monitor = this.#monitoring ? this.#request('monitor', {}, internal) : null;
       const settled = await Promise.all(replies);
@@ -900,19 +906,10 @@ export class Client extends EventEmitter {
       const superseded = [];
       const evictions = [];
       for (const [i, e] of entries.entries()) {
-        const { result, error } = settled[i];
+        const { error } = settled[i];
         if (error instanceof ConnectionLostError) return null;
         if (error === undefined) {
-          const id = e.kind === 'observer' ? result.observer : result.handler;
-          ids[e.handle] = id;
-          e.current = id;
-          if (e.kind === 'observer') {
-            this.#observers.set(id, { handler: e.handler, onEvicted: e.onEvicted });
-          } else {
-            const key = JSON.stringify([e.channel, e.method]);
-            this.#handlers.set(id, { handler: e.handler, key, onEvicted: e.onEvicted, superseded: false });
-            this.#handlerIds.set(key, id);
-          }
+          ids[e.handle] = e.current;
           continue;
         }
         this.#registry.forget([e.current]);
@@ -923,6 +920,18 @@ export class Client extends EventEmitter {
       return { ids, superseded, evictions };
     } catch {
       return null;
+    }
+  }
+
+  /** Records a registration made again under its new broker id. */
+  #adopt(e, id) {
+    e.current = id;
+    if (e.kind === 'observer') {
+      this.#observers.set(id, { handler: e.handler, onEvicted: e.onEvicted });
+    } else {
+      const key = JSON.stringify([e.channel, e.method]);
+      this.#handlers.set(id, { handler: e.handler, key, onEvicted: e.onEvicted, superseded: false });
+      this.#handlerIds.set(key, id);
     }
   }
 
