@@ -127,7 +127,7 @@ final class NATSBridge: @unchecked Sendable {
             let socket = options.socket
             let result: Result<NotifBusConnection, NotifBusError> = blocking {
                 do throws(NotifBusError) {
-                    return .success(try await NotifBusConnection.connect(socket: socket, name: "notifbus-bridge nats"))
+                    return .success(try await NotifBusConnection.connect(socket: socket, name: "notifbus-bridge nats", reconnect: .never))
                 } catch {
                     return .failure(error)
                 }

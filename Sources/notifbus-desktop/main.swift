@@ -81,7 +81,9 @@ guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0)
 
 let broker: NotifBusConnection
 do {
-    broker = try await NotifBusConnection.connect(socket: options.socket, name: "notifbus-desktop")
+    // The delivered table and the channel belong to one broker session: on its loss the
+    // bridge ends (exit 1) rather than reconnect, and a supervisor starts it afresh.
+    broker = try await NotifBusConnection.connect(socket: options.socket, name: "notifbus-desktop", reconnect: .never)
 } catch {
     fail("\(error)", status: 1)
 }

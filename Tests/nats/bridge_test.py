@@ -293,9 +293,20 @@ async def malformed(js, device: Device) -> None:
     check(device.bus.peek("launch3") is None, "the refused put left its slot empty")
 
 
+def device_registered(socket: str) -> bool:
+    """Whether the device's observers of `mail` and `didReceive` are back on the broker."""
+    try:
+        with notifbus.connect(socket=socket, reconnect=False, timeout=2) as probe:
+            names = {name for o in probe.status()["observers"] for name in o["events"]}
+    except (OSError, notifbus.NotifbusError):
+        return False
+    return {"mail", "didReceive"} <= names
+
+
 async def broker_outage(js, device: Device, broker: Bridge, bridge: Bridge, socket: str) -> Device:
     """The broker SIGKILLed: the bridge stops acking and waits; once the broker is back (same
-    --state-dir), every post sent meanwhile takes effect once."""
+    --state-dir) and the device's client has reconnected, every post sent meanwhile takes
+    effect once."""
     broker.kill()
     for i in range(50):
         await publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": POSTS + i}).encode(), f"o{i}")
@@ -305,11 +316,11 @@ async def broker_outage(js, device: Device, broker: Bridge, bridge: Bridge, sock
           f"with the broker down the bridge acks nothing (pending {info.num_pending}, unacked {info.num_ack_pending})")
     # The bridge is held still while the device's apps come back, so that none of the posts
     # runs before their observer is there (the bridge itself would go on at once).
+    # The device's client reconnects by itself and makes its observers and handlers again.
     bridge.process.send_signal(signal.SIGSTOP)
     broker.start()
     await wait_until(lambda: os.path.exists(socket), 10)
-    await asyncio.sleep(0.3)
-    device = Device(socket)
+    await wait_until(lambda: device_registered(socket), 20)
     bridge.process.send_signal(signal.SIGCONT)
     outage_ids = {POSTS + i for i in range(50)}
     await wait_until(lambda: len([1 for m in device.foreign if m.get("n") in outage_ids]) >= 50, 60)
