@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "NotifBusDesktop", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(name: "notifbus-desktop", dependencies: ["CSdBus", "NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         // The NATS bridge and its benchmark link cnats; the broker binary above never does.
-        .target(name: "NotifBusNATS", dependencies: ["CNats", "NotifBusProtocol"]),
+        .target(name: "NotifBusNATS", dependencies: ["CNats", "NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(name: "notifbus-bridge", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(name: "notifbus-nats-bench", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"],
                           path: "Benchmarks/nats", exclude: ["run.sh"]),
