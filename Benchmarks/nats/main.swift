@@ -87,6 +87,60 @@ final class Arrivals: @unchecked Sendable {
 
 final class ResultHolder<T>: @unchecked Sendable { var value: T? }
 
+/// CPU time of the processes named in NOTIFBUS_BENCH_PIDS (`name=pid,...`, from run.sh) and of
+/// this one, plus the machine's idle time, so that each phase can say where the CPU went.
+struct CPUSample {
+    static let watched: [(name: String, pid: Int32)] = {
+        let spec = getenv("NOTIFBUS_BENCH_PIDS").map { String(cString: $0) } ?? ""
+        let named = spec.split(separator: ",").compactMap { item -> (String, Int32)? in
+            let parts = item.split(separator: "=")
+            guard parts.count == 2, let pid = Int32(parts[1]) else { return nil }
+            return (String(parts[0]), pid)
+        }
+        return named + [("bench", getpid())]
+    }()
+    static let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+    /// Seconds of CPU (user + system) per watched process, in `watched` order.
+    var seconds: [Double] = []
+    var idleSeconds = 0.0
+    var wall = nowNs()
+
+    init() {
+        for (_, pid) in CPUSample.watched {
+            let fields = CPUSample.read("/proc/\(pid)/stat").split(separator: ")").last?.split(separator: " ") ?? []
+            let ticks = fields.count > 12 ? (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0) : 0
+            seconds.append(ticks / CPUSample.tick)
+        }
+        let cpu = CPUSample.read("/proc/stat").split(separator: "\n").first?.split(separator: " ") ?? []
+        if cpu.count > 5 { idleSeconds = ((Double(cpu[4]) ?? 0) + (Double(cpu[5]) ?? 0)) / CPUSample.tick }
+    }
+
+    static func read(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+        return n > 0 ? String(decoding: bytes[0..<n], as: UTF8.self) : ""
+    }
+
+    /// One line: CPU µs per message of each watched process between `start` and now, and the
+    /// share of the machine's CPU that was idle.
+    static func report(since start: CPUSample, messages: Int) -> String {
+        let end = CPUSample()
+        var parts: [String] = []
+        var nats = 0.0
+        for (index, entry) in watched.enumerated() {
+            let us = (end.seconds[index] - start.seconds[index]) * 1e6 / Double(messages)
+            if entry.name.hasPrefix("nats") { nats += us } else { parts.append("\(entry.name) \(Int(us))") }
+        }
+        let wall = Double(end.wall - start.wall) / 1e9
+        let idle = (end.idleSeconds - start.idleSeconds) / (wall * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        return "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") +
+            "; machine idle \(Int((idle * 100).rounded()))%"
+    }
+}
+
 /// The benchmark's connections and both measured paths.
 final class Bench: @unchecked Sendable {
     let runID = String(getpid()) + "-" + String(nowNs() / 1_000_000)
@@ -124,7 +178,12 @@ final class Bench: @unchecked Sendable {
     /// Consumes (fetch, ack) until `count` messages came.
     func floorConsume(_ count: Int) {
         var got = 0
+        let deadline = nowNs() + 300_000_000_000
         while got < count {
+            if nowNs() > deadline {
+                say("nats-bench: the floor's consumer got \(got) of \(count) messages within 300 s")
+                exit(1)
+            }
             let batch = (try? link.fetch(floorSub, batch: 128, timeoutMs: 2000)) ?? []
             for m in batch {
                 _ = m.ack()
@@ -223,8 +282,12 @@ let bus: NotifBusConnection = {
 say("warming up")
 _ = bench.floorThroughput(300, tag: "warm")
 _ = bench.bridgeThroughput(300, tag: "warm")
+var mark = CPUSample()
 let floorRate = bench.floorThroughput(options.count, tag: "run")
+let floorCPU = CPUSample.report(since: mark, messages: options.count)
+mark = CPUSample()
 let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")
+let bridgeCPU = CPUSample.report(since: mark, messages: options.count)
 let floorLat = bench.floorLatency(options.latencyCount)
 let bridgeLat = bench.bridgeLatency(options.latencyCount)
 
@@ -234,7 +297,9 @@ func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
 }
 say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency")
 say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
+say(floorCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
+say(bridgeCPU)
 let ratio = bridgeRate / floorRate
 say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8)")
 say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +

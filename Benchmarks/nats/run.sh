@@ -32,5 +32,7 @@ for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
 PIDS+=($!)
 for _ in $(seq 150); do grep -q "bridging device" "$WORK/bridge.log" && break; sleep 0.2; done
 grep -q "bridging device" "$WORK/bridge.log" || { echo "the bridge did not start"; cat "$WORK/bridge.log"; exit 1; }
+# The bench reports each phase's CPU time per message for these processes.
+export NOTIFBUS_BENCH_PIDS="nats1=${NATS_PIDS[1]},nats2=${NATS_PIDS[2]},nats3=${NATS_PIDS[3]},broker=${PIDS[0]},bridge=${PIDS[1]}"
 echo "build: $CONFIG; $(nproc) cores; nats-server $(nats-server --version | sed 's/.*v//')"
 timeout 600 "$BIN/notifbus-nats-bench" --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" --replicas 3 "$@"

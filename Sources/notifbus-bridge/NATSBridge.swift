@@ -285,7 +285,7 @@ final class NATSBridge: @unchecked Sendable {
                 groups.append((members, connection.pipeline(requests, timeout: NATSBridge.postTimeout)))
             }
             let (members, group) = groups.removeFirst()
-            let replies = waitKeepingAlive(batch) { await group.wait() }
+            let replies = waitKeepingAlive(batch, group)
             for (position, work) in members.enumerated() where !lost {
                 switch replies[position] {
                 case .success(let result):
@@ -343,19 +343,15 @@ final class NATSBridge: @unchecked Sendable {
         }
     }
 
-    /// Waits for `body`, telling JetStream every third of AckWait that the batch is still in progress.
-    private func waitKeepingAlive<T: Sendable>(_ batch: [NATSMessage], _ body: @escaping @Sendable () async -> T) -> T {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            box.value = await body()
-            done.signal()
-        }
+    /// Waits on this thread for every reply of `group`, telling JetStream every third of
+    /// AckWait that the batch is still in progress. No task is involved: the reader thread's
+    /// last reply wakes this thread once for the group.
+    private func waitKeepingAlive(_ batch: [NATSMessage], _ group: PipelinedReplies) -> [PipelinedReplies.Reply] {
         let every = max(options.ackWaitMs / 3, 50)
-        while done.wait(timeout: .now() + .milliseconds(Int(every))) == .timedOut {
+        while true {
+            if let replies = group.waitAll(until: .now() + .milliseconds(Int(every))) { return replies }
             batch.forEach { _ = $0.inProgress() }
         }
-        return box.value!
     }
 
     // MARK: Outbound
