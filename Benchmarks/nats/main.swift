@@ -20,10 +20,13 @@ struct BenchOptions {
     var count = 5000
     var latencyCount = 300
     var replicas = 3
+    /// `thread`: the observer answers each event on its socket's reader thread; `swift`: a
+    /// NotifBusClient observer (its handler runs in a Task, one more thread hop per event).
+    var observer = "thread"
 }
 
 func usage() -> Never {
-    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R]\n" +
+    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--observer thread|swift]\n" +
           "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
     exit(2)
 }
@@ -41,10 +44,12 @@ while !argv.isEmpty {
     case "--count": options.count = Int(value) ?? 0
     case "--latency-count": options.latencyCount = Int(value) ?? 0
     case "--replicas": options.replicas = Int(value) ?? 0
+    case "--observer": options.observer = value
     default: usage()
     }
 }
-guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas) else { usage() }
+guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas),
+      ["thread", "swift"].contains(options.observer) else { usage() }
 
 func nowNs() -> UInt64 {
     var ts = timespec()
@@ -258,9 +263,79 @@ final class Bench: @unchecked Sendable {
 
 }
 
+/// The benchmark's one observer of `bench`, written against the wire directly: a blocking
+/// reader thread that answers every event with `complete` as soon as it has read it, so the
+/// chain costs the broker one socket round trip and the observer no thread hop.
+final class ThreadObserver: @unchecked Sendable {
+    let fd: Int32
+    let ready = DispatchSemaphore(value: 0)
+
+    init(socket: String?) {
+        let path = SocketPath.resolve(explicit: socket)
+        fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard fd >= 0, connected == 0 else {
+            say("nats-bench: observer: cannot connect to \(path)")
+            exit(1)
+        }
+        send(["op": "hello", "id": 1, "protocol": .integer(protocolVersion), "name": "nats-bench-observer"])
+        send(["op": "subscribe", "id": 2, "events": ["bench"], "priority": 0])
+        _ = DetachedThread.start { [self] in readLoop() }
+        if ready.wait(timeout: .now() + .seconds(30)) == .timedOut {
+            say("nats-bench: observer: no reply to subscribe within 30 s")
+            exit(1)
+        }
+    }
+
+    func send(_ message: JSONValue) {
+        let body = message.encoded
+        let frame = FrameHeader.encode(length: body.count) + body
+        var offset = 0
+        while offset < frame.count {
+            let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            offset += n
+        }
+    }
+
+    private func readLoop() {
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            decoder.append(buffer[0..<n])
+            while let body = try? decoder.next(), let message = try? JSONValue(parsing: body) {
+                switch message["op"]?.stringValue {
+                case "event"?:
+                    send(["op": "complete", "event": message["event"] ?? .null, "value": ["shown": true]])
+                case "reply"? where message["id"]?.intValue == 2:
+                    if message["error"] != nil {
+                        say("nats-bench: observer: subscribe refused: \(message)")
+                        exit(1)
+                    }
+                    ready.signal()
+                default: break
+                }
+            }
+        }
+    }
+}
+
 let bench = Bench(options)
 let socket = options.socket
-let bus: NotifBusConnection = {
+let observerKind = options.observer
+let keepAlive: AnyObject = {
+    if observerKind == "thread" { return ThreadObserver(socket: socket) }
     let box = ResultHolder<NotifBusConnection>()
     let done = DispatchSemaphore(value: 0)
     Task.detached {
@@ -295,7 +370,8 @@ func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
     let r = String(Int(rate.rounded()))
     return "\(name)  \(r) msg/s   latency p50 \(Int(percentile(lat, 0.5))) µs  p99 \(Int(percentile(lat, 0.99))) µs"
 }
-say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency")
+say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, " +
+      "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
 say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
 say(floorCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
@@ -304,5 +380,4 @@ let ratio = bridgeRate / floorRate
 say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8)")
 say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +
       "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
-bus.close()
 exit(0)
