@@ -19,6 +19,8 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     nats_cluster_stop
+    # With NOTIFBUS_BRIDGE_PROFILE=1 the bridge logged where its inbound thread's time went.
+    grep -h "profile," "$WORK/bridge.log" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -42,6 +42,9 @@ final class NATSBridge: @unchecked Sendable {
     private var bus: NotifBusConnection? = nil
     private var exporter: EventExporter? = nil
     private lazy var finisher = BatchFinisher(bridge: self)
+    private var prefetcher: Prefetcher? = nil
+    /// With NOTIFBUS_BRIDGE_PROFILE set, where the inbound thread's time goes (logged).
+    private let profile = PhaseProfile(enabled: getenv("NOTIFBUS_BRIDGE_PROFILE") != nil)
     /// The whole chain of a post, queue wait included, may take this long before the bridge
     /// gives up on its reply and treats the broker as lost (then the marker decides).
     static let postTimeout: Duration = .seconds(600)
@@ -78,17 +81,60 @@ final class NATSBridge: @unchecked Sendable {
         if !options.exports.isEmpty { exporter = EventExporter(bridge: self, events: Set(options.exports)) }
         connectBus()
         log("bridging device \(options.device): stream \(options.inboundStream), results to \(options.outboundStream)")
-        while true {
-            let batch: [NATSMessage]
-            do {
-                batch = try nats.fetch(sub, batch: options.batch, timeoutMs: 1000)
-            } catch {
-                if nats.isConnected { log("fetch: \(error)") }
-                usleep(NATSBridge.retryPauseMs * 1000)
-                continue
+        let nats = self.nats, size = options.batch
+        // Only the prefetcher's thread fetches through the subscription (cnats is thread-safe).
+        nonisolated(unsafe) let subscription = sub
+        prefetcher = Prefetcher {
+            while true {
+                do {
+                    let batch = try nats.fetch(subscription, batch: size, timeoutMs: 1000)
+                    if !batch.isEmpty { return batch }
+                } catch {
+                    if nats.isConnected { log("fetch: \(error)") }
+                    usleep(NATSBridge.retryPauseMs * 1000)
+                }
             }
-            if batch.isEmpty { continue }
+        }
+        while true {
+            let started = profile.now()
+            let batch = prefetcher!.next()
+            profile.add(.fetch, since: started)
             process(batch)
+            profile.count(batch.count)
+        }
+    }
+
+    /// Fetches the next batch on a thread of its own while the current one is applied, so the
+    /// broker does not wait for a NATS round trip between batches. One batch waits at most:
+    /// with the one being applied and the finisher's two, that is MaxAckPending (4 × batch).
+    final class Prefetcher: @unchecked Sendable {
+        private let lock = Lock()
+        private var waiting: [[NATSMessage]] = []
+        private let ready = DispatchSemaphore(value: 0)
+        private let room = DispatchSemaphore(value: 1)
+
+        init(fetch: @escaping @Sendable () -> [NATSMessage]) {
+            _ = DetachedThread.start { [self] in
+                while true {
+                    room.wait()
+                    let batch = fetch()
+                    lock.withLock { waiting.append(batch) }
+                    ready.signal()
+                }
+            }
+        }
+
+        /// The next batch, in fetch order.
+        func next() -> [NATSMessage] {
+            ready.wait()
+            let batch = lock.withLock { waiting.removeFirst() }
+            room.signal()
+            return batch
+        }
+
+        /// Refreshes the ack timer of the batch waiting here (the current one is slow).
+        func keepWaitingAlive() {
+            lock.withLock { waiting.forEach { $0.forEach { _ = $0.inProgress() } } }
         }
     }
 
@@ -203,7 +249,9 @@ final class NATSBridge: @unchecked Sendable {
     /// next batch is fetched while JetStream takes this one's results.
     private func process(_ batch: [NATSMessage]) {
         while true {
+            let planned = profile.now()
             let steps = plan(batch)
+            profile.add(.plan, since: planned)
             guard let outcomes = apply(batch, steps) else {
                 // The broker went away: reconnect, settle what it saw, and plan the batch again.
                 connectBus()
@@ -217,7 +265,9 @@ final class NATSBridge: @unchecked Sendable {
                 case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
                 }
             }
+            let handed = profile.now()
             finisher.hand(outbound, batch)
+            profile.add(.handOff, since: handed)
             return
         }
     }
@@ -285,7 +335,9 @@ final class NATSBridge: @unchecked Sendable {
                 groups.append((members, connection.pipeline(requests, timeout: NATSBridge.postTimeout)))
             }
             let (members, group) = groups.removeFirst()
+            let waited = profile.now()
             let replies = waitKeepingAlive(batch, group)
+            profile.add(.broker, since: waited)
             for (position, work) in members.enumerated() where !lost {
                 switch replies[position] {
                 case .success(let result):
@@ -337,6 +389,8 @@ final class NATSBridge: @unchecked Sendable {
 
     /// A store that cannot write cannot promise anything: stop, and let redelivery take over.
     private func syncOrExit() {
+        let started = profile.now()
+        defer { profile.add(.fsync, since: started) }
         do { try store.sync() } catch {
             log("\(error)")
             exit(1)
@@ -351,6 +405,7 @@ final class NATSBridge: @unchecked Sendable {
         while true {
             if let replies = group.waitAll(until: .now() + .milliseconds(Int(every))) { return replies }
             batch.forEach { _ = $0.inProgress() }
+            prefetcher?.keepWaitingAlive()
         }
     }
 
@@ -502,5 +557,56 @@ final class NATSBridge: @unchecked Sendable {
                 log("cannot answer invoke on \(replySubject): \(error)")
             }
         }
+    }
+}
+
+/// Where the bridge's inbound thread spends its time, logged every 9,000 messages after an idle pause when
+/// NOTIFBUS_BRIDGE_PROFILE is set; without it every call returns at once. Used only from
+/// the inbound thread.
+final class PhaseProfile: @unchecked Sendable {
+    enum Phase: Int, CaseIterable {
+        case fetch, plan, fsync, broker, handOff
+        var label: String { ["waiting for a fetched batch", "planning", "store fsync", "waiting for the broker", "waiting for the finisher"][rawValue] }
+    }
+
+    private let enabled: Bool
+    private var totals = [UInt64](repeating: 0, count: Phase.allCases.count)
+    private var messages = 0
+    private var started: UInt64 = 0
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func now() -> UInt64 {
+        guard enabled else { return 0 }
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    func add(_ phase: Phase, since start: UInt64) {
+        guard enabled else { return }
+        let spent = now() - start
+        if phase == .fetch && spent > 200_000_000 {
+            // Nothing to fetch for a while: the bridge was idle, which is not a cost. Start over.
+            totals = totals.map { _ in 0 }
+            messages = 0
+            started = now()
+            return
+        }
+        totals[phase.rawValue] += spent
+    }
+
+    func count(_ n: Int) {
+        guard enabled else { return }
+        if started == 0 { started = now() }
+        messages += n
+        guard messages >= 9_000 else { return }
+        let wall = Double(now() - started)
+        var parts = Phase.allCases.map { "\($0.label) \(Int(Double(totals[$0.rawValue]) / 1000 / Double(messages))) µs" }
+        parts.append("wall \(Int(wall / 1000 / Double(messages))) µs")
+        log("profile, per message over \(messages): " + parts.joined(separator: ", "))
+        totals = totals.map { _ in 0 }
+        messages = 0
+        started = now()
     }
 }
