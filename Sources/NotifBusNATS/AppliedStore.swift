@@ -129,6 +129,7 @@ public final class AppliedStore {
 
     /// Records an intent for `id` (buffered until `sync`) and returns its sequence.
     public func recordIntent(_ id: String) -> Int64 {
+        hasUnsyncedIntents = true
         lastSequence += 1
         states[id] = .intended(sequence: lastSequence)
         buffer(["i": .integer(lastSequence), "id": .string(id)])
@@ -168,11 +169,15 @@ public final class AppliedStore {
     /// Whether records wait for `sync`.
     public var hasUnsynced: Bool { !pendingBytes.isEmpty }
 
+    /// Whether an intent recorded since the last `sync` is not on disk yet.
+    public private(set) var hasUnsyncedIntents = false
+
     /// Writes and fsyncs what was recorded since the last call.
     public func sync() throws(StoreError) {
         guard !pendingBytes.isEmpty else { return }
         guard let path else {
             pendingBytes.removeAll(keepingCapacity: true)
+            hasUnsyncedIntents = false
             return
         }
         if fd < 0 {
@@ -188,6 +193,7 @@ public final class AppliedStore {
         }
         guard fdatasync(fd) == 0 else { throw StoreError(description: "cannot fsync \(path): \(String(cString: strerror(errno)))") }
         pendingBytes.removeAll(keepingCapacity: true)
+        hasUnsyncedIntents = false
         if lines > 2 * window + 1024 { compact() }
     }
 

@@ -43,6 +43,9 @@ final class NATSBridge: @unchecked Sendable {
     private var exporter: EventExporter? = nil
     private lazy var finisher = BatchFinisher(bridge: self)
     private var prefetcher: Prefetcher? = nil
+    /// The applied batch whose outcomes are recorded but not yet fsynced (at most one): the
+    /// next fsync, usually the one of the next batch's intents, hands it to the finisher.
+    private var finished: [([OutboundMessage], [NATSMessage])] = []
     /// With NOTIFBUS_BRIDGE_PROFILE set, where the inbound thread's time goes (logged).
     private let profile = PhaseProfile(enabled: getenv("NOTIFBUS_BRIDGE_PROFILE") != nil)
     /// The whole chain of a post, queue wait included, may take this long before the bridge
@@ -97,9 +100,19 @@ final class NATSBridge: @unchecked Sendable {
         }
         while true {
             let started = profile.now()
-            let batch = prefetcher!.next()
+            let batch: [NATSMessage]
+            if let ready = prefetcher!.tryNext() {
+                batch = ready
+            } else {
+                // Nothing to go on with: the finished batch's outcomes go to disk now.
+                if !finished.isEmpty { syncOrExit() }
+                batch = prefetcher!.next()
+            }
             profile.add(.fetch, since: started)
-            process(batch)
+            let outbound = process(batch)
+            // A batch with nothing to send wrote no intents, so nothing synced the one before.
+            if !finished.isEmpty { syncOrExit() }
+            finished.append((outbound, batch))
             profile.count(batch.count)
         }
     }
@@ -122,6 +135,14 @@ final class NATSBridge: @unchecked Sendable {
                     ready.signal()
                 }
             }
+        }
+
+        /// The next batch if one is ready now.
+        func tryNext() -> [NATSMessage]? {
+            guard ready.wait(timeout: .now()) == .success else { return nil }
+            let batch = lock.withLock { waiting.removeFirst() }
+            room.signal()
+            return batch
         }
 
         /// The next batch, in fetch order.
@@ -151,7 +172,7 @@ final class NATSBridge: @unchecked Sendable {
                                           duplicateWindowMs: NATSBridge.duplicateWindowMs)
                 }
                 return try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable,
-                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 4)
+                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 6)
             } catch {
                 if error.description != lastError { log("waiting for JetStream: \(error)") }
                 lastError = error.description
@@ -244,10 +265,10 @@ final class NATSBridge: @unchecked Sendable {
         case apply(id: String, action: InboundAction)
     }
 
-    /// Takes a batch to the point where every message of it took effect and its outcome is on
-    /// disk, then hands its results and acks to the finisher thread and returns, so that the
-    /// next batch is fetched while JetStream takes this one's results.
-    private func process(_ batch: [NATSMessage]) {
+    /// Takes a batch to the point where every message of it took effect and its outcome is
+    /// recorded, and returns its results and dead letters. The caller hands them to the
+    /// finisher once the outcomes are on disk, which is usually the next batch's intent fsync.
+    private func process(_ batch: [NATSMessage]) -> [OutboundMessage] {
         while true {
             let planned = profile.now()
             let steps = plan(batch)
@@ -265,10 +286,7 @@ final class NATSBridge: @unchecked Sendable {
                 case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
                 }
             }
-            let handed = profile.now()
-            finisher.hand(outbound, batch)
-            profile.add(.handOff, since: handed)
-            return
+            return outbound
         }
     }
 
@@ -295,9 +313,10 @@ final class NATSBridge: @unchecked Sendable {
     /// Up to `options.inflight` messages are at the broker at once, in two groups of half that.
     /// Each group is one write of its posts and puts followed by one marker put (the highest
     /// intent sequence of the group); when the older group has come back, the next one goes.
-    /// So the broker never waits for the bridge, the bridge wakes once per group, and both
-    /// sides fsync once per group. Records are fsynced before each group, so a crash leaves at
-    /// most `inflight` posts whose results are unknown.
+    /// So the broker never waits for the bridge, the bridge wakes once per group, and
+    /// the broker fsyncs once per group (the marker). The bridge fsyncs once per batch: the
+    /// intents before the first group, and with them the outcomes of the batch before (group
+    /// commit), so a crash leaves at most one batch of posts whose results are unknown.
     private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
         var queue = steps.enumerated().compactMap { index, step -> Work? in
             if case .apply(let id, let action) = step { return Work(index: index, id: id, action: action, sequence: 0) }
@@ -315,7 +334,8 @@ final class NATSBridge: @unchecked Sendable {
         while !lost && (next < queue.count || !groups.isEmpty) {
             // Keep two groups at the broker: it works on one while the bridge reads the other.
             while next < queue.count && groups.count < 2 {
-                syncOrExit()
+                // Intents reach the disk before their messages reach the broker.
+                if store.hasUnsyncedIntents { syncOrExit() }
                 var requests: [(op: String, fields: [String: JSONValue])] = []
                 var members: [Work] = []
                 while next < queue.count && members.count < groupSize {
@@ -371,8 +391,8 @@ final class NATSBridge: @unchecked Sendable {
                 }
             }
         }
-        syncOrExit()
         if lost {
+            syncOrExit()
             dropBus(connection)
             return nil
         }
@@ -388,13 +408,18 @@ final class NATSBridge: @unchecked Sendable {
     }
 
     /// A store that cannot write cannot promise anything: stop, and let redelivery take over.
+    /// Then the finished batch waiting for this fsync goes to the finisher.
     private func syncOrExit() {
         let started = profile.now()
-        defer { profile.add(.fsync, since: started) }
         do { try store.sync() } catch {
             log("\(error)")
             exit(1)
         }
+        profile.add(.fsync, since: started)
+        let handed = profile.now()
+        for (outbound, batch) in finished { finisher.hand(outbound, batch) }
+        finished.removeAll()
+        profile.add(.handOff, since: handed)
     }
 
     /// Waits on this thread for every reply of `group`, telling JetStream every third of
