@@ -1,7 +1,8 @@
-// The NATS bridge's inbound loop: fetch a batch from the durable consumer, record intents,
-// pipeline the posts and puts to the broker in groups with a send marker after each, record
-// outcomes; a finisher thread publishes the results and acks. It never acks a message before
-// its effect is on disk and its result in JetStream, and never sends one the store applied.
+// The NATS bridge's inbound loop: take a prefetched batch, record intents (one fsync, which
+// also carries the previous batch's outcomes), pipeline the posts and puts to the broker in
+// groups with a send marker after each, record outcomes; a finisher thread publishes the
+// results and acks. It never acks a message before its effect is on disk and its result in
+// JetStream, and never sends one the store applied or whose intent is not on disk.
 import Dispatch
 import Glibc
 import NotifBusClient
