@@ -353,6 +353,47 @@ let keepAlive: AnyObject = {
     return box.value!
 }()
 
+/// The broker's own ceiling for this path, without NATS: posts sent the way the bridge sends
+/// them (groups of 64, two groups at the broker), each run through the one observer.
+func brokerCeiling(_ n: Int, _ poster: NotifBusConnection) -> Double {
+    let start = nowNs()
+    var groups: [PipelinedReplies] = []
+    var sent = 0
+    while sent < n || !groups.isEmpty {
+        while sent < n && groups.count < 2 {
+            let size = min(64, n - sent)
+            let requests = (0..<size).map { i -> (op: String, fields: [String: JSONValue]) in
+                (Op.post, ["name": "bench", "payload": ["n": .integer(Int64(sent + i))]])
+            }
+            groups.append(poster.pipeline(requests, timeout: .seconds(300)))
+            sent += size
+        }
+        guard let replies = groups.removeFirst().waitAll(until: .now() + .seconds(300)) else {
+            say("nats-bench: the broker did not answer a group of posts within 300 s")
+            exit(1)
+        }
+        for case .failure(let error) in replies {
+            say("nats-bench: a post to the broker failed: \(error)")
+            exit(1)
+        }
+    }
+    return Double(n) / (Double(nowNs() - start) / 1e9)
+}
+
+let poster: NotifBusConnection = {
+    let box = ResultHolder<NotifBusConnection>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { box.value = try await NotifBusConnection.connect(socket: socket, name: "nats-bench-poster") } catch {
+            say("nats-bench: broker: \(error)")
+            exit(1)
+        }
+        done.signal()
+    }
+    done.wait()
+    return box.value!
+}()
+
 // Warm-up, then the measured runs, the floor and the bridge one after the other.
 say("warming up")
 _ = bench.floorThroughput(300, tag: "warm")
@@ -360,6 +401,10 @@ _ = bench.bridgeThroughput(300, tag: "warm")
 var mark = CPUSample()
 let floorRate = bench.floorThroughput(options.count, tag: "run")
 let floorCPU = CPUSample.report(since: mark, messages: options.count)
+_ = brokerCeiling(300, poster)
+mark = CPUSample()
+let brokerRate = brokerCeiling(options.count, poster)
+let brokerCPU = CPUSample.report(since: mark, messages: options.count)
 mark = CPUSample()
 let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")
 let bridgeCPU = CPUSample.report(since: mark, messages: options.count)
@@ -374,10 +419,13 @@ say("NATS inbound posts, \(options.count) messages, streams with \(options.repli
       "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
 say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
 say(floorCPU)
+say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
+say(brokerCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
 say(bridgeCPU)
 let ratio = bridgeRate / floorRate
-say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8)")
+say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8); " +
+      "broker ceiling/floor: " + String(Double(Int(brokerRate / floorRate * 100)) / 100))
 say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +
       "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
 exit(0)
