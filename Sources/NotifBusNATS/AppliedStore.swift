@@ -138,11 +138,22 @@ public final class AppliedStore {
 
     /// Records that `id` took effect (buffered until `sync`).
     public func recordApplied(_ id: String, outcome: JSONValue?) {
+        recordApplied(id, outcome: outcome, encoded: outcome?.encoded)
+    }
+
+    /// Records that `id` took effect, with `encoded` the outcome's JSON encoding already made
+    /// (the bridge publishes the same bytes as the result), so the outcome is not encoded again.
+    public func recordApplied(_ id: String, outcome: JSONValue?, encoded: [UInt8]?) {
         if case .applied = states[id] {} else { appliedOrder.append(id) }
         states[id] = .applied(outcome: outcome)
-        var record: [String: JSONValue] = ["a": .string(id)]
-        if let outcome { record["r"] = outcome }
-        buffer(.object(record))
+        pendingBytes += Array(#"{"a":"#.utf8)
+        pendingBytes += JSONValue.string(id).encoded
+        if let encoded {
+            pendingBytes += Array(#","r":"#.utf8)
+            pendingBytes += encoded
+        }
+        pendingBytes += Array("}\n".utf8)
+        lines += 1
         trim()
     }
 

@@ -284,7 +284,7 @@ final class NATSBridge: @unchecked Sendable {
                 switch step {
                 case .dead(let reason): outbound.append(deadLetter(batch[index], reason))
                 case .replay(let outcome): if let outcome { outbound.append(resultMessage(outcome)) }
-                case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
+                case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(id: outcome.id, body: outcome.body)) }
                 }
             }
             return outbound
@@ -318,7 +318,7 @@ final class NATSBridge: @unchecked Sendable {
     /// the broker fsyncs once per group (the marker). The bridge fsyncs once per batch: the
     /// intents before the first group, and with them the outcomes of the batch before (group
     /// commit), so a crash leaves at most one batch of posts whose results are unknown.
-    private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
+    private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: (id: String, body: [UInt8])]? {
         var queue = steps.enumerated().compactMap { index, step -> Work? in
             if case .apply(let id, let action) = step { return Work(index: index, id: id, action: action, sequence: 0) }
             return nil
@@ -327,7 +327,7 @@ final class NATSBridge: @unchecked Sendable {
         guard let connection = currentBus else { return nil }
         for i in queue.indices { queue[i].sequence = store.recordIntent(queue[i].id) }
         let slot = subjects.markerSlot
-        var outcomes: [Int: JSONValue] = [:]
+        var outcomes: [Int: (id: String, body: [UInt8])] = [:]
         var groups: [(members: [Work], replies: PipelinedReplies)] = []
         var next = 0
         var lost = false
@@ -364,8 +364,9 @@ final class NATSBridge: @unchecked Sendable {
                 case .success(let result):
                     if case .post(let event, _) = work.action {
                         let outcome: JSONValue = ["msgId": .string(work.id), "event": .string(event), "result": result]
-                        outcomes[work.index] = outcome
-                        store.recordApplied(work.id, outcome: outcome)
+                        let body = outcome.encoded
+                        outcomes[work.index] = (work.id, body)
+                        store.recordApplied(work.id, outcome: outcome, encoded: body)
                     } else {
                         store.recordApplied(work.id, outcome: nil)
                     }
@@ -384,8 +385,9 @@ final class NATSBridge: @unchecked Sendable {
                     if let details = e.details { error["details"] = details }
                     let outcome: JSONValue = ["msgId": .string(work.id), "error": .object(error)]
                     if case .put = work.action { log("put of message \(work.id) refused: \(e)") }
-                    outcomes[work.index] = outcome
-                    store.recordApplied(work.id, outcome: outcome)
+                    let body = outcome.encoded
+                    outcomes[work.index] = (work.id, body)
+                    store.recordApplied(work.id, outcome: outcome, encoded: body)
                 case .failure(let other):
                     log("broker lost while applying message \(work.id): \(other)")
                     lost = true
@@ -438,9 +440,14 @@ final class NATSBridge: @unchecked Sendable {
     // MARK: Outbound
 
     private func resultMessage(_ outcome: JSONValue) -> OutboundMessage {
-        let id = outcome["msgId"]?.stringValue ?? ""
-        return OutboundMessage(subject: subjects.result, body: outcome.encoded,
-                               headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
+        resultMessage(id: outcome["msgId"]?.stringValue ?? "", body: outcome.encoded)
+    }
+
+    /// The result message of inbound message `id`, whose outcome is encoded already (the same
+    /// bytes as in the store's record, so it is encoded once).
+    private func resultMessage(id: String, body: [UInt8]) -> OutboundMessage {
+        OutboundMessage(subject: subjects.result, body: body,
+                        headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
     }
 
     private func deadLetter(_ msg: NATSMessage, _ reason: DeadLetterReason) -> OutboundMessage {
