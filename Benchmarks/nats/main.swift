@@ -20,10 +20,13 @@ struct BenchOptions {
     var count = 5000
     var latencyCount = 300
     var replicas = 3
+    /// `thread`: the observer answers each event on its socket's reader thread; `swift`: a
+    /// NotifBusClient observer (its handler runs in a Task, one more thread hop per event).
+    var observer = "thread"
 }
 
 func usage() -> Never {
-    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R]\n" +
+    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--observer thread|swift]\n" +
           "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
     exit(2)
 }
@@ -41,10 +44,12 @@ while !argv.isEmpty {
     case "--count": options.count = Int(value) ?? 0
     case "--latency-count": options.latencyCount = Int(value) ?? 0
     case "--replicas": options.replicas = Int(value) ?? 0
+    case "--observer": options.observer = value
     default: usage()
     }
 }
-guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas) else { usage() }
+guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas),
+      ["thread", "swift"].contains(options.observer) else { usage() }
 
 func nowNs() -> UInt64 {
     var ts = timespec()
@@ -87,6 +92,60 @@ final class Arrivals: @unchecked Sendable {
 
 final class ResultHolder<T>: @unchecked Sendable { var value: T? }
 
+/// CPU time of the processes named in NOTIFBUS_BENCH_PIDS (`name=pid,...`, from run.sh) and of
+/// this one, plus the machine's idle time, so that each phase can say where the CPU went.
+struct CPUSample {
+    static let watched: [(name: String, pid: Int32)] = {
+        let spec = getenv("NOTIFBUS_BENCH_PIDS").map { String(cString: $0) } ?? ""
+        let named = spec.split(separator: ",").compactMap { item -> (String, Int32)? in
+            let parts = item.split(separator: "=")
+            guard parts.count == 2, let pid = Int32(parts[1]) else { return nil }
+            return (String(parts[0]), pid)
+        }
+        return named + [("bench", getpid())]
+    }()
+    static let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+    /// Seconds of CPU (user + system) per watched process, in `watched` order.
+    var seconds: [Double] = []
+    var idleSeconds = 0.0
+    var wall = nowNs()
+
+    init() {
+        for (_, pid) in CPUSample.watched {
+            let fields = CPUSample.read("/proc/\(pid)/stat").split(separator: ")").last?.split(separator: " ") ?? []
+            let ticks = fields.count > 12 ? (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0) : 0
+            seconds.append(ticks / CPUSample.tick)
+        }
+        let cpu = CPUSample.read("/proc/stat").split(separator: "\n").first?.split(separator: " ") ?? []
+        if cpu.count > 5 { idleSeconds = ((Double(cpu[4]) ?? 0) + (Double(cpu[5]) ?? 0)) / CPUSample.tick }
+    }
+
+    static func read(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+        return n > 0 ? String(decoding: bytes[0..<n], as: UTF8.self) : ""
+    }
+
+    /// One line: CPU µs per message of each watched process between `start` and now, and the
+    /// share of the machine's CPU that was idle.
+    static func report(since start: CPUSample, messages: Int) -> String {
+        let end = CPUSample()
+        var parts: [String] = []
+        var nats = 0.0
+        for (index, entry) in watched.enumerated() {
+            let us = (end.seconds[index] - start.seconds[index]) * 1e6 / Double(messages)
+            if entry.name.hasPrefix("nats") { nats += us } else { parts.append("\(entry.name) \(Int(us))") }
+        }
+        let wall = Double(end.wall - start.wall) / 1e9
+        let idle = (end.idleSeconds - start.idleSeconds) / (wall * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        return "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") +
+            "; machine idle \(Int((idle * 100).rounded()))%"
+    }
+}
+
 /// The benchmark's connections and both measured paths.
 final class Bench: @unchecked Sendable {
     let runID = String(getpid()) + "-" + String(nowNs() / 1_000_000)
@@ -124,7 +183,12 @@ final class Bench: @unchecked Sendable {
     /// Consumes (fetch, ack) until `count` messages came.
     func floorConsume(_ count: Int) {
         var got = 0
+        let deadline = nowNs() + 300_000_000_000
         while got < count {
+            if nowNs() > deadline {
+                say("nats-bench: the floor's consumer got \(got) of \(count) messages within 300 s")
+                exit(1)
+            }
             let batch = (try? link.fetch(floorSub, batch: 128, timeoutMs: 2000)) ?? []
             for m in batch {
                 _ = m.ack()
@@ -199,9 +263,79 @@ final class Bench: @unchecked Sendable {
 
 }
 
+/// The benchmark's one observer of `bench`, written against the wire directly: a blocking
+/// reader thread that answers every event with `complete` as soon as it has read it, so the
+/// chain costs the broker one socket round trip and the observer no thread hop.
+final class ThreadObserver: @unchecked Sendable {
+    let fd: Int32
+    let ready = DispatchSemaphore(value: 0)
+
+    init(socket: String?) {
+        let path = SocketPath.resolve(explicit: socket)
+        fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard fd >= 0, connected == 0 else {
+            say("nats-bench: observer: cannot connect to \(path)")
+            exit(1)
+        }
+        send(["op": "hello", "id": 1, "protocol": .integer(protocolVersion), "name": "nats-bench-observer"])
+        send(["op": "subscribe", "id": 2, "events": ["bench"], "priority": 0])
+        _ = DetachedThread.start { [self] in readLoop() }
+        if ready.wait(timeout: .now() + .seconds(30)) == .timedOut {
+            say("nats-bench: observer: no reply to subscribe within 30 s")
+            exit(1)
+        }
+    }
+
+    func send(_ message: JSONValue) {
+        let body = message.encoded
+        let frame = FrameHeader.encode(length: body.count) + body
+        var offset = 0
+        while offset < frame.count {
+            let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            offset += n
+        }
+    }
+
+    private func readLoop() {
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            decoder.append(buffer[0..<n])
+            while let body = try? decoder.next(), let message = try? JSONValue(parsing: body) {
+                switch message["op"]?.stringValue {
+                case "event"?:
+                    send(["op": "complete", "event": message["event"] ?? .null, "value": ["shown": true]])
+                case "reply"? where message["id"]?.intValue == 2:
+                    if message["error"] != nil {
+                        say("nats-bench: observer: subscribe refused: \(message)")
+                        exit(1)
+                    }
+                    ready.signal()
+                default: break
+                }
+            }
+        }
+    }
+}
+
 let bench = Bench(options)
 let socket = options.socket
-let bus: NotifBusConnection = {
+let observerKind = options.observer
+let keepAlive: AnyObject = {
+    if observerKind == "thread" { return ThreadObserver(socket: socket) }
     let box = ResultHolder<NotifBusConnection>()
     let done = DispatchSemaphore(value: 0)
     Task.detached {
@@ -219,12 +353,61 @@ let bus: NotifBusConnection = {
     return box.value!
 }()
 
+/// The broker's own ceiling for this path, without NATS: posts sent the way the bridge sends
+/// them (groups of 64, two groups at the broker), each run through the one observer.
+func brokerCeiling(_ n: Int, _ poster: NotifBusConnection) -> Double {
+    let start = nowNs()
+    var groups: [PipelinedReplies] = []
+    var sent = 0
+    while sent < n || !groups.isEmpty {
+        while sent < n && groups.count < 2 {
+            let size = min(64, n - sent)
+            let requests = (0..<size).map { i -> (op: String, fields: [String: JSONValue]) in
+                (Op.post, ["name": "bench", "payload": ["n": .integer(Int64(sent + i))]])
+            }
+            groups.append(poster.pipeline(requests, timeout: .seconds(300)))
+            sent += size
+        }
+        guard let replies = groups.removeFirst().waitAll(until: .now() + .seconds(300)) else {
+            say("nats-bench: the broker did not answer a group of posts within 300 s")
+            exit(1)
+        }
+        for case .failure(let error) in replies {
+            say("nats-bench: a post to the broker failed: \(error)")
+            exit(1)
+        }
+    }
+    return Double(n) / (Double(nowNs() - start) / 1e9)
+}
+
+let poster: NotifBusConnection = {
+    let box = ResultHolder<NotifBusConnection>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { box.value = try await NotifBusConnection.connect(socket: socket, name: "nats-bench-poster") } catch {
+            say("nats-bench: broker: \(error)")
+            exit(1)
+        }
+        done.signal()
+    }
+    done.wait()
+    return box.value!
+}()
+
 // Warm-up, then the measured runs, the floor and the bridge one after the other.
 say("warming up")
 _ = bench.floorThroughput(300, tag: "warm")
 _ = bench.bridgeThroughput(300, tag: "warm")
+var mark = CPUSample()
 let floorRate = bench.floorThroughput(options.count, tag: "run")
+let floorCPU = CPUSample.report(since: mark, messages: options.count)
+_ = brokerCeiling(300, poster)
+mark = CPUSample()
+let brokerRate = brokerCeiling(options.count, poster)
+let brokerCPU = CPUSample.report(since: mark, messages: options.count)
+mark = CPUSample()
 let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")
+let bridgeCPU = CPUSample.report(since: mark, messages: options.count)
 let floorLat = bench.floorLatency(options.latencyCount)
 let bridgeLat = bench.bridgeLatency(options.latencyCount)
 
@@ -232,12 +415,17 @@ func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
     let r = String(Int(rate.rounded()))
     return "\(name)  \(r) msg/s   latency p50 \(Int(percentile(lat, 0.5))) µs  p99 \(Int(percentile(lat, 0.99))) µs"
 }
-say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency")
+say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, " +
+      "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
 say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
+say(floorCPU)
+say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
+say(brokerCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
+say(bridgeCPU)
 let ratio = bridgeRate / floorRate
-say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8)")
+say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8); " +
+      "broker ceiling/floor: " + String(Double(Int(brokerRate / floorRate * 100)) / 100))
 say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +
       "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
-bus.close()
 exit(0)

@@ -2,6 +2,7 @@
 # Runs the NATS bridge benchmark: a 3-node JetStream cluster on loopback (clients 15222-15224,
 # routes 17222-17224), a broker, the bridge, then notifbus-nats-bench, which prints the numbers.
 # Usage: Benchmarks/nats/run.sh [debug|release] [bench flags...]. Everything is stopped on exit.
+# BRIDGE_FLAGS adds bridge options; BRIDGE_WRAP runs the bridge under a tool (valgrind ...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/nats-cluster.sh
@@ -19,6 +20,8 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     nats_cluster_stop
+    # With NOTIFBUS_BRIDGE_PROFILE=1 the bridge logged where its inbound thread's time went.
+    grep -h "profile," "$WORK/bridge.log" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -27,10 +30,12 @@ nats_cluster_start "$WORK/nats" 15222 17222
 "$BIN/notifbus" broker --socket "$WORK/bus.sock" --state-dir "$WORK/broker-state" 2>"$WORK/broker.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
-"$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
+${BRIDGE_WRAP:-} "$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
     --create-stream --replicas 3 --state-dir "$WORK/bridge-state" ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
 PIDS+=($!)
 for _ in $(seq 150); do grep -q "bridging device" "$WORK/bridge.log" && break; sleep 0.2; done
 grep -q "bridging device" "$WORK/bridge.log" || { echo "the bridge did not start"; cat "$WORK/bridge.log"; exit 1; }
+# The bench reports each phase's CPU time per message for these processes.
+export NOTIFBUS_BENCH_PIDS="nats1=${NATS_PIDS[1]},nats2=${NATS_PIDS[2]},nats3=${NATS_PIDS[3]},broker=${PIDS[0]},bridge=${PIDS[1]}"
 echo "build: $CONFIG; $(nproc) cores; nats-server $(nats-server --version | sed 's/.*v//')"
 timeout 600 "$BIN/notifbus-nats-bench" --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" --replicas 3 "$@"

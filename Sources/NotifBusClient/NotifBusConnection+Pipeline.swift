@@ -12,20 +12,24 @@ public final class PipelinedReplies: @unchecked Sendable {
     private var results: [Reply?]
     private var remaining: Int
     private var waiters: [Int: [CheckedContinuation<Reply, Never>]] = [:]
+    /// Signalled once, when the last reply came: a thread in `waitAll` wakes once per group.
+    private let allDone = DispatchSemaphore(value: 0)
 
     init(count: Int) {
         results = Array(repeating: nil, count: count)
         remaining = count
+        if count == 0 { allDone.signal() }
     }
 
     func fill(_ index: Int, _ result: Reply) {
-        let resume = lock.withLock { () -> [CheckedContinuation<Reply, Never>] in
-            guard results[index] == nil else { return [] }
+        let (resume, last) = lock.withLock { () -> ([CheckedContinuation<Reply, Never>], Bool) in
+            guard results[index] == nil else { return ([], false) }
             results[index] = result
             remaining -= 1
-            return waiters.removeValue(forKey: index) ?? []
+            return (waiters.removeValue(forKey: index) ?? [], remaining == 0)
         }
         for waiter in resume { waiter.resume(returning: result) }
+        if last { allDone.signal() }
     }
 
     /// The number of requests in the group.
@@ -47,6 +51,15 @@ public final class PipelinedReplies: @unchecked Sendable {
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+
+    /// Blocks the calling thread (not a task) until every reply has come, or until `deadline`;
+    /// returns them in order, or nil at the deadline (call again to go on waiting). The thread
+    /// is woken once for the whole group, not once per reply.
+    public func waitAll(until deadline: DispatchTime) -> [Reply]? {
+        guard allDone.wait(timeout: deadline) == .success else { return nil }
+        allDone.signal()
+        return lock.withLock { results.map { $0! } }
     }
 
     /// Waits for every reply and returns them in order.

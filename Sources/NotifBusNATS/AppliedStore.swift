@@ -129,6 +129,7 @@ public final class AppliedStore {
 
     /// Records an intent for `id` (buffered until `sync`) and returns its sequence.
     public func recordIntent(_ id: String) -> Int64 {
+        hasUnsyncedIntents = true
         lastSequence += 1
         states[id] = .intended(sequence: lastSequence)
         buffer(["i": .integer(lastSequence), "id": .string(id)])
@@ -137,11 +138,22 @@ public final class AppliedStore {
 
     /// Records that `id` took effect (buffered until `sync`).
     public func recordApplied(_ id: String, outcome: JSONValue?) {
+        recordApplied(id, outcome: outcome, encoded: outcome?.encoded)
+    }
+
+    /// Records that `id` took effect, with `encoded` the outcome's JSON encoding already made
+    /// (the bridge publishes the same bytes as the result), so the outcome is not encoded again.
+    public func recordApplied(_ id: String, outcome: JSONValue?, encoded: [UInt8]?) {
         if case .applied = states[id] {} else { appliedOrder.append(id) }
         states[id] = .applied(outcome: outcome)
-        var record: [String: JSONValue] = ["a": .string(id)]
-        if let outcome { record["r"] = outcome }
-        buffer(.object(record))
+        pendingBytes += Array(#"{"a":"#.utf8)
+        pendingBytes += JSONValue.string(id).encoded
+        if let encoded {
+            pendingBytes += Array(#","r":"#.utf8)
+            pendingBytes += encoded
+        }
+        pendingBytes += Array("}\n".utf8)
+        lines += 1
         trim()
     }
 
@@ -168,11 +180,15 @@ public final class AppliedStore {
     /// Whether records wait for `sync`.
     public var hasUnsynced: Bool { !pendingBytes.isEmpty }
 
+    /// Whether an intent recorded since the last `sync` is not on disk yet.
+    public private(set) var hasUnsyncedIntents = false
+
     /// Writes and fsyncs what was recorded since the last call.
     public func sync() throws(StoreError) {
         guard !pendingBytes.isEmpty else { return }
         guard let path else {
             pendingBytes.removeAll(keepingCapacity: true)
+            hasUnsyncedIntents = false
             return
         }
         if fd < 0 {
@@ -188,6 +204,7 @@ public final class AppliedStore {
         }
         guard fdatasync(fd) == 0 else { throw StoreError(description: "cannot fsync \(path): \(String(cString: strerror(errno)))") }
         pendingBytes.removeAll(keepingCapacity: true)
+        hasUnsyncedIntents = false
         if lines > 2 * window + 1024 { compact() }
     }
 

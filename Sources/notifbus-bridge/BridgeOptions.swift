@@ -22,9 +22,9 @@ struct BridgeOptions {
     /// JetStream's AckWait for the durable consumer the bridge creates.
     var ackWaitMs: Int64 = 30_000
     /// Messages fetched, and in flight to the broker, at once.
-    var batch = 128
+    var batch = 256
     /// Messages at the broker at once: the pipeline depth.
-    var inflight = 32
+    var inflight = 128
     /// Applied message ids remembered (the exactly-once window), at least 2 × batch.
     var window = 100_000
 
@@ -50,8 +50,8 @@ struct BridgeOptions {
       --state-dir DIR      where applied message ids are kept (exactly once across restarts)
       --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
       --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
-      --batch N            messages in flight at once (1-1024, default 128)
-      --inflight N         messages at the broker at once (1-1024, default 32)
+      --batch N            messages in flight at once (1-1024, default 256)
+      --inflight N         messages at the broker at once (1-1024, default 128)
       --window N           applied ids remembered (default 100000)
     """
 

@@ -1,7 +1,8 @@
-// The NATS bridge's inbound loop: fetch a batch from the durable consumer, record intents,
-// pipeline the posts and puts to the broker in groups with a send marker after each, record
-// outcomes; a finisher thread publishes the results and acks. It never acks a message before
-// its effect is on disk and its result in JetStream, and never sends one the store applied.
+// The NATS bridge's inbound loop: take a prefetched batch, record intents (one fsync, which
+// also carries the previous batch's outcomes), pipeline the posts and puts to the broker in
+// groups with a send marker after each, record outcomes; a finisher thread publishes the
+// results and acks. It never acks a message before its effect is on disk and its result in
+// JetStream, and never sends one the store applied or whose intent is not on disk.
 import Dispatch
 import Glibc
 import NotifBusClient
@@ -42,6 +43,12 @@ final class NATSBridge: @unchecked Sendable {
     private var bus: NotifBusConnection? = nil
     private var exporter: EventExporter? = nil
     private lazy var finisher = BatchFinisher(bridge: self)
+    private var prefetcher: Prefetcher? = nil
+    /// The applied batch whose outcomes are recorded but not yet fsynced (at most one): the
+    /// next fsync, usually the one of the next batch's intents, hands it to the finisher.
+    private var finished: [([OutboundMessage], [NATSMessage])] = []
+    /// With NOTIFBUS_BRIDGE_PROFILE set, where the inbound thread's time goes (logged).
+    private let profile = PhaseProfile(enabled: getenv("NOTIFBUS_BRIDGE_PROFILE") != nil)
     /// The whole chain of a post, queue wait included, may take this long before the bridge
     /// gives up on its reply and treats the broker as lost (then the marker decides).
     static let postTimeout: Duration = .seconds(600)
@@ -78,17 +85,78 @@ final class NATSBridge: @unchecked Sendable {
         if !options.exports.isEmpty { exporter = EventExporter(bridge: self, events: Set(options.exports)) }
         connectBus()
         log("bridging device \(options.device): stream \(options.inboundStream), results to \(options.outboundStream)")
-        while true {
-            let batch: [NATSMessage]
-            do {
-                batch = try nats.fetch(sub, batch: options.batch, timeoutMs: 1000)
-            } catch {
-                if nats.isConnected { log("fetch: \(error)") }
-                usleep(NATSBridge.retryPauseMs * 1000)
-                continue
+        let nats = self.nats, size = options.batch
+        // Only the prefetcher's thread fetches through the subscription (cnats is thread-safe).
+        nonisolated(unsafe) let subscription = sub
+        prefetcher = Prefetcher {
+            while true {
+                do {
+                    let batch = try nats.fetch(subscription, batch: size, timeoutMs: 1000)
+                    if !batch.isEmpty { return batch }
+                } catch {
+                    if nats.isConnected { log("fetch: \(error)") }
+                    usleep(NATSBridge.retryPauseMs * 1000)
+                }
             }
-            if batch.isEmpty { continue }
-            process(batch)
+        }
+        while true {
+            let started = profile.now()
+            let batch: [NATSMessage]
+            if let ready = prefetcher!.tryNext() {
+                batch = ready
+            } else {
+                // Nothing to go on with: the finished batch's outcomes go to disk now.
+                if !finished.isEmpty { syncOrExit() }
+                batch = prefetcher!.next()
+            }
+            profile.add(.fetch, since: started)
+            let outbound = process(batch)
+            // A batch with nothing to send wrote no intents, so nothing synced the one before.
+            if !finished.isEmpty { syncOrExit() }
+            finished.append((outbound, batch))
+            profile.count(batch.count)
+        }
+    }
+
+    /// Fetches the next batch on a thread of its own while the current one is applied, so the
+    /// broker does not wait for a NATS round trip between batches. One batch waits at most:
+    /// with the one being applied and the finisher's two, that is MaxAckPending (4 × batch).
+    final class Prefetcher: @unchecked Sendable {
+        private let lock = Lock()
+        private var waiting: [[NATSMessage]] = []
+        private let ready = DispatchSemaphore(value: 0)
+        private let room = DispatchSemaphore(value: 1)
+
+        init(fetch: @escaping @Sendable () -> [NATSMessage]) {
+            _ = DetachedThread.start { [self] in
+                while true {
+                    room.wait()
+                    let batch = fetch()
+                    lock.withLock { waiting.append(batch) }
+                    ready.signal()
+                }
+            }
+        }
+
+        /// The next batch if one is ready now.
+        func tryNext() -> [NATSMessage]? {
+            guard ready.wait(timeout: .now()) == .success else { return nil }
+            let batch = lock.withLock { waiting.removeFirst() }
+            room.signal()
+            return batch
+        }
+
+        /// The next batch, in fetch order.
+        func next() -> [NATSMessage] {
+            ready.wait()
+            let batch = lock.withLock { waiting.removeFirst() }
+            room.signal()
+            return batch
+        }
+
+        /// Refreshes the ack timer of the batch waiting here (the current one is slow).
+        func keepWaitingAlive() {
+            lock.withLock { waiting.forEach { $0.forEach { _ = $0.inProgress() } } }
         }
     }
 
@@ -105,7 +173,7 @@ final class NATSBridge: @unchecked Sendable {
                                           duplicateWindowMs: NATSBridge.duplicateWindowMs)
                 }
                 return try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable,
-                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 4)
+                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 6)
             } catch {
                 if error.description != lastError { log("waiting for JetStream: \(error)") }
                 lastError = error.description
@@ -198,12 +266,14 @@ final class NATSBridge: @unchecked Sendable {
         case apply(id: String, action: InboundAction)
     }
 
-    /// Takes a batch to the point where every message of it took effect and its outcome is on
-    /// disk, then hands its results and acks to the finisher thread and returns, so that the
-    /// next batch is fetched while JetStream takes this one's results.
-    private func process(_ batch: [NATSMessage]) {
+    /// Takes a batch to the point where every message of it took effect and its outcome is
+    /// recorded, and returns its results and dead letters. The caller hands them to the
+    /// finisher once the outcomes are on disk, which is usually the next batch's intent fsync.
+    private func process(_ batch: [NATSMessage]) -> [OutboundMessage] {
         while true {
+            let planned = profile.now()
             let steps = plan(batch)
+            profile.add(.plan, since: planned)
             guard let outcomes = apply(batch, steps) else {
                 // The broker went away: reconnect, settle what it saw, and plan the batch again.
                 connectBus()
@@ -214,11 +284,10 @@ final class NATSBridge: @unchecked Sendable {
                 switch step {
                 case .dead(let reason): outbound.append(deadLetter(batch[index], reason))
                 case .replay(let outcome): if let outcome { outbound.append(resultMessage(outcome)) }
-                case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(outcome)) }
+                case .apply: if let outcome = outcomes[index] { outbound.append(resultMessage(id: outcome.id, body: outcome.body)) }
                 }
             }
-            finisher.hand(outbound, batch)
-            return
+            return outbound
         }
     }
 
@@ -245,10 +314,11 @@ final class NATSBridge: @unchecked Sendable {
     /// Up to `options.inflight` messages are at the broker at once, in two groups of half that.
     /// Each group is one write of its posts and puts followed by one marker put (the highest
     /// intent sequence of the group); when the older group has come back, the next one goes.
-    /// So the broker never waits for the bridge, the bridge wakes once per group, and both
-    /// sides fsync once per group. Records are fsynced before each group, so a crash leaves at
-    /// most `inflight` posts whose results are unknown.
-    private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: JSONValue]? {
+    /// So the broker never waits for the bridge, the bridge wakes once per group, and
+    /// the broker fsyncs once per group (the marker). The bridge fsyncs once per batch: the
+    /// intents before the first group, and with them the outcomes of the batch before (group
+    /// commit), so a crash leaves at most one batch of posts whose results are unknown.
+    private func apply(_ batch: [NATSMessage], _ steps: [Step]) -> [Int: (id: String, body: [UInt8])]? {
         var queue = steps.enumerated().compactMap { index, step -> Work? in
             if case .apply(let id, let action) = step { return Work(index: index, id: id, action: action, sequence: 0) }
             return nil
@@ -257,7 +327,7 @@ final class NATSBridge: @unchecked Sendable {
         guard let connection = currentBus else { return nil }
         for i in queue.indices { queue[i].sequence = store.recordIntent(queue[i].id) }
         let slot = subjects.markerSlot
-        var outcomes: [Int: JSONValue] = [:]
+        var outcomes: [Int: (id: String, body: [UInt8])] = [:]
         var groups: [(members: [Work], replies: PipelinedReplies)] = []
         var next = 0
         var lost = false
@@ -265,7 +335,8 @@ final class NATSBridge: @unchecked Sendable {
         while !lost && (next < queue.count || !groups.isEmpty) {
             // Keep two groups at the broker: it works on one while the bridge reads the other.
             while next < queue.count && groups.count < 2 {
-                syncOrExit()
+                // Intents reach the disk before their messages reach the broker.
+                if store.hasUnsyncedIntents { syncOrExit() }
                 var requests: [(op: String, fields: [String: JSONValue])] = []
                 var members: [Work] = []
                 while next < queue.count && members.count < groupSize {
@@ -285,14 +356,17 @@ final class NATSBridge: @unchecked Sendable {
                 groups.append((members, connection.pipeline(requests, timeout: NATSBridge.postTimeout)))
             }
             let (members, group) = groups.removeFirst()
-            let replies = waitKeepingAlive(batch) { await group.wait() }
+            let waited = profile.now()
+            let replies = waitKeepingAlive(batch, group)
+            profile.add(.broker, since: waited)
             for (position, work) in members.enumerated() where !lost {
                 switch replies[position] {
                 case .success(let result):
                     if case .post(let event, _) = work.action {
                         let outcome: JSONValue = ["msgId": .string(work.id), "event": .string(event), "result": result]
-                        outcomes[work.index] = outcome
-                        store.recordApplied(work.id, outcome: outcome)
+                        let body = outcome.encoded
+                        outcomes[work.index] = (work.id, body)
+                        store.recordApplied(work.id, outcome: outcome, encoded: body)
                     } else {
                         store.recordApplied(work.id, outcome: nil)
                     }
@@ -311,16 +385,17 @@ final class NATSBridge: @unchecked Sendable {
                     if let details = e.details { error["details"] = details }
                     let outcome: JSONValue = ["msgId": .string(work.id), "error": .object(error)]
                     if case .put = work.action { log("put of message \(work.id) refused: \(e)") }
-                    outcomes[work.index] = outcome
-                    store.recordApplied(work.id, outcome: outcome)
+                    let body = outcome.encoded
+                    outcomes[work.index] = (work.id, body)
+                    store.recordApplied(work.id, outcome: outcome, encoded: body)
                 case .failure(let other):
                     log("broker lost while applying message \(work.id): \(other)")
                     lost = true
                 }
             }
         }
-        syncOrExit()
         if lost {
+            syncOrExit()
             dropBus(connection)
             return nil
         }
@@ -336,34 +411,43 @@ final class NATSBridge: @unchecked Sendable {
     }
 
     /// A store that cannot write cannot promise anything: stop, and let redelivery take over.
+    /// Then the finished batch waiting for this fsync goes to the finisher.
     private func syncOrExit() {
+        let started = profile.now()
         do { try store.sync() } catch {
             log("\(error)")
             exit(1)
         }
+        profile.add(.fsync, since: started)
+        let handed = profile.now()
+        for (outbound, batch) in finished { finisher.hand(outbound, batch) }
+        finished.removeAll()
+        profile.add(.handOff, since: handed)
     }
 
-    /// Waits for `body`, telling JetStream every third of AckWait that the batch is still in progress.
-    private func waitKeepingAlive<T: Sendable>(_ batch: [NATSMessage], _ body: @escaping @Sendable () async -> T) -> T {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            box.value = await body()
-            done.signal()
-        }
+    /// Waits on this thread for every reply of `group`, telling JetStream every third of
+    /// AckWait that the batch is still in progress. No task is involved: the reader thread's
+    /// last reply wakes this thread once for the group.
+    private func waitKeepingAlive(_ batch: [NATSMessage], _ group: PipelinedReplies) -> [PipelinedReplies.Reply] {
         let every = max(options.ackWaitMs / 3, 50)
-        while done.wait(timeout: .now() + .milliseconds(Int(every))) == .timedOut {
+        while true {
+            if let replies = group.waitAll(until: .now() + .milliseconds(Int(every))) { return replies }
             batch.forEach { _ = $0.inProgress() }
+            prefetcher?.keepWaitingAlive()
         }
-        return box.value!
     }
 
     // MARK: Outbound
 
     private func resultMessage(_ outcome: JSONValue) -> OutboundMessage {
-        let id = outcome["msgId"]?.stringValue ?? ""
-        return OutboundMessage(subject: subjects.result, body: outcome.encoded,
-                               headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
+        resultMessage(id: outcome["msgId"]?.stringValue ?? "", body: outcome.encoded)
+    }
+
+    /// The result message of inbound message `id`, whose outcome is encoded already (the same
+    /// bytes as in the store's record, so it is encoded once).
+    private func resultMessage(id: String, body: [UInt8]) -> OutboundMessage {
+        OutboundMessage(subject: subjects.result, body: body,
+                        headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
     }
 
     private func deadLetter(_ msg: NATSMessage, _ reason: DeadLetterReason) -> OutboundMessage {
@@ -506,5 +590,56 @@ final class NATSBridge: @unchecked Sendable {
                 log("cannot answer invoke on \(replySubject): \(error)")
             }
         }
+    }
+}
+
+/// Where the bridge's inbound thread spends its time, logged every 9,000 messages after an idle pause when
+/// NOTIFBUS_BRIDGE_PROFILE is set; without it every call returns at once. Used only from
+/// the inbound thread.
+final class PhaseProfile: @unchecked Sendable {
+    enum Phase: Int, CaseIterable {
+        case fetch, plan, fsync, broker, handOff
+        var label: String { ["waiting for a fetched batch", "planning", "store fsync", "waiting for the broker", "waiting for the finisher"][rawValue] }
+    }
+
+    private let enabled: Bool
+    private var totals = [UInt64](repeating: 0, count: Phase.allCases.count)
+    private var messages = 0
+    private var started: UInt64 = 0
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func now() -> UInt64 {
+        guard enabled else { return 0 }
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    func add(_ phase: Phase, since start: UInt64) {
+        guard enabled else { return }
+        let spent = now() - start
+        if phase == .fetch && spent > 200_000_000 {
+            // Nothing to fetch for a while: the bridge was idle, which is not a cost. Start over.
+            totals = totals.map { _ in 0 }
+            messages = 0
+            started = now()
+            return
+        }
+        totals[phase.rawValue] += spent
+    }
+
+    func count(_ n: Int) {
+        guard enabled else { return }
+        if started == 0 { started = now() }
+        messages += n
+        guard messages >= 9_000 else { return }
+        let wall = Double(now() - started)
+        var parts = Phase.allCases.map { "\($0.label) \(Int(Double(totals[$0.rawValue]) / 1000 / Double(messages))) µs" }
+        parts.append("wall \(Int(wall / 1000 / Double(messages))) µs")
+        log("profile, per message over \(messages): " + parts.joined(separator: ", "))
+        totals = totals.map { _ in 0 }
+        messages = 0
+        started = now()
     }
 }

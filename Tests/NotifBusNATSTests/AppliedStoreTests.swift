@@ -38,6 +38,27 @@ import Testing
         #expect(again.recordIntent("d") == 3)
     }
 
+    @Test func onlyIntentsMakeASyncNecessaryBeforeSending() throws {
+        // The bridge fsyncs before sending a group only when an intent is not on disk yet;
+        // outcomes wait for the next batch's intents (group commit).
+        let dir = folder()
+        defer { remove(dir) }
+        let store = try AppliedStore(folder: dir, device: "d1", window: 10)
+        #expect(!store.hasUnsyncedIntents)
+        _ = store.recordIntent("a")
+        #expect(store.hasUnsyncedIntents)
+        try store.sync()
+        #expect(!store.hasUnsyncedIntents)
+        store.recordApplied("a", outcome: nil)
+        #expect(store.hasUnsynced && !store.hasUnsyncedIntents)
+        _ = store.recordIntent("b")
+        try store.sync()
+        #expect(!store.hasUnsynced && !store.hasUnsyncedIntents)
+        let reopened = try AppliedStore(folder: dir, device: "d1", window: 10)
+        #expect(reopened.state(of: "a") == .applied(outcome: nil))
+        #expect(reopened.state(of: "b") == .intended(sequence: 2))
+    }
+
     @Test func aTornLastLineIsCutOff() throws {
         let dir = folder()
         defer { remove(dir) }
