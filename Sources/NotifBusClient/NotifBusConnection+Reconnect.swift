@@ -120,9 +120,11 @@ extension NotifBusConnection {
                 let key = resumption.nextContinuation
                 resumption.nextContinuation += 1
                 resumption.stateContinuations[key] = continuation
-                continuation.onTermination = { [weak self] _ in
-                    guard let self else { return }
-                    self.lock.withLock { _ = self.resumption.stateContinuations.removeValue(forKey: key) }
+                // A strong capture: the continuation is dropped from the table when the
+                // sequence ends either way (here, or in finishStates when the connection
+                // closes), which ends the cycle; a weak one would cost a side table per stream.
+                continuation.onTermination = { [self] _ in
+                    lock.withLock { _ = resumption.stateContinuations.removeValue(forKey: key) }
                 }
                 return false
             }
