@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
 from ._framing import FrameDecoder
-from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle
+from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
 from ._session import Request
 from ._types import Eviction
 
@@ -144,8 +144,4 @@ class AsyncReconnect:
         except (NotifbusError, OSError, asyncio.TimeoutError) as exc:
             logger.debug("notifbus: reconnect attempt failed: %r", exc)
             return None
-        state = ConnectionState("reconnected")
-        evictions: List[Tuple[Eviction, Callable[[Eviction], Any]]] = []
-        for entry, result in results:
-            settle(self._registry, entry, result, state, evictions)
-        return state, evictions
+        return settle_all(self._registry, results)

@@ -21,7 +21,7 @@ from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTime
 from ._framing import FrameDecoder
 from ._blocking_reconnect import BlockingReconnect
 from ._paths import resolve_socket_path, socket_error
-from ._reconnect import ConnectionState, Registration, Registry
+from ._reconnect import ConnectionState, Registry, registered
 from ._session import (
     DeliverCall,
     DeliverEvent,
@@ -263,16 +263,8 @@ class Client(BlockingReconnect, BlockingProfile):
         too.
         """
         names = [events] if isinstance(events, str) else list(events)
-        request = self._session.subscribe(names, handler, priority, key, on_evicted)
-        made = request.on_result
-
-        def on_result(result: Any) -> str:
-            observer = made(result)
-            self._registry.add(Registration("observer", observer, observer, handler, on_evicted,
-                                            events=names, priority=priority, key=key))
-            return observer
-
-        request.on_result = on_result
+        request = registered(self._session.subscribe(names, handler, priority, key, on_evicted), self._registry,
+                             "observer", handler, on_evicted, events=names, priority=priority, key=key)
         return self._perform(request, timeout)
 
     def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
@@ -528,14 +520,6 @@ class MethodChannel:
                     session.forget_handler(current)
                 client._registry.forget([current])
             return None
-        request = session.handle(self.name, method, handler, on_evicted)
-        made = request.on_result
-
-        def on_result(result: Any) -> str:
-            handler_id = made(result)
-            client._registry.add(Registration("handler", handler_id, handler_id, handler, on_evicted,
-                                              channel=self.name, method=method))
-            return handler_id
-
-        request.on_result = on_result
+        request = registered(session.handle(self.name, method, handler, on_evicted), client._registry,
+                             "handler", handler, on_evicted, channel=self.name, method=method)
         return client._perform(request, timeout)

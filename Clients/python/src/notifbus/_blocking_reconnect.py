@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as _FutureTimeout
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
-from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle
+from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
 from ._session import Request
 from ._types import Eviction
 
@@ -148,11 +148,7 @@ class BlockingReconnect:
         except (NotifbusError, OSError, _FutureTimeout) as exc:
             logger.debug("notifbus: reconnect attempt failed: %r", exc)
             return None
-        state = ConnectionState("reconnected")
-        evictions: List[Tuple[Eviction, Callable[[Eviction], Any]]] = []
-        for entry, result in results:
-            settle(self._registry, entry, result, state, evictions)
-        return state, evictions
+        return settle_all(self._registry, results)
 
     def _dispatch_eviction(self: "Client", eviction: Eviction, callback: Callable[[Eviction], Any]) -> None:
         def run() -> None:

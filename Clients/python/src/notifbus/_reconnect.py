@@ -123,6 +123,21 @@ class Registry:
             return list(self._entries)
 
 
+def registered(request: Request[str], registry: Registry, kind: str, handler: Any,
+               on_evicted: Optional[Callable[[Eviction], Any]], **where: Any) -> Request[str]:
+    """``request`` (a ``subscribe`` or ``handle``) that also records its registration in
+    ``registry`` the moment its reply is read, so that a reconnect can make it again."""
+    made = request.on_result
+
+    def on_result(result: Any) -> str:
+        made_id = made(result)
+        registry.add(Registration(kind, made_id, made_id, handler, on_evicted, **where))
+        return made_id
+
+    request.on_result = on_result
+    return request
+
+
 def replay_requests(session: Session, entries: List[Registration]) -> List[Tuple[Registration, Request[str]]]:
     """The ``subscribe`` and ``handle`` requests, marked ``resume``, that make every
     entry again on ``session``'s new connection, in order."""
@@ -156,3 +171,14 @@ def settle(registry: Registry, entry: Registration, outcome: Any,
     state.superseded.append(entry.handle)
     if entry.on_evicted is not None:
         evictions.append((Eviction(entry.kind, entry.current, by), entry.on_evicted))
+
+
+def settle_all(registry: Registry, results: List[Tuple[Registration, Any]]
+               ) -> Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]:
+    """The ``reconnected`` state of a replay whose every outcome is in ``results``, and the
+    evictions to report for the registrations that were superseded."""
+    state = ConnectionState("reconnected")
+    evictions: List[Tuple[Eviction, Callable[[Eviction], Any]]] = []
+    for entry, result in results:
+        settle(registry, entry, result, state, evictions)
+    return state, evictions
