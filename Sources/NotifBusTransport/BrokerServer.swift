@@ -268,14 +268,7 @@ public final class BrokerServer {
             }
         } else {
             connection.pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
-            let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
-            if connection.state == .open {
-                if used == connection.pendingInput.count {
-                    connection.pendingInput = []
-                } else if used > 0 {
-                    connection.pendingInput.removeFirst(used)
-                }
-            }
+            consumePendingInput(connection, now: now)
         }
         account(connection)
         settle()
@@ -326,14 +319,7 @@ public final class BrokerServer {
             }
             connection.inputPaused = false
             if !connection.pendingInput.isEmpty {
-                let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
-                if connection.state == .open {
-                    if used == connection.pendingInput.count {
-                        connection.pendingInput = []
-                    } else if used > 0 {
-                        connection.pendingInput.removeFirst(used)
-                    }
-                }
+                consumePendingInput(connection, now: now)
                 account(connection)
             }
             if connection.state == .open && !connection.inputPaused, let e = connection.readEvent { event_add(e, nil) }
@@ -404,6 +390,18 @@ public final class BrokerServer {
                 break
             }
             for action in actionBuffer { apply(action) }
+        }
+    }
+
+    /// Feeds the frames complete in `connection.pendingInput` to the core and keeps what
+    /// is left of an incomplete one (nothing, once the connection is no longer open).
+    func consumePendingInput(_ connection: Connection, now: Instant) {
+        let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
+        guard connection.state == .open else { return }
+        if used == connection.pendingInput.count {
+            connection.pendingInput = []
+        } else if used > 0 {
+            connection.pendingInput.removeFirst(used)
         }
     }
 
