@@ -7,6 +7,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
+source "$HERE/private-desktop.sh"
 
 BIN=$(dirname "$NOTIFBUS_BIN")
 for exe in mailclick-host mailclick-app notifbus-desktop; do
@@ -26,19 +27,7 @@ if [ "$MODE" = "--here" ]; then
     shown() { echo "    the desktop's server shows it"; }
 else
     say "A private desktop: Xvfb, a session bus that activates nothing, dunst"
-    exec 3> >(cat > "$WORK/display")
-    start_cmd Xvfb Xvfb -displayfd 3 -screen 0 1024x768x24 -nolisten tcp
-    exec 3>&-
-    for _ in $(seq 1 100); do [ -s "$WORK/display" ] && break; sleep 0.05; done
-    export DISPLAY=":$(head -1 "$WORK/display")"
-    cat > "$WORK/bus.conf" <<CONF
-<busconfig><type>session</type><listen>unix:dir=$WORK</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
-CONF
-    dbus-daemon --config-file="$WORK/bus.conf" --nofork --print-address=1 >"$WORK/address" 2>/dev/null &
-    PIDS+=($!)
-    for _ in $(seq 1 100); do [ -s "$WORK/address" ] && break; sleep 0.05; done
-    export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$WORK/address")
+    start_private_desktop 1024x768
     # The server first: dunst's D-Bus activation file must not be what starts it.
     start_cmd dunst dunst -config "$HERE/dunstrc"
     for _ in $(seq 1 100); do dunstctl is-paused >/dev/null 2>&1 && break; sleep 0.1; done

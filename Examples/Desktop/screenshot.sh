@@ -27,21 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A virtual display on the first free number, and a session bus that activates nothing.
-exec 3> >(cat > "$WORK/display")
-Xvfb -displayfd 3 -screen 0 800x150x24 -nolisten tcp >/dev/null 2>&1 &
-PIDS+=($!)
-exec 3>&-
-for _ in $(seq 1 100); do [ -s "$WORK/display" ] && break; sleep 0.05; done
-export DISPLAY=":$(head -1 "$WORK/display")"
-cat > "$WORK/bus.conf" <<CONF
-<busconfig><type>session</type><listen>unix:dir=$WORK</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
-CONF
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --print-address=1 > "$WORK/address" 2>/dev/null &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/address" ] && break; sleep 0.05; done
-export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$WORK/address")
+source "$HERE/private-desktop.sh"
+start_private_desktop 800x150
 export NOTIFBUS_SOCKET=$WORK/bus.sock
 
 "${SERVER_CMD[@]}" >"$WORK/server.log" 2>&1 &
