@@ -326,14 +326,7 @@ def main() -> int:
     if results:
         print(f"broker RSS at start {sl.mib(results[0]['rss_start_kib'])}, peak {sl.mib(results[0]['peak_rss_kib'])}")
         print(f"broker counters after round 1: {results[0].get('counters')}")
-    code = checks.report()
-    if code == 0:
-        import shutil
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        os.remove(binary)
-        print(f"(broker logs kept in {folder})")
-    return code
+    return sl.finish_run(checks, folder, binary)
 
 
 if __name__ == "__main__":

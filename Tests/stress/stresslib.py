@@ -478,6 +478,12 @@ def run_checks(title: str, doc: str, prefix: str, named: Sequence[Tuple[str, Cal
             checks.check(f"{name} ran to the end", False, repr(exc)[:300])
         kill_children()
         print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
+    return finish_run(checks, folder, binary)
+
+
+def finish_run(checks: "Checks", folder: str, binary: str) -> int:
+    """Prints the report and returns the exit status; the run's folder goes when every
+    check passed, and is kept (without the broker's copy of the binary) otherwise."""
     code = checks.report()
     if code == 0:
         shutil.rmtree(folder, ignore_errors=True)
