@@ -61,21 +61,29 @@ extension NotifBusConnection {
 
     /// The broker's `status`. A large status comes in pages (each reply's `next` names the
     /// following one); this asks for each in turn and returns them merged: the lists joined,
-    /// the figures of the last page.
-    public func status() async throws(NotifBusError) -> BrokerStatus {
-        var whole = try await request(Op.status)
-        while let cursor = whole["next"]?.stringValue {
-            let page = try await request(Op.status, ["page": .string(cursor)])
+    /// the figures of the last page. `timeout` (default: the connection's request timeout)
+    /// bounds the whole walk.
+    public func status(timeout: Duration? = nil) async throws(NotifBusError) -> BrokerStatus {
+        let limit = timeout ?? requestTimeout
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        var latest = try await request(Op.status, timeout: limit)
+        var lists: [String: [JSONValue]] = [:]
+        for name in BrokerStatus.pagedLists { lists[name] = latest[name]?.arrayValue ?? [] }
+        while let cursor = latest["next"]?.stringValue {
+            let left = deadline - clock.now
+            guard left > .zero else { throw .timedOut("status: its pages were not all read within \(limit)") }
+            let page = try await request(Op.status, ["page": .string(cursor)], timeout: left)
             if page["next"]?.stringValue == cursor {
                 throw .protocolViolation("status page \(cursor) names itself as the next page")
             }
-            guard case .object(var merged) = page else { throw .protocolViolation("status page \(cursor) is not an object") }
-            for name in BrokerStatus.pagedLists {
-                merged[name] = .array((whole[name]?.arrayValue ?? []) + (page[name]?.arrayValue ?? []))
-            }
-            whole = .object(merged)
+            guard case .object = page else { throw .protocolViolation("status page \(cursor) is not an object") }
+            for name in BrokerStatus.pagedLists { lists[name, default: []].append(contentsOf: page[name]?.arrayValue ?? []) }
+            latest = page
         }
-        return BrokerStatus(whole)
+        guard case .object(var whole) = latest else { throw .protocolViolation("status is not an object") }
+        for (name, items) in lists { whole[name] = .array(items) }
+        return BrokerStatus(.object(whole))
     }
 
     /// Measures one `ping` round trip.

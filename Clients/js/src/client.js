@@ -463,24 +463,29 @@ export class Client extends EventEmitter {
   /**
    * The broker's clients, observers, handlers, queue, slots, buffers and counters (§3.7).
    * A large status comes in pages; this asks for each in turn and resolves with them
-   * merged (the lists joined, the figures of the last page), each wait bounded by
-   * `options.timeout`.
+   * merged (the lists joined, the figures of the last page); `options.timeout` bounds
+   * the whole walk.
    * @param {CallOptions} [options]
    * @returns {Promise<object>}
    */
   async status(options = {}) {
-    let whole = await this.#request('status', {}, options);
-    while (whole.next !== undefined && whole.next !== null) {
-      const cursor = whole.next;
-      const page = await this.#request('status', { page: cursor }, options);
+    // One bound for the whole walk; the lists are joined as the pages come.
+    const limit = checkTimeout(options.timeout ?? this.#defaultTimeout, 'timeout');
+    const deadline = Date.now() + limit;
+    let latest = await this.#request('status', {}, { ...options, timeout: limit });
+    const lists = Object.fromEntries(STATUS_LISTS.map((name) => [name, [...(latest[name] ?? [])]]));
+    while (latest.next !== undefined && latest.next !== null) {
+      const cursor = latest.next;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new RequestTimeoutError('status', limit, 'its pages were not all read in time');
+      const page = await this.#request('status', { page: cursor }, { ...options, timeout: left });
       if (page.next === cursor) {
         throw new NotifBusError('protocol_violation', `status page ${cursor} names itself as the next page`);
       }
-      const merged = { ...page };
-      for (const name of STATUS_LISTS) merged[name] = [...(whole[name] ?? []), ...(page[name] ?? [])];
-      whole = merged;
+      for (const name of STATUS_LISTS) for (const item of page[name] ?? []) lists[name].push(item);
+      latest = page;
     }
-    return whole;
+    return { ...latest, ...lists };
   }
 
   /**

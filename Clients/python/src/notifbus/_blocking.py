@@ -30,7 +30,8 @@ from ._session import (
     SendFrame,
     Session,
     Work,
-    merge_status_page,
+    StatusPages,
+    status_time_left,
 )
 from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
 from .profile import BlockingProfile
@@ -339,12 +340,13 @@ class Client(BlockingReconnect, BlockingProfile):
     def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """The broker's status object (clients, observers, handlers, queue, slots, buffers,
         counters). A large status comes in pages; this asks for each in turn and returns
-        them merged, each wait bounded by ``timeout``."""
-        result = self._perform(self._session.status(), timeout)
-        while result.get("next") is not None:
-            page = self._perform(self._session.status(result["next"]), timeout)
-            result = merge_status_page(result, page)
-        return result
+        them merged; ``timeout`` bounds the whole walk."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        pages = StatusPages(self._perform(self._session.status(), limit))
+        while pages.next is not None:
+            pages.add(self._perform(self._session.status(pages.next), status_time_left(deadline, limit)))
+        return pages.whole()
 
     # -- plumbing ---------------------------------------------------------------------
 

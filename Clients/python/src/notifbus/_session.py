@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import (
     Any,
@@ -36,6 +37,7 @@ from ._errors import (
     MethodCallError,
     MissingPluginError,
     ProtocolViolation,
+    RequestTimeout,
 )
 from ._framing import encode_frame
 from ._types import Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, _Next, _Stop
@@ -60,15 +62,40 @@ CLOSING_CODES = frozenset(
 STATUS_LISTS = ("clients", "observers", "handlers", "slots")
 
 
-def merge_status_page(whole: Dict[str, Any], page: Dict[str, Any]) -> Dict[str, Any]:
-    """Appends a later ``status`` page to the pages before it: the lists grow, the
-    figures (queue, counters, buffers, ``next``) are the later page's."""
-    if page.get("next") is not None and page.get("next") == whole.get("next"):
-        raise ProtocolViolation(f"status page {whole.get('next')!r} names itself as the next page")
-    merged = dict(page)
-    for name in STATUS_LISTS:
-        merged[name] = list(whole.get(name, [])) + list(page.get(name, []))
-    return merged
+class StatusPages:
+    """The pages of one ``status`` walk joined as they come, in time linear in their
+    size: the lists grow, the figures (queue, counters, buffers, ``next``) are the
+    latest page's."""
+
+    def __init__(self, first: Dict[str, Any]) -> None:
+        self._latest = first
+        self._lists: Dict[str, List[Any]] = {name: list(first.get(name, [])) for name in STATUS_LISTS}
+
+    @property
+    def next(self) -> Optional[str]:
+        """The cursor of the page still to read, or None when the walk is complete."""
+        cursor = self._latest.get("next")
+        return cursor if isinstance(cursor, str) else None
+
+    def add(self, page: Dict[str, Any]) -> None:
+        if page.get("next") is not None and page.get("next") == self._latest.get("next"):
+            raise ProtocolViolation(f"status page {self._latest.get('next')!r} names itself as the next page")
+        for name in STATUS_LISTS:
+            self._lists[name].extend(page.get(name, []))
+        self._latest = page
+
+    def whole(self) -> Dict[str, Any]:
+        joined = dict(self._latest)
+        joined.update(self._lists)
+        return joined
+
+
+def status_time_left(deadline: float, limit: float) -> float:
+    """What is left of a ``status`` walk's one bound; raises once it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout(f"status: its pages were not all read within {limit} s")
+    return left
 
 
 #: The longest ``take`` wait, in seconds (the broker's limit of 10 minutes).

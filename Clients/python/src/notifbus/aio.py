@@ -12,6 +12,7 @@ import inspect
 import logging
 import os
 import socket as _socket
+import time
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Coroutine, Dict, Iterable, List, Optional, Set, Type, TypeVar, Union
 
@@ -37,7 +38,8 @@ from ._session import (
     SendFrame,
     Session,
     Work,
-    merge_status_page,
+    StatusPages,
+    status_time_left,
 )
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
 from .profile import AsyncProfile
@@ -369,12 +371,13 @@ class Client(AsyncReconnect, AsyncProfile):
     async def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """The broker's status object (clients, observers, handlers, queue, slots, buffers,
         counters). A large status comes in pages; this asks for each in turn and returns
-        them merged, each wait bounded by ``timeout``."""
-        result = await self._perform(self._session.status(), timeout)
-        while result.get("next") is not None:
-            page = await self._perform(self._session.status(result["next"]), timeout)
-            result = merge_status_page(result, page)
-        return result
+        them merged; ``timeout`` bounds the whole walk."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        pages = StatusPages(await self._perform(self._session.status(), limit))
+        while pages.next is not None:
+            pages.add(await self._perform(self._session.status(pages.next), status_time_left(deadline, limit)))
+        return pages.whole()
 
     # -- plumbing ---------------------------------------------------------------------
 
