@@ -36,7 +36,6 @@ import glob
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import stat
@@ -742,13 +741,7 @@ def main() -> int:
     print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
           f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
           f"{figures['torn_tails']} torn tails after SIGKILL")
-    code = checks.report()
-    if code == 0:
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        os.remove(binary)
-        print(f"(state folders and logs kept in {folder})")
-    return code
+    return sl.finish_run(checks, folder, binary, kept="state folders and logs")
 
 
 if __name__ == "__main__":

@@ -481,7 +481,7 @@ def run_checks(title: str, doc: str, prefix: str, named: Sequence[Tuple[str, Cal
     return finish_run(checks, folder, binary)
 
 
-def finish_run(checks: "Checks", folder: str, binary: str) -> int:
+def finish_run(checks: "Checks", folder: str, binary: str, kept: str = "broker logs") -> int:
     """Prints the report and returns the exit status; the run's folder goes when every
     check passed, and is kept (without the broker's copy of the binary) otherwise."""
     code = checks.report()
@@ -489,7 +489,7 @@ def finish_run(checks: "Checks", folder: str, binary: str) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     else:
         os.remove(binary)
-        print(f"(broker logs kept in {folder})")
+        print(f"({kept} kept in {folder})")
     return code
 
 
