@@ -14,6 +14,7 @@ import {
   NotifBusError,
   RequestTimeoutError,
 } from './errors.js';
+import { CLOSING_CODES } from './errorTable.js';
 import { FrameDecoder, encodeFrame } from './framing.js';
 import { Registry, resumeRequest, retryDelays, sleep, supersededBy } from './reconnect.js';
 import { resolveSocketPath } from './socketPath.js';
@@ -32,16 +33,6 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How long `close()` waits for the broker to close its side before cutting the socket. */
 const CLOSE_GRACE_MS = 1_000;
-
-/** Error codes after which the broker closes the connection (§3). */
-const CLOSING_CODES = new Set([
-  'hello_required',
-  'unsupported_protocol',
-  'frame_too_large',
-  'forbidden',
-  'too_many_clients',
-  'overloaded',
-]);
 
 /** The lists of a `status` result that continue on the page its `next` names. */
 const STATUS_LISTS = ['clients', 'observers', 'handlers', 'slots'];

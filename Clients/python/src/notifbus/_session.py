@@ -30,6 +30,7 @@ from typing import (
     Union,
 )
 
+from ._error_table import CLOSING_CODES
 from ._errors import (
     ABSENT,
     BrokerError,
@@ -53,10 +54,6 @@ PROTOCOL_VERSION = 1
 #: tells the real one.
 DEFAULT_MAX_FRAME = 1048576
 
-#: Error codes after which the broker closes the connection (§3).
-CLOSING_CODES = frozenset(
-    {"hello_required", "unsupported_protocol", "frame_too_large", "forbidden", "too_many_clients", "overloaded"}
-)
 
 #: The lists of a ``status`` result that continue on the page its ``next`` names.
 STATUS_LISTS = ("clients", "observers", "handlers", "slots")
