@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
 from ._framing import FrameDecoder
 from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
-from ._session import Request
+from ._reconnect import wants_reconnect
+from ._session import NotifyEviction, Request
 from ._types import Eviction
 
 if TYPE_CHECKING:
@@ -37,9 +38,7 @@ class AsyncReconnect:
         if not self._reconnecting:
             observers, handlers = self._session.live_registrations()
             live = self._registry.keep_live(observers, handlers)
-            if not self._closed and self._reconnect is not False:
-                start = (self._reconnect is True or bool(live) or self._registry.monitoring
-                         or "take" in self._session.pending_ops())
+            start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session)
             if start:
                 self._reconnecting = True
                 self._connected.clear()
@@ -118,12 +117,7 @@ class AsyncReconnect:
             self._connected.set()
             await self._notify_state(state)
             for eviction, callback in evictions:
-                try:
-                    result = callback(eviction)
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception:
-                    logger.exception("notifbus: on_evicted callback failed for %s", eviction.id)
+                await self._run(NotifyEviction(eviction, callback), generation)
             return
 
     async def _resume(self: "Client", generation: int) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:

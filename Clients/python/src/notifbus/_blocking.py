@@ -15,36 +15,22 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _FutureTimeout
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union, cast
 
-from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
-from ._framing import FrameDecoder
 from ._blocking_reconnect import BlockingReconnect
+from ._errors import ConnectionLost, RequestTimeout
+from ._framing import FrameDecoder
+from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, hand_over
+from ._front import read_failure, work_steps
 from ._paths import resolve_socket_path, socket_error
-from ._reconnect import ConnectionState, Registry, registered
-from ._session import (
-    DeliverCall,
-    DeliverEvent,
-    NotifyEviction,
-    Request,
-    SendFrame,
-    Session,
-    Work,
-    StatusPages,
-    status_time_left,
-)
+from ._reconnect import ConnectionState, Registry
+from ._session import Request, Session, Work
 from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
 from .profile import BlockingProfile
 
 logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
-
-#: Default bound, in seconds, on every wait of a client: connecting and each reply.
-DEFAULT_TIMEOUT = 60.0
-
-#: Bytes asked of the socket per read.
-_READ_SIZE = 65536
 
 ObserverHandler = Callable[[Event], Verdict]
 MethodCallHandler = Callable[[str, Any], Any]
@@ -109,7 +95,7 @@ def connect(
     return client
 
 
-class Client(BlockingReconnect, BlockingProfile):
+class Client(ClientFront, BlockingReconnect, BlockingProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Thread-safe: any thread may call any method. A context manager: leaving the
@@ -146,29 +132,9 @@ class Client(BlockingReconnect, BlockingProfile):
     # -- connection -------------------------------------------------------------------
 
     @property
-    def client_id(self) -> Optional[str]:
-        """The broker's id for this connection (``"c7"``)."""
-        return self._session.client_id
-
-    @property
-    def server(self) -> Optional[str]:
-        """The broker's version string (``"notifbus/<version>"``)."""
-        return self._session.server
-
-    @property
-    def max_frame(self) -> int:
-        """The largest frame the broker accepts, in bytes."""
-        return self._session.max_frame
-
-    @property
     def connected(self) -> bool:
         """False once the connection is closed or lost, and while reconnecting."""
         return not self._session.lost and not self._may_wait_for_reconnect()
-
-    def current_id(self, handle: str) -> str:
-        """The broker's present id of an observer or handler this client registered,
-        given the id it first returned (they differ after a reconnect)."""
-        return self._registry.current(handle)
 
     def close(self) -> None:
         """Close the connection. Pending calls fail with ``ConnectionLost``. Idempotent.
@@ -218,10 +184,7 @@ class Client(BlockingReconnect, BlockingProfile):
     def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
         """Mirror every frame the broker exchanges with other clients: ``callback`` gets
         each :class:`SeenFrame` in order, on the reader thread (keep it short)."""
-        self._session.monitor_callback = callback
-        self._perform(self._session.monitor(), timeout)
-        # A reconnect starts the monitor again on the new connection.
-        self._registry.monitoring = True
+        self._drive(self._monitor_steps(callback, timeout))
 
     def __enter__(self) -> Client:
         return self
@@ -263,30 +226,21 @@ class Client(BlockingReconnect, BlockingProfile):
         and the event is passed on with ``next``. ``on_evicted`` runs on such a thread
         too.
         """
-        names = [events] if isinstance(events, str) else list(events)
-        request = registered(self._session.subscribe(names, handler, priority, key, on_evicted), self._registry,
-                             "observer", handler, on_evicted, events=names, priority=priority, key=key)
-        return self._perform(request, timeout)
+        return self._drive(self._subscribe_steps(events, handler, priority, key, on_evicted, timeout))
 
     def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove an observer (of any connection) by id; return the removed ids.
 
         Raises ``BrokerError`` with code ``not_found`` when there is none.
         """
-        removed = self._perform(self._session.unsubscribe(observer=self._registry.current(observer_id)), timeout)
-        handles = self._registry.handles(removed)
-        self._registry.forget(removed)
-        return handles
+        return self._drive(self._unsubscribe_steps(observer=observer_id, timeout=timeout))
 
     def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove the observer holding ``key``; return the removed ids.
 
         Raises ``BrokerError`` with code ``not_found`` when there is none.
         """
-        removed = self._perform(self._session.unsubscribe(key=key), timeout)
-        handles = self._registry.handles(removed)
-        self._registry.forget(removed)
-        return handles
+        return self._drive(self._unsubscribe_steps(key=key, timeout=timeout))
 
     def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
         """Post an event and wait until its chain has run; return the :class:`PostResult`.
@@ -341,17 +295,25 @@ class Client(BlockingReconnect, BlockingProfile):
         """The broker's status object (clients, observers, handlers, queue, slots, buffers,
         counters). A large status comes in pages; this asks for each in turn and returns
         them merged; ``timeout`` bounds the whole walk."""
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        pages = StatusPages(self._perform(self._session.status(), limit))
-        while pages.next is not None:
-            pages.add(self._perform(self._session.status(pages.next), status_time_left(deadline, limit)))
-        return pages.whole()
+        return self._drive(self._status_steps(timeout))
 
     # -- plumbing ---------------------------------------------------------------------
 
+    def _drive(self, steps: Steps[_T]) -> _T:
+        """Play a call written as steps (``_front``): wait for each reply, call user code
+        on this thread."""
+        play = Play(steps)
+        step = play.next()
+        while step is not None:
+            try:
+                play.answer(self._perform(step.request, step.timeout) if isinstance(step, Ask) else step.code())
+            except Exception as exc:
+                play.fail(exc)
+            step = play.next()
+        return cast(_T, play.result)
+
     def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
-        limit = (self.timeout if timeout is None else timeout) + request.extra_wait
+        limit = self._limit(request, timeout)
         deadline = time.monotonic() + limit
         while True:
             self._wait_until_connected(request.op, deadline)
@@ -404,27 +366,15 @@ class Client(BlockingReconnect, BlockingProfile):
         try:
             while True:
                 try:
-                    data = sock.recv(_READ_SIZE)
+                    data = sock.recv(READ_SIZE)
                 except _socket.timeout:
                     continue
-                except OSError as exc:
-                    reason = f"connection error: {exc}"
-                    break
                 if not data:
                     break
                 decoder.feed(data)
-                while True:
-                    frame = decoder.next_frame()
-                    if frame is None:
-                        break
-                    work = self._session.receive(frame)
-                    if work is not None:
-                        self._dispatch(work, generation)
-        except ProtocolViolation as exc:
-            reason = f"broker broke the protocol: {exc}"
-        except Exception as exc:  # a bug here must not leave callers hanging
-            logger.exception("notifbus: reader thread failed")
-            reason = f"reader failed: {exc!r}"
+                hand_over(self._session, decoder, lambda work: self._dispatch(work, generation))
+        except Exception as exc:  # a bug here must not leave callers hanging either
+            reason = read_failure(exc, "thread")
         finally:
             if self._closed:
                 reason = "connection closed by the client"
@@ -440,39 +390,15 @@ class Client(BlockingReconnect, BlockingProfile):
         threading.Thread(target=self._run, args=(work, generation), name="notifbus-handler", daemon=True).start()
 
     def _run(self, work: Work, generation: int) -> None:
-        session = self._session
-        if isinstance(work, SendFrame):
-            self._send_answer(work.data, generation)
-        elif isinstance(work, DeliverEvent):
-            try:
-                verdict = work.handler(work.event)
-            except Exception as exc:
-                data = session.answer_failure(work.event.event, exc)
-            else:
-                data = session.answer(work.event.event, verdict)
+        data = self._drive(work_steps(self._session, work))
+        if data is not None:
             self._send_answer(data, generation)
-        elif isinstance(work, DeliverCall):
-            try:
-                result = work.handler(work.method, work.arguments)
-            except Exception as exc:
-                data = session.method_failure(work.call, exc)
-            else:
-                data = session.method_return(work.call, result)
-            self._send_answer(data, generation)
-        elif isinstance(work, NotifyEviction):
-            try:
-                work.callback(work.eviction)
-            except Exception:
-                logger.exception("notifbus: on_evicted callback failed for %s", work.eviction.id)
 
 
-class MethodChannel:
+class MethodChannel(MethodChannelFront):
     """A named channel for method calls between processes, as Flutter's ``MethodChannel``."""
 
-    def __init__(self, client: Client, name: str) -> None:
-        self._client = client
-        #: The channel name.
-        self.name = name
+    _client: Client
 
     def invoke_method(self, method: str, arguments: Any = None, *, timeout: Optional[float] = None) -> Any:
         """Call ``method`` on whichever process handles it; return its result.
@@ -481,8 +407,7 @@ class MethodChannel:
         (``not_implemented``) and ``MethodCallError`` for any other error reply, with
         the handler's ``code``, ``message`` and ``details`` unchanged.
         """
-        request = self._client._session.invoke(self.name, method, arguments)
-        return self._client._perform(request, timeout)
+        return self._client._drive(self._invoke_steps(method, arguments, timeout))
 
     def set_method_call_handler(
         self,
@@ -509,19 +434,4 @@ class MethodChannel:
         ``handler=None`` removes this connection's handler for ``(channel, method)``, if
         it has one, and returns ``None``.
         """
-        client = self._client
-        session = client._session
-        if handler is None:
-            current = session.current_handler(self.name, method)
-            if current is not None:
-                try:
-                    client._perform(session.unhandle(current), timeout)
-                except BrokerError as exc:
-                    if exc.code != "not_found":
-                        raise
-                    session.forget_handler(current)
-                client._registry.forget([current])
-            return None
-        request = registered(session.handle(self.name, method, handler, on_evicted), client._registry,
-                             "handler", handler, on_evicted, channel=self.name, method=method)
-        return client._perform(request, timeout)
+        return self._client._drive(self._handler_steps(handler, method, on_evicted, timeout))

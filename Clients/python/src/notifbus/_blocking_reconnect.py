@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
 from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
-from ._session import Request
+from ._reconnect import wants_reconnect
+from ._session import NotifyEviction, Request
 from ._types import Eviction
 
 if TYPE_CHECKING:
@@ -30,13 +31,6 @@ logger = logging.getLogger("notifbus")
 class BlockingReconnect:
     """Mixed into :class:`notifbus.Client`; uses its socket, session and locks."""
 
-    def _should_reconnect(self: "Client", live: List[Registration]) -> bool:
-        if self._closed or self._reconnect is False:
-            return False
-        if self._reconnect is True:
-            return True
-        return bool(live) or self._registry.monitoring or "take" in self._session.pending_ops()
-
     def _connection_ended(self: "Client", generation: int, reason: str) -> None:
         """Called by the reader of ``generation`` when its connection is gone."""
         with self._state:
@@ -47,7 +41,7 @@ class BlockingReconnect:
             if not already:
                 observers, handlers = self._session.live_registrations()
                 live = self._registry.keep_live(observers, handlers)
-                start = self._should_reconnect(live)
+                start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session)
                 self._reconnecting = start
         # Requests made from here on wait for the new connection instead of failing.
         self._session.connection_lost(reason)
@@ -105,9 +99,11 @@ class BlockingReconnect:
                     return
                 self._sock = sock
                 generation = self._session.begin_connection()
-            reader = threading.Thread(target=self._read_loop, args=(sock, generation), name="notifbus-reader", daemon=True)
-            self._reader = reader
-            reader.start()
+                # Started before it is published: close() joins whichever reader it sees.
+                reader = threading.Thread(target=self._read_loop, args=(sock, generation), name="notifbus-reader",
+                                          daemon=True)
+                reader.start()
+                self._reader = reader
             outcome = self._resume(generation)
             if outcome is None:
                 try:
@@ -125,7 +121,7 @@ class BlockingReconnect:
                 self._state.notify_all()
             self._notify_state(state)
             for eviction, callback in evictions:
-                self._dispatch_eviction(eviction, callback)
+                self._dispatch(NotifyEviction(eviction, callback), generation)
             return
 
     def _resume(self: "Client", generation: int) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:
@@ -149,12 +145,3 @@ class BlockingReconnect:
             logger.debug("notifbus: reconnect attempt failed: %r", exc)
             return None
         return settle_all(self._registry, results)
-
-    def _dispatch_eviction(self: "Client", eviction: Eviction, callback: Callable[[Eviction], Any]) -> None:
-        def run() -> None:
-            try:
-                callback(eviction)
-            except Exception:
-                logger.exception("notifbus: on_evicted callback failed for %s", eviction.id)
-
-        threading.Thread(target=run, name="notifbus-handler", daemon=True).start()

@@ -138,6 +138,15 @@ def registered(request: Request[str], registry: Registry, kind: str, handler: An
     return request
 
 
+def wants_reconnect(setting: Optional[bool], live: List[Registration], registry: Registry, session: Session) -> bool:
+    """Whether a client that lost its connection (and was not closed) connects again:
+    always when ``setting`` is True, never when False, and by default (None) when it
+    holds observers, handlers or a monitor, or was waiting in a ``take``."""
+    if setting is not None:
+        return setting
+    return bool(live) or registry.monitoring or "take" in session.pending_ops()
+
+
 def replay_requests(session: Session, entries: List[Registration]) -> List[Tuple[Registration, Request[str]]]:
     """The ``subscribe`` and ``handle`` requests, marked ``resume``, that make every
     entry again on ``session``'s new connection, in order."""

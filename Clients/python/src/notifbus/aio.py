@@ -12,9 +12,8 @@ import inspect
 import logging
 import os
 import socket as _socket
-import time
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Coroutine, Dict, Iterable, List, Optional, Set, Type, TypeVar, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Set, Type, TypeVar, Union, cast
 
 from ._errors import (
     ABSENT,
@@ -28,19 +27,11 @@ from ._errors import (
 )
 from ._aio_reconnect import AsyncReconnect
 from ._framing import FrameDecoder
+from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, hand_over
+from ._front import read_failure, work_steps
 from ._paths import resolve_socket_path, socket_error
-from ._reconnect import ConnectionState, Registry, registered
-from ._session import (
-    DeliverCall,
-    DeliverEvent,
-    NotifyEviction,
-    Request,
-    SendFrame,
-    Session,
-    Work,
-    StatusPages,
-    status_time_left,
-)
+from ._reconnect import ConnectionState, Registry
+from ._session import Request, Session, Work
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
 from .profile import AsyncProfile
 
@@ -70,12 +61,6 @@ __all__ = [
 logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
-
-#: Default bound, in seconds, on every wait of a client: connecting and each reply.
-DEFAULT_TIMEOUT = 60.0
-
-#: Bytes asked of the stream per read.
-_READ_SIZE = 65536
 
 ObserverHandler = Callable[[Event], Union[Verdict, Awaitable[Verdict]]]
 MethodCallHandler = Callable[[str, Any], Any]
@@ -144,7 +129,7 @@ async def _greet(
         logger.debug("notifbus: sending hello failed: %r", exc)
     while not waiter.done():
         try:
-            chunk = await loop.sock_recv(sock, _READ_SIZE)
+            chunk = await loop.sock_recv(sock, READ_SIZE)
         except OSError as exc:
             session.connection_lost(f"connection error: {exc}")
             break
@@ -166,7 +151,7 @@ async def _greet(
         raise
 
 
-class Client(AsyncReconnect, AsyncProfile):
+class Client(ClientFront, AsyncReconnect, AsyncProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Methods are coroutines and must be awaited on the loop that connected. Every one
@@ -212,28 +197,9 @@ class Client(AsyncReconnect, AsyncProfile):
     # -- connection -------------------------------------------------------------------
 
     @property
-    def client_id(self) -> Optional[str]:
-        """The broker's id for this connection (``"c7"``)."""
-        return self._session.client_id
-
-    @property
-    def server(self) -> Optional[str]:
-        """The broker's version string (``"notifbus/<version>"``)."""
-        return self._session.server
-
-    @property
-    def max_frame(self) -> int:
-        """The largest frame the broker accepts, in bytes."""
-        return self._session.max_frame
-
-    @property
     def connected(self) -> bool:
         """False once the connection is closed or lost, and while reconnecting."""
         return not self._session.lost and not self._reconnecting
-
-    def current_id(self, handle: str) -> str:
-        """As :meth:`notifbus.Client.current_id`."""
-        return self._registry.current(handle)
 
     async def close(self) -> None:
         """Close the connection. Pending calls fail with ``ConnectionLost`` and running
@@ -271,10 +237,7 @@ class Client(AsyncReconnect, AsyncProfile):
     async def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
         """Mirror every frame the broker exchanges with other clients: ``callback`` (a
         plain function, run on the loop in order) gets each :class:`SeenFrame`."""
-        self._session.monitor_callback = callback
-        await self._perform(self._session.monitor(), timeout)
-        # A reconnect starts the monitor again on the new connection.
-        self._registry.monitoring = True
+        await self._drive(self._monitor_steps(callback, timeout))
 
     async def __aenter__(self) -> Client:
         return self
@@ -309,24 +272,15 @@ class Client(AsyncReconnect, AsyncProfile):
         function; a plain function runs on the loop and must not block. Each event
         runs in a task of its own. ``on_evicted`` may be a coroutine function too.
         """
-        names = [events] if isinstance(events, str) else list(events)
-        request = registered(self._session.subscribe(names, handler, priority, key, on_evicted), self._registry,
-                             "observer", handler, on_evicted, events=names, priority=priority, key=key)
-        return await self._perform(request, timeout)
+        return await self._drive(self._subscribe_steps(events, handler, priority, key, on_evicted, timeout))
 
     async def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove an observer (of any connection) by id; return the removed ids."""
-        removed = await self._perform(self._session.unsubscribe(observer=self._registry.current(observer_id)), timeout)
-        handles = self._registry.handles(removed)
-        self._registry.forget(removed)
-        return handles
+        return await self._drive(self._unsubscribe_steps(observer=observer_id, timeout=timeout))
 
     async def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
         """Remove the observer holding ``key``; return the removed ids."""
-        removed = await self._perform(self._session.unsubscribe(key=key), timeout)
-        handles = self._registry.handles(removed)
-        self._registry.forget(removed)
-        return handles
+        return await self._drive(self._unsubscribe_steps(key=key, timeout=timeout))
 
     async def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
         """Post an event and wait until its chain has run; return the :class:`PostResult`."""
@@ -345,11 +299,8 @@ class Client(AsyncReconnect, AsyncProfile):
         return await self._perform(self._session.put(slot, value), timeout)
 
     async def take(self, slot: str, wait: Optional[float] = None, *, timeout: Optional[float] = None) -> Any:
-        """Take the value out of ``slot``, or ``None`` if it is empty.
-
-        With ``wait`` (seconds, up to 600), an empty slot is waited on that long for a
-        ``put``. The call's timeout is ``timeout`` plus ``wait``.
-        """
+        """As :meth:`notifbus.Client.take`: the value out of ``slot``, or ``None``; ``wait``
+        seconds (up to 600) for a ``put`` into an empty one, on top of ``timeout``."""
         return await self._perform(self._session.take(slot, wait), timeout)
 
     async def peek(self, slot: str, *, timeout: Optional[float] = None) -> Any:
@@ -372,17 +323,29 @@ class Client(AsyncReconnect, AsyncProfile):
         """The broker's status object (clients, observers, handlers, queue, slots, buffers,
         counters). A large status comes in pages; this asks for each in turn and returns
         them merged; ``timeout`` bounds the whole walk."""
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        pages = StatusPages(await self._perform(self._session.status(), limit))
-        while pages.next is not None:
-            pages.add(await self._perform(self._session.status(pages.next), status_time_left(deadline, limit)))
-        return pages.whole()
+        return await self._drive(self._status_steps(timeout))
 
     # -- plumbing ---------------------------------------------------------------------
 
+    async def _drive(self, steps: Steps[_T]) -> _T:
+        """Play a call written as steps (``_front``): await each reply, and what user code
+        returns when it is awaitable."""
+        play = Play(steps)
+        step = play.next()
+        while step is not None:
+            try:
+                if isinstance(step, Ask):
+                    play.answer(await self._perform(step.request, step.timeout))
+                else:
+                    value = step.code()
+                    play.answer(await value if inspect.isawaitable(value) else value)
+            except Exception as exc:
+                play.fail(exc)
+            step = play.next()
+        return cast(_T, play.result)
+
     async def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
-        limit = (self.timeout if timeout is None else timeout) + request.extra_wait
+        limit = self._limit(request, timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         while True:
@@ -428,24 +391,13 @@ class Client(AsyncReconnect, AsyncProfile):
         reason = "broker closed the connection"
         try:
             while True:
-                while True:
-                    frame = decoder.next_frame()
-                    if frame is None:
-                        break
-                    work = self._session.receive(frame)
-                    if work is not None:
-                        self._dispatch(work, generation)
-                data = await stream.read(_READ_SIZE)
+                hand_over(self._session, decoder, lambda work: self._dispatch(work, generation))
+                data = await stream.read(READ_SIZE)
                 if not data:
                     break
                 decoder.feed(data)
-        except ProtocolViolation as exc:
-            reason = f"broker broke the protocol: {exc}"
-        except OSError as exc:
-            reason = f"connection error: {exc}"
-        except Exception as exc:  # a bug here must not leave callers hanging
-            logger.exception("notifbus: reader task failed")
-            reason = f"reader failed: {exc!r}"
+        except Exception as exc:  # a bug here must not leave callers hanging either
+            reason = read_failure(exc, "task")
         finally:
             if self._closed:
                 reason = "connection closed by the client"
@@ -453,53 +405,20 @@ class Client(AsyncReconnect, AsyncProfile):
             writer.close()
 
     def _dispatch(self, work: Work, generation: int) -> None:
-        coroutine: Coroutine[Any, Any, None]
-        if isinstance(work, SendFrame):
-            coroutine = self._send_answer(work.data, generation)
-        else:
-            coroutine = self._run(work, generation)
-        task = asyncio.get_running_loop().create_task(coroutine)
+        task = asyncio.get_running_loop().create_task(self._run(work, generation))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, work: Work, generation: int) -> None:
-        session = self._session
-        if isinstance(work, DeliverEvent):
-            try:
-                verdict = work.handler(work.event)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
-            except Exception as exc:
-                data = session.answer_failure(work.event.event, exc)
-            else:
-                data = session.answer(work.event.event, verdict)
+        data = await self._drive(work_steps(self._session, work))
+        if data is not None:
             await self._send_answer(data, generation)
-        elif isinstance(work, DeliverCall):
-            try:
-                result = work.handler(work.method, work.arguments)
-                if inspect.isawaitable(result):
-                    result = await result
-            except Exception as exc:
-                data = session.method_failure(work.call, exc)
-            else:
-                data = session.method_return(work.call, result)
-            await self._send_answer(data, generation)
-        elif isinstance(work, NotifyEviction):
-            try:
-                outcome = work.callback(work.eviction)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                logger.exception("notifbus: on_evicted callback failed for %s", work.eviction.id)
 
 
-class MethodChannel:
+class MethodChannel(MethodChannelFront):
     """A named channel for method calls between processes, as Flutter's ``MethodChannel``."""
 
-    def __init__(self, client: Client, name: str) -> None:
-        self._client = client
-        #: The channel name.
-        self.name = name
+    _client: Client
 
     async def invoke_method(self, method: str, arguments: Any = None, *, timeout: Optional[float] = None) -> Any:
         """Call ``method`` on whichever process handles it; return its result.
@@ -507,8 +426,7 @@ class MethodChannel:
         Raises ``MissingPluginError`` for ``not_implemented`` and ``MethodCallError``
         for any other error reply, with ``code``, ``message`` and ``details`` unchanged.
         """
-        request = self._client._session.invoke(self.name, method, arguments)
-        return await self._client._perform(request, timeout)
+        return await self._client._drive(self._invoke_steps(method, arguments, timeout))
 
     async def set_method_call_handler(
         self,
@@ -526,19 +444,4 @@ class MethodChannel:
         absent). It may be a coroutine function; a plain function runs on the loop and
         must not block. Each call runs in a task of its own.
         """
-        client = self._client
-        session = client._session
-        if handler is None:
-            current = session.current_handler(self.name, method)
-            if current is not None:
-                try:
-                    await client._perform(session.unhandle(current), timeout)
-                except BrokerError as exc:
-                    if exc.code != "not_found":
-                        raise
-                    session.forget_handler(current)
-                client._registry.forget([current])
-            return None
-        request = registered(session.handle(self.name, method, handler, on_evicted), client._registry,
-                             "handler", handler, on_evicted, channel=self.name, method=method)
-        return await client._perform(request, timeout)
+        return await self._client._drive(self._handler_steps(handler, method, on_evicted, timeout))
