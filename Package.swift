@@ -64,8 +64,9 @@ let package = Package(
         .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
         .executableTarget(name: "fuzz-core", dependencies: ["CFuzzerSupport", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
         // Examples that are processes of their own.
-        .executableTarget(name: "mailclick-host", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),
-        .executableTarget(name: "mailclick-app", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
+        .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
+        .executableTarget(name: "mailclick-host", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),
+        .executableTarget(name: "mailclick-app", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),

@@ -1,8 +1,9 @@
 // Command-line options of mailclick-app. Parsing only: a bad flag becomes an error the
 // entry point prints before exiting with status 2.
+import MailClickSupport
 
 /// How the app runs.
-struct AppOptions: Sendable {
+struct AppOptions: ExampleOptions {
     static let usage = """
         Usage: mailclick-app [--ask-first] [--ask-twice] [--ask-timeout SECONDS] [--run-for SECONDS]
 
@@ -23,11 +24,7 @@ struct AppOptions: Sendable {
     var runForMs: Int64 = 60_000
     var help = false
 
-    struct Invalid: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    static func parse(_ args: [String]) throws(Invalid) -> AppOptions {
+    static func parse(_ args: [String]) throws(OptionError) -> AppOptions {
         var options = AppOptions()
         var rest = args[...]
         while let flag = rest.popFirst() {
@@ -36,13 +33,10 @@ struct AppOptions: Sendable {
             case "--ask-first": options.askFirst = true
             case "--ask-twice": options.askTwice = true
             case "--ask-timeout", "--run-for":
-                guard let value = rest.popFirst() else { throw Invalid(description: "option '\(flag)' needs a value") }
-                guard let seconds = Double(value), seconds > 0, seconds <= 86_400 else {
-                    throw Invalid(description: "\(flag) needs a number of seconds from 0 to 86400, not '\(value)'")
-                }
-                let ms = Int64((seconds * 1000).rounded())
+                guard let value = rest.popFirst() else { throw OptionError("option '\(flag)' needs a value") }
+                let ms = try OptionError.milliseconds(value, for: flag, zeroAllowed: false, maxMs: 86_400_000)
                 if flag == "--ask-timeout" { options.askTimeoutMs = ms } else { options.runForMs = ms }
-            default: throw Invalid(description: "unknown option '\(flag)'")
+            default: throw OptionError("unknown option '\(flag)'")
             }
         }
         return options

@@ -1,6 +1,7 @@
 // The app's side of notification clicks: open the email the native host relays while the
 // app runs, and ask the host at start which click, if any, launched the app. It never
 // reads the broker's 'launch' slot itself; that is the host's business.
+import MailClickSupport
 import NotifBusClient
 import NotifBusProtocol
 

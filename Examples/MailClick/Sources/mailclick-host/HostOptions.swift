@@ -1,8 +1,9 @@
 // Command-line options of mailclick-host. Parsing only: a bad flag becomes an error the
 // entry point prints before exiting with status 2.
+import MailClickSupport
 
 /// How the native host runs.
-struct HostOptions: Sendable {
+struct HostOptions: ExampleOptions {
     static let usage = """
         Usage: mailclick-host [--launch-wait SECONDS] [--invoke-timeout SECONDS]
                               [--priority N] [--key KEY] [--run-for SECONDS]
@@ -25,11 +26,7 @@ struct HostOptions: Sendable {
     var runForMs: Int64 = 600_000
     var help = false
 
-    struct Invalid: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    static func parse(_ args: [String]) throws(Invalid) -> HostOptions {
+    static func parse(_ args: [String]) throws(OptionError) -> HostOptions {
         var options = HostOptions()
         var rest = args[...]
         while let flag = rest.popFirst() {
@@ -37,25 +34,22 @@ struct HostOptions: Sendable {
                 options.help = true
                 continue
             }
-            guard let value = rest.popFirst() else { throw Invalid(description: "option '\(flag)' needs a value") }
+            guard let value = rest.popFirst() else { throw OptionError("option '\(flag)' needs a value") }
             switch flag {
-            case "--launch-wait": options.launchWaitMs = try milliseconds(value, flag, max: 600_000)
-            case "--invoke-timeout": options.invokeTimeoutMs = try milliseconds(value, flag, max: 600_000)
-            case "--run-for": options.runForMs = try milliseconds(value, flag, max: 86_400_000)
+            case "--launch-wait": options.launchWaitMs = try seconds(value, flag, maxMs: 600_000)
+            case "--invoke-timeout": options.invokeTimeoutMs = try seconds(value, flag, maxMs: 600_000)
+            case "--run-for": options.runForMs = try seconds(value, flag, maxMs: 86_400_000)
             case "--key": options.key = value
             case "--priority":
-                guard let n = Int32(value) else { throw Invalid(description: "--priority needs an integer, not '\(value)'") }
+                guard let n = Int32(value) else { throw OptionError("--priority needs an integer, not '\(value)'") }
                 options.priority = n
-            default: throw Invalid(description: "unknown option '\(flag)'")
+            default: throw OptionError("unknown option '\(flag)'")
             }
         }
         return options
     }
 
-    private static func milliseconds(_ text: String, _ flag: String, max: Int64) throws(Invalid) -> Int64 {
-        guard let seconds = Double(text), seconds >= 0, seconds * 1000 <= Double(max) else {
-            throw Invalid(description: "\(flag) needs a number of seconds from 0 to \(max / 1000), not '\(text)'")
-        }
-        return Int64((seconds * 1000).rounded())
+    private static func seconds(_ text: String, _ flag: String, maxMs: Int64) throws(OptionError) -> Int64 {
+        try OptionError.milliseconds(text, for: flag, zeroAllowed: true, maxMs: maxMs)
     }
 }

@@ -1,6 +1,7 @@
 // The native host's two duties: relay a notification click to the running app, and tell an
 // app that was launched by a click which email it was for. It holds no UI and no mail
 // state of its own: the broker's chain and its 'launch' slot carry everything.
+import MailClickSupport
 import NotifBusClient
 import NotifBusProtocol
 
