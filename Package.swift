@@ -61,8 +61,9 @@ let package = Package(
         .executableTarget(name: "notifbus-microbench", dependencies: ["NotifBusCore", "NotifBusProtocol"], path: "Benchmarks/microbench"),
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
-        .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
-        .executableTarget(name: "fuzz-core", dependencies: ["CFuzzerSupport", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
+        .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),
+        .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .executableTarget(name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
         // Examples that are processes of their own.
         .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
         .executableTarget(name: "mailclick-host", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),

@@ -1,6 +1,7 @@
 // Invariants of one frame body: the message decoder agrees with the JSON tree and with the
 // spec's rules (§3: field sets, id usability, the order checks run in), typed results carry
 // exactly what the body says, and every tree survives encode → parse unchanged.
+import FuzzJSONView
 import NotifBusProtocol
 
 enum BodyCheck {
@@ -33,7 +34,8 @@ enum BodyCheck {
         if let tree { checkRoundTrip(tree) }
 
         let decoded = MessageDecoder.decode(body)
-        let view = TopLevelView(body)
+        let view = JSONObjectView(body)
+        if let mismatch = view?.kindMismatch() { violation(mismatch) }
         if case .badJSON(let reason) = decoded {
             if reason.isEmpty { violation("bad JSON without a reason") }
             if view != nil { violation("the decoder calls an object bad JSON: \(reason)") }
@@ -74,7 +76,7 @@ enum BodyCheck {
 
     /// §3: answers are judged on their fields alone; requests on id, then op, then
     /// unknown op, then unknown or repeated fields, then the op's own fields.
-    static func checkRejection(_ rejection: Rejection, op: String?, _ view: TopLevelView) {
+    static func checkRejection(_ rejection: Rejection, op: String?, _ view: JSONObjectView) {
         if rejection.message.isEmpty { violation("a rejection without a message") }
         checkErrorFrame(rejection)
         if let op, let allowed = answerFields[op] {
@@ -118,7 +120,7 @@ enum BodyCheck {
 
     /// The id as the spec defines a usable one: an integer literal in [0, 2^53) or a string
     /// of 1 to 256 bytes.
-    static func usableID(_ view: TopLevelView) -> JSONValue? {
+    static func usableID(_ view: JSONObjectView) -> JSONValue? {
         guard let member = view["id"], let value = member.value else { return nil }
         switch value {
         case .integer(let i) where i >= 0 && i < Limits.maxIntegerID && member.raw.first != UInt8(ascii: "-"):
@@ -131,7 +133,7 @@ enum BodyCheck {
     }
 
     /// The decoder's id is the body's id, and its echo in a reply reads back the same.
-    static func checkID(_ id: RequestID, against view: TopLevelView) {
+    static func checkID(_ id: RequestID, against view: JSONObjectView) {
         guard let expected = usableID(view) else { violation("id \(id) decoded from an unusable id") }
         let decoded: JSONValue
         switch id {
@@ -193,7 +195,7 @@ enum BodyCheck {
         }
     }
 
-    static func checkRequest(_ request: Request, _ view: TopLevelView) {
+    static func checkRequest(_ request: Request, _ view: JSONObjectView) {
         switch request {
         case .hello(let version, let name):
             expect(view["protocol"]?.value == .integer(version), "protocol \(version)")
@@ -263,7 +265,7 @@ enum BodyCheck {
         }
     }
 
-    static func checkAnswer(_ answer: Answer, op: String?, _ view: TopLevelView) {
+    static func checkAnswer(_ answer: Answer, op: String?, _ view: JSONObjectView) {
         guard let op, let allowed = answerFields[op], op != Op.return else { violation("an answer decoded from op \(String(describing: op))") }
         if let key = view.firstOffendingKey(allowed: allowed.union(["op"])) { violation("an answer with field '\(key)' was accepted") }
         expect(view["event"]?.value == .integer(answer.event), "event \(answer.event)")
@@ -278,7 +280,7 @@ enum BodyCheck {
     }
 
     /// A willPresent completion is valid exactly when it is an array of distinct option names.
-    static func checkCompletion(_ raw: RawJSON?, _ member: TopLevelView.Member?) {
+    static func checkCompletion(_ raw: RawJSON?, _ member: JSONObjectView.Member?) {
         var expected = false
         if raw != nil, case .array(let elements)? = member?.value {
             let names = elements.compactMap(\.stringValue)
@@ -287,7 +289,7 @@ enum BodyCheck {
         expect(PresentationOptionNames.isValidCompletion(raw) == expected, "isValidCompletion disagrees for \(String(describing: member?.value))")
     }
 
-    static func checkReturn(_ ret: CallReturn, op: String?, _ view: TopLevelView) {
+    static func checkReturn(_ ret: CallReturn, op: String?, _ view: JSONObjectView) {
         expect(op == Op.return, "a return from op \(String(describing: op))")
         if let key = view.firstOffendingKey(allowed: answerFields[Op.return]!.union(["op"])) {
             violation("a return with field '\(key)' was accepted")
@@ -306,21 +308,21 @@ enum BodyCheck {
 
     // MARK: Field helpers
 
-    static func checkName(_ name: String, _ key: String, _ view: TopLevelView) {
+    static func checkName(_ name: String, _ key: String, _ view: JSONObjectView) {
         expect(Names.isValid(name) && view.string(key) == name, "'\(key)' \(name)")
     }
 
     /// `resume` (PROTOCOL.md §13) is a boolean; absent and null read as false.
-    static func checkResume(_ resume: Bool, _ view: TopLevelView) {
+    static func checkResume(_ resume: Bool, _ view: JSONObjectView) {
         expect(view.isGiven("resume") ? view["resume"]?.value == .bool(resume) : !resume, "resume \(resume)")
     }
 
-    static func checkOptionalName(_ name: String?, _ key: String, _ view: TopLevelView) {
+    static func checkOptionalName(_ name: String?, _ key: String, _ view: JSONObjectView) {
         if let name { checkName(name, key, view) } else { expect(!view.isGiven(key), "a given '\(key)' was dropped") }
     }
 
     /// User data is forwarded as the exact bytes sent; null and absent both read as nil.
-    static func checkRaw(_ raw: RawJSON?, _ key: String, _ view: TopLevelView) {
+    static func checkRaw(_ raw: RawJSON?, _ key: String, _ view: JSONObjectView) {
         if let raw {
             expect(view[key]?.raw == raw, "'\(key)' is not the bytes sent")
         } else {
