@@ -1,8 +1,9 @@
-"""Notification profile data shared by the tests: categories and payloads from protocol §3.6."""
+"""Data and helpers shared by the tests: notification profile categories and payloads
+from protocol §3.6, and JSON equality as the vectors mean it."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 CATEGORIES: List[dict] = [
     {
@@ -28,6 +29,19 @@ CATEGORIES: List[dict] = [
 ]
 
 DEFAULT_ACTION = "com.apple.UNNotificationDefaultActionIdentifier"
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """JSON equality that tells 1 from 1.0, true from 1, and null from absent."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
 
 
 def notification(category: str = "INVITE") -> dict:

@@ -13,6 +13,7 @@ from notifbus import ABSENT, NEXT, STOP, Complete, MethodCallError, MissingPlugi
 from notifbus._framing import FrameDecoder, encode_frame
 from notifbus._paths import resolve_socket_path
 from notifbus._session import Session
+from samples import same_json
 
 
 def frame(obj: object) -> bytes:
@@ -149,17 +150,6 @@ def load_vectors(kind: str) -> List[Dict[str, Any]]:
         return []
     with open(VECTORS_PATH, encoding="utf-8") as handle:
         return list(json.load(handle)[kind])
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """JSON equality that tells 1 from 1.0 and true from 1."""
-    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, float) or isinstance(b, float):
-        return type(a) is type(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
 
 
 def test_vectors_are_present():

@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
+from samples import same_json
+
 SCENARIOS = Path(__file__).resolve().parents[3] / "Protocol" / "vectors" / "scenarios"
 
 #: How long an `expect` or `expectClosed` waits unless the step gives `timeout`.
@@ -34,19 +36,6 @@ def load_scenarios() -> List[Dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         found.extend(data if isinstance(data, list) else [data])
     return found
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """JSON equality that tells 1 from 1.0, true from 1, and null from absent."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return type(a) is type(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
 
 
 def show(value: Any) -> str:
