@@ -1,6 +1,7 @@
 """The error table: the client's generated copy is current with Protocol/errors.json, the
 session closes on exactly the table's closing codes, and the table agrees with the
-contract (protocol-v1.md sections 3 and 4) and with PROTOCOL.md section 11. No broker."""
+contract (protocol-v1.md sections 3 and 4), with PROTOCOL.md section 11 and with the
+schemas' list of broker error codes. No broker."""
 
 from __future__ import annotations
 
@@ -87,6 +88,11 @@ def test_protocol_md_section_11_lists_every_code_with_its_closing():
     assert section
     rows = dict(re.findall(r"^\| `([a-z_]+)` \|.*\| (yes|no)[^|]*\|$", section.group(1), re.M))
     assert rows == {e["code"]: "yes" if e["closes"] else "no" for e in TABLE}
+
+
+def test_the_schemas_broker_error_codes_are_the_table():
+    common = json.loads((ROOT / "Protocol" / "schemas" / "common.json").read_text(encoding="utf-8"))
+    assert common["$defs"]["brokerErrorCode"]["enum"] == [entry["code"] for entry in TABLE]
 
 
 @pytest.mark.parametrize("entry", TABLE, ids=[e["code"] for e in TABLE])
