@@ -21,6 +21,14 @@ PYTHON_FILE = ROOT / "Clients" / "python" / "src" / "notifbus" / "_error_table.p
 JS_FILE = ROOT / "Clients" / "js" / "src" / "errorTable.js"
 
 
+#: The opening lines of both generated files: what they are and that they are not edited.
+HEADER = (
+    "The error codes the broker itself sends, and which of them close the connection.",
+    "Generated from Protocol/errors.json by Clients/generate_error_table.py: edit that table",
+    "and run the script, never this file. It holds data only; the client decides with it.",
+)
+
+
 class TableError(Exception):
     """Protocol/errors.json is not a well-formed table."""
 
@@ -53,10 +61,9 @@ def load_table(path: Path = TABLE) -> List[Dict[str, Any]]:
 def render_python(entries: List[Dict[str, Any]]) -> str:
     """The text of the Python client's `_error_table.py`."""
     lines = [
-        '"""The error codes the broker itself sends, and which of them close the connection.',
+        f'"""{HEADER[0]}',
         "",
-        "Generated from Protocol/errors.json by Clients/generate_error_table.py: edit that table",
-        "and run the script, never this file. It holds data only; the session decides with it.",
+        *HEADER[1:],
         '"""',
         "",
         "from typing import Dict, FrozenSet, NamedTuple",
@@ -94,9 +101,7 @@ def render_python(entries: List[Dict[str, Any]]) -> str:
 def render_javascript(entries: List[Dict[str, Any]]) -> str:
     """The text of the JavaScript client's `errorTable.js`."""
     lines = [
-        "// The error codes the broker itself sends, and which of them close the connection.",
-        "// Generated from Protocol/errors.json by Clients/generate_error_table.py: edit that table",
-        "// and run the script, never this file. It holds data only; the client decides with it.",
+        *(f"// {line}" for line in HEADER),
         "",
         "/**",
         " * Every code the broker sends, in the table's order: whether the broker closes the",

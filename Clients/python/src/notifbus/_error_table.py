@@ -1,7 +1,7 @@
 """The error codes the broker itself sends, and which of them close the connection.
 
 Generated from Protocol/errors.json by Clients/generate_error_table.py: edit that table
-and run the script, never this file. It holds data only; the session decides with it.
+and run the script, never this file. It holds data only; the client decides with it.
 """
 
 from typing import Dict, FrozenSet, NamedTuple

@@ -20,16 +20,7 @@ from typing import Any, Callable, Dict, Generator, Generic, Iterable, List, Opti
 from ._errors import BrokerError, ProtocolViolation
 from ._framing import FrameDecoder
 from ._reconnect import Registry, registered
-from ._session import (
-    DeliverCall,
-    DeliverEvent,
-    Request,
-    SendFrame,
-    Session,
-    StatusPages,
-    Work,
-    status_time_left,
-)
+from ._session import DeliverCall, DeliverEvent, Request, SendFrame, Session, StatusPages, Work, status_time_left
 from ._types import Eviction, SeenFrame
 
 logger = logging.getLogger("notifbus")
