@@ -3,6 +3,7 @@
 Carries the frames of a ``Session`` over a Unix socket. The reader thread only reads,
 matches replies and hands work off: the only user code it runs is a monitor's callback,
 which must see frames in order, so a slow handler holds up nothing else on the connection.
+What the calls do beyond waiting is shared with the asyncio client, in ``_front``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Carries the frames of a ``Session`` over an asyncio Unix stream. One reader task reads
 and matches replies; every handler runs as a task of its own, so a slow handler holds
-up nothing else on the connection. Everything runs on the loop that connected.
+up nothing else on the connection. Everything runs on the loop that connected. What the
+calls do beyond awaiting is shared with the blocking client, in ``_front``.
 """
 
 from __future__ import annotations
