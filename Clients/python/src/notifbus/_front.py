@@ -69,6 +69,7 @@ class Play(Generic[_T]):
         self.result: Optional[_T] = None
 
     def next(self) -> Union[Ask[Any], Run, None]:
+        """The call's next step, given the outcome of the last; None once it returned."""
         value, failure = self._value, self._failure
         self._value, self._failure = None, None
         try:
