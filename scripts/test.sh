@@ -10,8 +10,16 @@ ROOT=$(pwd)
 
 ./scripts/setup.sh || exit 1
 
-echo "==> swift build (debug, with tests)"
-swift build --build-tests || exit 1
+# Gate: the package builds with warnings as errors. The flag is part of the one debug build
+# (another flag set would rebuild every module); when only warnings fail it, the package
+# is built again without it so that every test still runs, and the gate counts as failed.
+echo "==> swift build (debug, with tests, warnings as errors)"
+warnings_failed=0
+if ! swift build --build-tests -Xswiftc -warnings-as-errors; then
+    warnings_failed=1
+    echo "==> the build fails with warnings as errors; building without the flag to run the tests"
+    swift build --build-tests || exit 1
+fi
 export NOTIFBUS_BIN="$ROOT/.build/debug/notifbus"
 
 passed=0
@@ -33,6 +41,10 @@ run_step() {
     fi
 }
 
+if [ "$warnings_failed" = 1 ]; then
+    failed=$((failed + 1))
+    failures+=("warnings as errors (see the first build's output)")
+fi
 run_step "swift test" swift test --skip-build
 for step in scripts/test.d/*.sh; do
     [ -e "$step" ] || continue
