@@ -280,7 +280,7 @@ public final class BrokerServer {
     }
 
     func readable(_ connection: Connection) {
-        guard connection.state == .open, !connection.inputPaused else { return }
+        guard connection.isOpen, !connection.inputPaused else { return }
         let n = read(connection.fd, scratch.baseAddress!, scratch.count)
         if n <= 0 {
             let e = errno
@@ -295,7 +295,7 @@ public final class BrokerServer {
         if connection.pendingInput.isEmpty {
             let chunk = UnsafeRawBufferPointer(rebasing: scratch[0..<n])
             let used = consumeFrames(chunk, connection, now: now)
-            if used < n && connection.state == .open {
+            if used < n && connection.isOpen {
                 connection.pendingInput = Array(chunk[used...])
             }
         } else {
@@ -333,7 +333,7 @@ public final class BrokerServer {
     /// is left of an incomplete one (nothing, once the connection is no longer open).
     func consumePendingInput(_ connection: Connection, now: Instant) {
         let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
-        guard connection.state == .open else { return }
+        guard connection.isOpen else { return }
         if used == connection.pendingInput.count {
             connection.pendingInput = []
         } else if used > 0 {
@@ -342,7 +342,7 @@ public final class BrokerServer {
     }
 
     func pauseInput(_ connection: Connection) {
-        guard !connection.inputPaused, connection.state == .open else { return }
+        guard !connection.inputPaused, connection.isOpen else { return }
         connection.pauseInput()
         pausedConnections.append(connection)
     }
@@ -355,7 +355,7 @@ public final class BrokerServer {
         pausedConnections.removeAll()
         let now = monotonicNow()
         for connection in paused {
-            guard connection.state == .open, connection.inputPaused else { continue }
+            guard connection.isOpen, connection.inputPaused else { continue }
             guard core.wantsInput(from: connection.id) else {
                 pausedConnections.append(connection)
                 continue
@@ -403,7 +403,7 @@ public final class BrokerServer {
         // Nothing more is read. Writes in flight are synced and answered in the next turn,
         // as always; the core closes every connection once the last is answered, and
         // answers what waited behind them `shutting_down`.
-        for connection in connections.values where connection.state == .open {
+        for connection in connections.values where connection.isOpen {
             connection.pauseInput()
             connection.pendingInput = []
             account(connection)
@@ -454,7 +454,7 @@ public final class BrokerServer {
     /// is queued (a peer that hung up may still read). A connection that was open is still
     /// the core's client: it is recorded in `lost` for `reportLost`.
     func lose(_ connection: Connection, flushFirst: Bool = false) {
-        if connection.state == .open { lost.append(connection.id) }
+        if connection.isOpen { lost.append(connection.id) }
         if flushFirst {
             startClosing(connection, thenDrain: false)
         } else {
@@ -465,7 +465,7 @@ public final class BrokerServer {
     /// Keeps `bufferedBytes` current after `connection`'s buffers changed; `settle` reports
     /// it to the core.
     func account(_ connection: Connection) {
-        let now = connection.state == .closed ? 0 : connection.pendingInput.count + connection.output.count
+        let now = connection.isClosed ? 0 : connection.pendingInput.count + connection.output.count
         guard now != connection.accounted else { return }
         bufferedBytes += now - connection.accounted
         connection.accounted = now
@@ -476,14 +476,14 @@ public final class BrokerServer {
     /// arriving) is told why; one with output queued is not reading, so it is closed at
     /// once.
     func cutOffBiggestHolders() {
-        let holders = connections.values.filter { $0.state != .closed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
+        let holders = connections.values.filter { !$0.isClosed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
         for connection in holders {
             guard bufferedBytes > options.maxBufferedBytes else { break }
             let held = connection.accounted
             log("notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
                 + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
             cutOffCount += 1
-            guard connection.state == .open && connection.pendingOutputBytes == 0 else {
+            guard connection.isOpen && connection.pendingOutputBytes == 0 else {
                 lose(connection)
                 continue
             }
@@ -552,8 +552,10 @@ public final class BrokerServer {
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
+    /// Kept out of line: inlined into `settle`, every action would be copied whole to be applied.
+    @inline(never)
     func queue(_ frame: [UInt8], to id: ConnectionID) {
-        guard let connection = connections[id], connection.state != .closed else { return }
+        guard let connection = connections[id], !connection.isClosed else { return }
         connection.enqueue(frame)
         account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {
@@ -572,7 +574,7 @@ public final class BrokerServer {
     }
 
     func flush(_ connection: Connection) {
-        guard connection.state != .closed else { return }
+        guard !connection.isClosed else { return }
         defer { account(connection) }
         switch connection.flush() {
         case .done:
@@ -598,7 +600,7 @@ public final class BrokerServer {
 
     /// open → closing; with nothing left to flush, on at once to draining or closed.
     func startClosing(_ connection: Connection, thenDrain: Bool) {
-        guard connection.state == .open else { return }
+        guard connection.isOpen else { return }
         connection.beginClosing(thenDrain: thenDrain)
         account(connection)
         if connection.pendingOutputBytes == 0 {

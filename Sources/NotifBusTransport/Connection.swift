@@ -80,8 +80,20 @@ final class Connection {
 
     var pendingOutputBytes: Int { output.count - outputOffset }
 
+    // State tests by pattern, not `==`: the hot path asks them for every frame, and the
+    // synthesized `==` of an enum with payloads costs a call and copies.
+    var isOpen: Bool {
+        if case .open = state { return true }
+        return false
+    }
+
     var isClosing: Bool {
         if case .closing = state { return true }
+        return false
+    }
+
+    var isClosed: Bool {
+        if case .closed = state { return true }
         return false
     }
 
@@ -90,7 +102,7 @@ final class Connection {
     /// Creates the read event and starts reading; false, with nothing created, when
     /// libevent cannot.
     func startReading() -> Bool {
-        precondition(state == .open && readEvent == nil, "c\(id): startReading called twice")
+        precondition(isOpen && readEvent == nil, "c\(id): startReading called twice")
         guard let e = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
         readEvent = e
         event_add(e, nil)
@@ -99,7 +111,7 @@ final class Connection {
 
     /// Stops reading while the core holds back this connection's requests.
     func pauseInput() {
-        guard state == .open, !inputPaused else { return }
+        guard isOpen, !inputPaused else { return }
         inputPaused = true
         if let readEvent { event_del(readEvent) }
     }
@@ -112,7 +124,7 @@ final class Connection {
 
     /// Reads the socket again after `unpauseInput`, unless it was paused again meanwhile.
     func resumeReading() {
-        guard state == .open, !inputPaused, let readEvent else { return }
+        guard isOpen, !inputPaused, let readEvent else { return }
         event_add(readEvent, nil)
     }
 
@@ -189,7 +201,7 @@ final class Connection {
 
     /// open → closing: reading stops for good and an incomplete frame is dropped.
     func beginClosing(thenDrain: Bool) {
-        guard state == .open else { return }
+        guard isOpen else { return }
         state = .closing(thenDrain: thenDrain)
         if let readEvent, !inputPaused { event_del(readEvent) }
         pendingInput = []
@@ -216,7 +228,7 @@ final class Connection {
     /// Any state → closed. Frees what the connection owns in reverse order of creation
     /// (write event, read event, buffers, descriptor); closing twice does nothing.
     func release() {
-        guard state != .closed else { return }
+        guard !isClosed else { return }
         state = .closed
         writeArmed = false
         if let writeEvent { event_free(writeEvent) }

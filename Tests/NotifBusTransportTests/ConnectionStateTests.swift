@@ -82,9 +82,7 @@ import Testing
         #expect(h.turn(until: { peer.sawEnd }, reading: peer))
         #expect(errorCode(peer.frames().last) == "frame_too_large")
         // The peer neither writes nor closes: the broker closes after the drain timeout.
-        let start = nowMs()
         #expect(h.turn(until: { watched == nil }, timeoutMs: 10 * UInt64(BrokerServer.drainTimeoutMs)))
-        #expect(nowMs() - start < 10 * UInt64(BrokerServer.drainTimeoutMs))
         #expect(h.server.connections.isEmpty)
         // Now closed for good: a send finds no one.
         #expect(peer.trySend([1, 2, 3]) == EPIPE)
@@ -104,6 +102,36 @@ import Testing
         let frames = peer.frames()
         #expect(frames.map(\.["id"]) == (2...6).map { .integer(Int64($0)) })
         #expect(h.turn(until: { watched == nil }))
+    }
+
+    @Test func readingPausesWhileTheCoreHoldsRequestsBackAndResumesAfterTheWrite() throws {
+        let state = try TempFolder()
+        let h = try ServerHarness {
+            $0.stateDirectory = state.path + "/state"
+            $0.core.maxHeldBackPerConnection = 4
+        }
+        let (id, peer) = try h.connect()
+        try h.greet(peer)
+        guard let connection = h.server.connections[id] else { throw TestFailure("no connection") }
+        // Twenty writes to one slot in one read: the first is written, the next wait behind it.
+        for i in 1...20 { peer.send("{\"op\":\"put\",\"id\":\(i),\"slot\":\"s\",\"value\":\(i)}") }
+        var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&ready, 1, 10_000) == 1)
+        h.server.readable(connection)
+        #expect(connection.state == .open && connection.inputPaused)
+        #expect(event_pending(connection.readEvent, Int16(EV_READ), nil) == 0)
+        #expect(!connection.pendingInput.isEmpty)
+        // The write is synced and answered; the frames already read go on, then the socket.
+        var replies: [JSONValue] = []
+        #expect(h.turn(until: {
+            replies += peer.frames()
+            return replies.count == 20
+        }, reading: peer))
+        #expect(replies.map(\.["id"]) == (1...20).map { .integer(Int64($0)) })
+        #expect(replies.allSatisfy { $0["result"] != nil })
+        #expect(!connection.inputPaused && connection.pendingInput.isEmpty)
+        #expect(event_pending(connection.readEvent, Int16(EV_READ), nil) == Int32(EV_READ))
+        #expect(h.server.journal?.slots["s"] == utf8("20"))
     }
 
     @Test func aPeerThatDoesNotReadIsCutOffAtItsOutputBound() throws {
