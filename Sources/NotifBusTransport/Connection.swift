@@ -10,7 +10,8 @@
 //   open      `.close` from the core                              closing(drain)      reading stops, partial input dropped
 //   open      cut off over --max-buffered-bytes, output empty     closing(drain)      a last frame queued; core told *
 //   open      peer hung up, read failed                           closing(no drain)   core told *
-//   open      output over its bound, send failed, no write event  closed              core told *
+//   open      output over its bound, send failed, no write event, closed              core told *
+//             cut off over --max-buffered-bytes with output queued
 //   closing   output flushed, drain                               draining            shutdown(SHUT_WR), reads with a deadline
 //   closing   output flushed, no drain                            closed
 //   closing   no output taken within the flush timeout, send      closed

@@ -89,6 +89,7 @@ final class Peer {
     var decoder = FrameDecoder()
     /// Set once a read returned the end of the stream (or the connection was reset).
     private(set) var sawEnd = false
+    /// Set when that end was a reset (the broker closed with input of ours unread).
     private(set) var resetByBroker = false
     /// Bytes read so far.
     private(set) var received = 0
@@ -109,8 +110,9 @@ final class Peer {
         sendRaw(FrameHeader.encode(length: body.count) + body)
     }
 
-    /// Sends all of `bytes`, blocking: the broker end reads concurrently only when the
-    /// test turns the loop, so callers keep what they send below the socket buffer.
+    /// Sends all of `bytes` without blocking: the broker end reads only when the test turns
+    /// the loop, so callers keep what they send below the socket buffer (a short send is
+    /// recorded as a test failure).
     func sendRaw(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
