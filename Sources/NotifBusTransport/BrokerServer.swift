@@ -1,6 +1,8 @@
 // The broker's I/O shell on libevent: it accepts connections, turns socket readiness,
 // timers and signals into core inputs, and carries out the core's actions (queue output,
-// close, persist). It makes no protocol decision of its own.
+// close, persist) as pure I/O. It makes no protocol decision of its own, and applying an
+// action never calls into the core: what applying finds (a connection lost, a durable write
+// done) goes back to the core as an input afterwards, each kind from one place.
 import CLibevent
 import Glibc
 import NotifBusCore
@@ -30,7 +32,7 @@ enum Trampolines {
     }
     static let read: event_callback_fn = { _, what, context in
         let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
-        if connection.state == .draining {
+        if case .draining = connection.state {
             connection.server.drain(connection, timedOut: what & Int16(EV_TIMEOUT) != 0)
         } else {
             connection.server.readable(connection)
@@ -58,6 +60,8 @@ enum Trampolines {
     static let forceExit: event_callback_fn = { _, _, context in
         Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().forceExit()
     }
+    /// Ends a bounded wait (`BrokerServer.turn(maxWaitMs:)`); its running is all it does.
+    static let wake: event_callback_fn = { _, _, _ in }
 }
 
 public final class BrokerServer {
@@ -68,7 +72,7 @@ public final class BrokerServer {
     /// Shutdown must finish within 2 s; flushing stops short of that.
     static let shutdownDeadlineMs = 1500
     /// How long a connection the broker closed may keep sending before it is cut.
-    static let drainTimeoutMs: UInt64 = 500
+    static let drainTimeoutMs = 500
     /// Accepts per readiness callback, so a flood of connects cannot starve clients.
     static let acceptBatch = 64
     /// Signals whose default action would end the broker without answering anyone:
@@ -91,10 +95,17 @@ public final class BrokerServer {
     var signalEvents: [OpaquePointer] = []
     var forceExitEvent: OpaquePointer? = nil
     var logFlushEvent: OpaquePointer? = nil
+    /// Bounds the wait of `turn(maxWaitMs:)`; made on first use.
+    var wakeEvent: OpaquePointer? = nil
     var logLimiter = LogLimiter()
     /// Input and output bytes buffered across all connections (`Connection.accounted`).
     var bufferedBytes = 0
+    /// Connections cut off because `bufferedBytes` passed `--max-buffered-bytes`.
+    var cutOffCount = 0
     var actionBuffer: [BrokerAction] = []
+    /// Connections the transport ended on its own account while the core still counted them
+    /// as clients (they were open): told to the core by `reportLost`, in this order.
+    var lost: [ConnectionID] = []
     /// Durable writes appended to the journal in this batch, and whether each append
     /// worked; reported to the core once the journal is synced.
     var unreported: [(write: WriteID, appended: Bool)] = []
@@ -146,7 +157,11 @@ public final class BrokerServer {
     }
 
     deinit {
+        // Connections hold events of `base`: they go first.
+        for connection in connections.values { connection.release() }
+        connections.removeAll()
         for e in signalEvents { event_free(e) }
+        if let e = wakeEvent { event_free(e) }
         if let e = logFlushEvent { event_free(e) }
         if let e = forceExitEvent { event_free(e) }
         if let e = timerEvent { event_free(e) }
@@ -182,18 +197,30 @@ public final class BrokerServer {
         // One loop iteration runs every callback that is ready; the durable writes they asked
         // for are then synced together, and the output they queued is written in one go,
         // one send per connection, however many frames it holds.
-        while !finished {
-            // Writes appended after this turn's sync are synced in the next turn, which
-            // then must not wait for a socket to become ready.
-            let rc = event_base_loop(base, unreported.isEmpty ? EVLOOP_ONCE : EVLOOP_ONCE | EVLOOP_NONBLOCK)
-            flushPending()
-            if rc != 0 {
-                if rc < 0 { logLine("notifbus: event loop failed") }
-                break
-            }
-        }
+        while turn() {}
         for connection in Array(connections.values) { closeNow(connection) }
         return 0
+    }
+
+    /// One turn of the loop: runs the callbacks that are ready, waiting for one first unless
+    /// durable writes are waiting to be synced, then syncs, answers and flushes. With
+    /// `maxWaitMs` (tests) the wait is bounded. False once the loop must end.
+    func turn(maxWaitMs: Int? = nil) -> Bool {
+        // Writes appended after this turn's sync are synced in the next turn, which
+        // then must not wait for a socket to become ready.
+        if let maxWaitMs {
+            if wakeEvent == nil { wakeEvent = notifbus_evtimer_new(base, Trampolines.wake, context) }
+            var tv = timeval(tv_sec: maxWaitMs / 1000, tv_usec: (maxWaitMs % 1000) * 1000)
+            event_add(wakeEvent, &tv)
+        }
+        let rc = event_base_loop(base, unreported.isEmpty ? EVLOOP_ONCE : EVLOOP_ONCE | EVLOOP_NONBLOCK)
+        if let wakeEvent { event_del(wakeEvent) }
+        flushPending()
+        if rc != 0 {
+            if rc < 0 { logLine("notifbus: event loop failed") }
+            return false
+        }
+        return !finished
     }
 
     // MARK: Inputs
@@ -216,23 +243,27 @@ public final class BrokerServer {
                 close(fd)
                 continue
             }
-            let id = nextConnectionID
-            nextConnectionID += 1
-            let connection = Connection(id: id, fd: fd, server: self)
-            guard let readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, connection.context) else {
-                log("notifbus: c\(id): event_new failed; closing", kind: "event_new")
-                close(fd)
-                continue
-            }
-            connection.readEvent = readEvent
-            event_add(readEvent, nil)
-            connections[id] = connection
-            if !core.admits(uid: peer.uid) {
-                log("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)", kind: "refused")
-            }
-            core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
+            adopt(fd, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
         }
         settle()
+    }
+
+    /// Makes a connection of `fd`, a connected non-blocking socket it now owns, and tells
+    /// the core; the caller settles.
+    func adopt(_ fd: Int32, credentials: PeerCredentials, now: Instant) {
+        let id = nextConnectionID
+        nextConnectionID += 1
+        let connection = Connection(id: id, fd: fd, base: base, server: self)
+        guard connection.startReading() else {
+            log("notifbus: c\(id): event_new failed; closing", kind: "event_new")
+            connection.release()
+            return
+        }
+        connections[id] = connection
+        if !core.admits(uid: credentials.uid) {
+            log("notifbus: c\(id): refused pid \(credentials.pid) uid \(credentials.uid) (forbidden; --allow-uid \(credentials.uid) admits it)", kind: "refused")
+        }
+        core.connect(id, credentials: credentials, now: now)
     }
 
     /// Out of descriptors: stop accepting for a moment instead of spinning on the listener.
@@ -249,13 +280,14 @@ public final class BrokerServer {
     }
 
     func readable(_ connection: Connection) {
-        guard connection.state == .open, !connection.inputPaused else { return }
+        guard connection.isOpen, !connection.inputPaused else { return }
         let n = read(connection.fd, scratch.baseAddress!, scratch.count)
         if n <= 0 {
             let e = errno
             if n < 0 && (e == EINTR || e == EAGAIN || e == EWOULDBLOCK) { return }
             if n < 0 && e != ECONNRESET { log("notifbus: c\(connection.id): \(SystemError("read", code: e))", kind: "read") }
-            peerGone(connection)
+            // The peer hung up; output already queued is still offered.
+            lose(connection, flushFirst: true)
             settle()
             return
         }
@@ -263,7 +295,7 @@ public final class BrokerServer {
         if connection.pendingInput.isEmpty {
             let chunk = UnsafeRawBufferPointer(rebasing: scratch[0..<n])
             let used = consumeFrames(chunk, connection, now: now)
-            if used < n && connection.state == .open {
+            if used < n && connection.isOpen {
                 connection.pendingInput = Array(chunk[used...])
             }
         } else {
@@ -297,10 +329,21 @@ public final class BrokerServer {
         }
     }
 
+    /// Feeds the frames complete in `connection.pendingInput` to the core and keeps what
+    /// is left of an incomplete one (nothing, once the connection is no longer open).
+    func consumePendingInput(_ connection: Connection, now: Instant) {
+        let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
+        guard connection.isOpen else { return }
+        if used == connection.pendingInput.count {
+            connection.pendingInput = []
+        } else if used > 0 {
+            connection.pendingInput.removeFirst(used)
+        }
+    }
+
     func pauseInput(_ connection: Connection) {
-        guard !connection.inputPaused, connection.state == .open else { return }
-        connection.inputPaused = true
-        if let e = connection.readEvent { event_del(e) }
+        guard !connection.inputPaused, connection.isOpen else { return }
+        connection.pauseInput()
         pausedConnections.append(connection)
     }
 
@@ -312,26 +355,25 @@ public final class BrokerServer {
         pausedConnections.removeAll()
         let now = monotonicNow()
         for connection in paused {
-            guard connection.state == .open, connection.inputPaused else { continue }
+            guard connection.isOpen, connection.inputPaused else { continue }
             guard core.wantsInput(from: connection.id) else {
                 pausedConnections.append(connection)
                 continue
             }
-            connection.inputPaused = false
+            connection.unpauseInput()
             if !connection.pendingInput.isEmpty {
                 consumePendingInput(connection, now: now)
                 account(connection)
             }
-            if connection.state == .open && !connection.inputPaused, let e = connection.readEvent { event_add(e, nil) }
+            connection.resumeReading()
         }
     }
 
     func writable(_ connection: Connection, timedOut: Bool) {
-        connection.writeArmed = false
+        connection.disarmWrite()
         if timedOut {
             log("notifbus: c\(connection.id): closing; it took no output for \(BrokerServer.closeFlushTimeoutMs) ms", kind: "flush-timeout")
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
-            closeNow(connection)
+            lose(connection)
         } else {
             flush(connection)
         }
@@ -361,9 +403,8 @@ public final class BrokerServer {
         // Nothing more is read. Writes in flight are synced and answered in the next turn,
         // as always; the core closes every connection once the last is answered, and
         // answers what waited behind them `shutting_down`.
-        for connection in connections.values where connection.state == .open {
-            if let e = connection.readEvent, !connection.inputPaused { event_del(e) }
-            connection.inputPaused = true
+        for connection in connections.values where connection.isOpen {
+            connection.pauseInput()
             connection.pendingInput = []
             account(connection)
         }
@@ -380,70 +421,80 @@ public final class BrokerServer {
 
     // MARK: Carrying out actions
 
-    /// Applies the core's actions after a callback. Output is only queued here; it is
-    /// written once per loop iteration by `flushPending`.
+    /// Applies the core's actions after a callback, then reports to the core what applying
+    /// them found (connections lost, the buffer figures), until the core has nothing more
+    /// to do. Output is only queued here; it is written once per loop iteration by
+    /// `flushPending`.
     func settle() {
         while true {
             core.takeActions(swappingWith: &actionBuffer)
-            if actionBuffer.isEmpty {
-                if bufferedBytes > options.maxBufferedBytes && cutOffBiggestHolders() { continue }
-                break
+            if !actionBuffer.isEmpty {
+                for action in actionBuffer { apply(action) }
+                continue
             }
-            for action in actionBuffer { apply(action) }
+            if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolders() }
+            if lost.isEmpty { break }
+            reportLost()
+        }
+        core.buffers.bytes = bufferedBytes
+        core.buffers.cutOff = cutOffCount
+    }
+
+    /// The one place where the core hears of connections the transport ended on its own
+    /// account (`lost`), each once, in the order they were lost; their actions come in the
+    /// next round of `settle`.
+    func reportLost() {
+        let ids = lost
+        lost.removeAll(keepingCapacity: true)
+        let now = monotonicNow()
+        for id in ids { core.disconnected(id, now: now) }
+    }
+
+    /// The transport ends `connection` on its own account: at once, or after flushing what
+    /// is queued (a peer that hung up may still read). A connection that was open is still
+    /// the core's client: it is recorded in `lost` for `reportLost`.
+    func lose(_ connection: Connection, flushFirst: Bool = false) {
+        if connection.isOpen { lost.append(connection.id) }
+        if flushFirst {
+            startClosing(connection, thenDrain: false)
+        } else {
+            closeNow(connection)
         }
     }
 
-    /// Feeds the frames complete in `connection.pendingInput` to the core and keeps what
-    /// is left of an incomplete one (nothing, once the connection is no longer open).
-    func consumePendingInput(_ connection: Connection, now: Instant) {
-        let used = connection.pendingInput.withUnsafeBytes { consumeFrames($0, connection, now: now) }
-        guard connection.state == .open else { return }
-        if used == connection.pendingInput.count {
-            connection.pendingInput = []
-        } else if used > 0 {
-            connection.pendingInput.removeFirst(used)
-        }
-    }
-
-    /// Keeps `bufferedBytes` and the core's report of it current after `connection`'s
-    /// buffers changed.
+    /// Keeps `bufferedBytes` current after `connection`'s buffers changed; `settle` reports
+    /// it to the core.
     func account(_ connection: Connection) {
-        let now = connection.state == .closed ? 0 : connection.pendingInput.count + connection.output.count
+        let now = connection.isClosed ? 0 : connection.pendingInput.count + connection.output.count
         guard now != connection.accounted else { return }
         bufferedBytes += now - connection.accounted
         connection.accounted = now
-        core.buffers.bytes = bufferedBytes
     }
 
     /// Over `--max-buffered-bytes`: cuts off the connections holding the most until the
     /// total fits again. One whose output is empty (it holds input: a large frame
     /// arriving) is told why; one with output queued is not reading, so it is closed at
-    /// once. Returns whether any was cut off.
-    func cutOffBiggestHolders() -> Bool {
-        let holders = connections.values.filter { $0.state != .closed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
-        var cut = false
+    /// once.
+    func cutOffBiggestHolders() {
+        let holders = connections.values.filter { !$0.isClosed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
         for connection in holders {
             guard bufferedBytes > options.maxBufferedBytes else { break }
             let held = connection.accounted
             log("notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
                 + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
-            core.buffers.cutOff += 1
-            cut = true
-            let wasOpen = connection.state == .open
-            if wasOpen { core.disconnected(connection.id, now: monotonicNow()) }
-            if wasOpen && connection.pendingOutputBytes == 0 {
-                connection.pendingInput = []
-                account(connection)
-                connection.enqueue(ErrorCode.overloaded.frame(nil, message: "cut off: the broker's buffers are full "
-                    + "(--max-buffered-bytes \(options.maxBufferedBytes)) and this connection held the most (\(held) bytes)"))
-                account(connection)
-                connection.lingers = true
-                startClosing(connection)
-            } else {
-                closeNow(connection)
+            cutOffCount += 1
+            guard connection.isOpen && connection.pendingOutputBytes == 0 else {
+                lose(connection)
+                continue
             }
+            lost.append(connection.id)
+            connection.beginClosing(thenDrain: true)
+            account(connection)
+            connection.enqueue(ErrorCode.overloaded.frame(nil, message: "cut off: the broker's buffers are full "
+                + "(--max-buffered-bytes \(options.maxBufferedBytes)) and this connection held the most (\(held) bytes)"))
+            account(connection)
+            scheduleFlush(connection)
         }
-        return cut
     }
 
     /// Syncs the turn's journal records once and tells the core how each write went, goes on
@@ -470,14 +521,14 @@ public final class BrokerServer {
         if stopping && connections.isEmpty { finished = true }
     }
 
+    /// Carries out one action: I/O only, never a call into the core.
     func apply(_ action: BrokerAction) {
         switch action {
         case .send(let id, let frame):
             queue(frame, to: id)
         case .close(let id):
             guard let connection = connections[id] else { return }
-            connection.lingers = true
-            startClosing(connection)
+            startClosing(connection, thenDrain: true)
         case .persist(let write, let record, _):
             let appended: Bool
             switch record {
@@ -501,106 +552,84 @@ public final class BrokerServer {
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
+    /// Kept out of line: inlined into `settle`, every action would be copied whole to be applied.
+    @inline(never)
     func queue(_ frame: [UInt8], to id: ConnectionID) {
-        guard let connection = connections[id], connection.state != .closed else { return }
+        guard let connection = connections[id], !connection.isClosed else { return }
         connection.enqueue(frame)
         account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {
             log("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read", kind: "cut-off")
-            if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
-            closeNow(connection)
+            lose(connection)
             return
         }
-        if !connection.queuedForFlush && !connection.writeArmed {
-            connection.queuedForFlush = true
-            toFlush.append(connection)
-        }
+        if !connection.writeArmed { scheduleFlush(connection) }
+    }
+
+    /// Puts `connection` on this turn's list of connections to write to.
+    func scheduleFlush(_ connection: Connection) {
+        guard !connection.queuedForFlush else { return }
+        connection.queuedForFlush = true
+        toFlush.append(connection)
     }
 
     func flush(_ connection: Connection) {
-        guard connection.state != .closed else { return }
+        guard !connection.isClosed else { return }
         defer { account(connection) }
         switch connection.flush() {
         case .done:
-            if connection.writeArmed, let e = connection.writeEvent {
-                event_del(e)
-                connection.writeArmed = false
-            }
-            if connection.state == .closing { finishClosing(connection) }
+            connection.disarmWrite()
+            if connection.isClosing { finishClosing(connection) }
         case .wouldBlock:
-            armWrite(connection)
+            if !connection.writeArmed { armWrite(connection) }
         case .failed(let e):
             if e != EPIPE && e != ECONNRESET { log("notifbus: c\(connection.id): \(SystemError("send", code: e))", kind: "send") }
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
-            closeNow(connection)
+            lose(connection)
         }
     }
 
+    /// Waits for the socket to take more output; a closing connection waits at most
+    /// `closeFlushTimeoutMs`.
     func armWrite(_ connection: Connection) {
-        guard !connection.writeArmed else { return }
-        if connection.writeEvent == nil {
-            connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE), Trampolines.write, connection.context)
-        }
-        guard let e = connection.writeEvent else {
+        guard connection.armWrite(timeoutMs: connection.isClosing ? BrokerServer.closeFlushTimeoutMs : nil) else {
             log("notifbus: c\(connection.id): event_new failed; closing", kind: "event_new")
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
-            closeNow(connection)
+            lose(connection)
             return
         }
-        if connection.state == .closing {
-            var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.closeFlushTimeoutMs) * 1000)
-            event_add(e, &tv)
-        } else {
-            event_add(e, nil)
-        }
-        connection.writeArmed = true
     }
 
-    /// The peer hung up: the core forgets it; output already queued is still offered.
-    func peerGone(_ connection: Connection) {
-        core.disconnected(connection.id, now: monotonicNow())
-        startClosing(connection)
-    }
-
-    func startClosing(_ connection: Connection) {
-        guard connection.state == .open else { return }
-        connection.state = .closing
-        if let e = connection.readEvent { event_del(e) }
-        connection.pendingInput = []
+    /// open → closing; with nothing left to flush, on at once to draining or closed.
+    func startClosing(_ connection: Connection, thenDrain: Bool) {
+        guard connection.isOpen else { return }
+        connection.beginClosing(thenDrain: thenDrain)
         account(connection)
         if connection.pendingOutputBytes == 0 {
             finishClosing(connection)
-        } else if connection.writeArmed, let e = connection.writeEvent {
-            // Re-arm with the closing timeout.
-            event_del(e)
-            connection.writeArmed = false
+        } else if connection.writeArmed {
+            // From now on bounded by the closing timeout.
             armWrite(connection)
-        } else if !connection.queuedForFlush {
-            connection.queuedForFlush = true
-            toFlush.append(connection)
+        } else {
+            scheduleFlush(connection)
         }
     }
 
-    /// Output is flushed: close, or first drain when the broker ended the connection.
+    /// Output is flushed: closing → draining when the broker ended the connection,
+    /// otherwise → closed.
     func finishClosing(_ connection: Connection) {
-        guard connection.lingers, let readEvent = connection.readEvent else { return closeNow(connection) }
-        connection.state = .draining
-        shutdown(connection.fd, Int32(SHUT_WR))
-        connection.drainDeadline = monotonicNow() + BrokerServer.drainTimeoutMs * 1_000_000
-        var tv = timeval(tv_sec: 0, tv_usec: Int(BrokerServer.drainTimeoutMs) * 1000)
-        event_add(readEvent, &tv)
+        guard case .closing(thenDrain: true) = connection.state, connection.readEvent != nil else { return closeNow(connection) }
+        connection.beginDraining(now: monotonicNow(), timeoutMs: BrokerServer.drainTimeoutMs)
     }
 
-    /// Reads and drops what a closed-by-the-broker peer still sends, until it closes too.
+    /// Reads and drops what a closed-by-the-broker peer still sends, until it closes too
+    /// or the drain deadline passes.
     func drain(_ connection: Connection, timedOut: Bool) {
-        if !timedOut && monotonicNow() < connection.drainDeadline {
-            let n = read(connection.fd, scratch.baseAddress!, scratch.count)
-            if n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)) { return }
-        }
+        guard case .draining(let until) = connection.state else { return }
+        if !timedOut && monotonicNow() < until && connection.dropInput(into: scratch) { return }
         closeNow(connection)
         settle()
     }
 
+    /// Any state → closed: everything the connection owns is freed and it is forgotten.
     func closeNow(_ connection: Connection) {
         connection.release()
         account(connection)

@@ -1,55 +1,135 @@
-// One accepted client socket: it owns its descriptor, its libevent events and its byte
-// buffers, and frees them in reverse order of creation. Write interest is armed only while
-// output is queued. It holds no protocol state: that lives in the core.
+// One accepted client socket, as an explicit state machine that owns its descriptor, its
+// libevent events and its byte buffers and frees them in reverse order of creation. It does
+// I/O only: no protocol state (that lives in the core), no calls into the core.
+//
+// No bufferevent: input is parsed in place from the server's read buffer, and only an
+// incomplete frame is kept here; output is one byte array written with `send`, and write
+// interest is armed only while output is queued. `BrokerServer` drives the transitions:
+//
+//   from      on                                                  to                  on the way
+//   open      `.close` from the core                              closing(drain)      reading stops, partial input dropped
+//   open      cut off over --max-buffered-bytes, output empty     closing(drain)      a last frame queued; core told *
+//   open      peer hung up, read failed                           closing(no drain)   core told *
+//   open      output over its bound, send failed, no write event, closed              core told *
+//             cut off over --max-buffered-bytes with output queued
+//   closing   output flushed, drain                               draining            shutdown(SHUT_WR), reads with a deadline
+//   closing   output flushed, no drain                            closed
+//   closing   no output taken within the flush timeout, send      closed
+//             failed
+//   draining  peer closed, read failed, deadline passed           closed              input read meanwhile is dropped
+//   any       the broker exits                                    closed
+//   closed    nothing: the descriptor is closed, the events freed, the buffers dropped
+//
+//   * after the actions being applied are all applied, as one input per connection
+//     (`BrokerServer.reportLost`): applying an action never calls into the core.
+//
+// While open, reading may be paused (`inputPaused`: the core holds back many of its
+// requests); frames already read wait in `pendingInput`.
 import CLibevent
 import Glibc
 import NotifBusCore
 
 final class Connection {
-    enum State {
+    enum State: Equatable {
         case open
-        /// Reading stopped; queued output is flushed (bounded by a timeout), then closed.
-        case closing
+        /// Reading stopped; queued output is flushed (bounded by a timeout), then the
+        /// connection drains or closes.
+        case closing(thenDrain: Bool)
         /// The broker closed it and has flushed: writing is shut down and input is read and
-        /// dropped until the peer closes (bounded), so that a peer still writing gets the last
-        /// frame instead of a reset.
-        case draining
+        /// dropped until the peer closes or `until` (monotonic ns) passes, so that a peer still
+        /// writing gets the last frame instead of a reset.
+        case draining(until: UInt64)
         case closed
     }
 
     let id: ConnectionID
+    /// Owned from `init` on; closed by `release`.
     let fd: Int32
+    let base: OpaquePointer
     unowned let server: BrokerServer
-    var state = State.open
-    var readEvent: OpaquePointer? = nil
+    private(set) var state = State.open
+    private(set) var readEvent: OpaquePointer? = nil
     /// Created on first need: most connections never fill their socket buffer.
-    var writeEvent: OpaquePointer? = nil
-    var writeArmed = false
+    private(set) var writeEvent: OpaquePointer? = nil
+    private(set) var writeArmed = false
     /// Bytes of a frame that arrived only in part.
     var pendingInput: [UInt8] = []
     /// Output not yet accepted by the kernel, from `outputOffset` on.
-    var output: [UInt8] = []
-    var outputOffset = 0
+    private(set) var output: [UInt8] = []
+    private var outputOffset = 0
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
     /// Reading is stopped because the core holds back many of its requests behind durable
     /// writes (`Broker.wantsInput`); frames already read wait in `pendingInput`.
-    var inputPaused = false
-    /// Set when the broker, not the peer, ends the connection: it then drains before closing.
-    var lingers = false
-    var drainDeadline: UInt64 = 0
+    private(set) var inputPaused = false
     /// This connection's share of the server's `bufferedBytes`, as last counted.
     var accounted = 0
 
-    init(id: ConnectionID, fd: Int32, server: BrokerServer) {
+    /// Takes ownership of `fd`, an accepted non-blocking socket.
+    init(id: ConnectionID, fd: Int32, base: OpaquePointer, server: BrokerServer) {
         self.id = id
         self.fd = fd
+        self.base = base
         self.server = server
+    }
+
+    deinit {
+        release()
     }
 
     var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
     var pendingOutputBytes: Int { output.count - outputOffset }
+
+    // State tests by pattern, not `==`: the hot path asks them for every frame, and the
+    // synthesized `==` of an enum with payloads costs a call and copies.
+    var isOpen: Bool {
+        if case .open = state { return true }
+        return false
+    }
+
+    var isClosing: Bool {
+        if case .closing = state { return true }
+        return false
+    }
+
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    // MARK: Open
+
+    /// Creates the read event and starts reading; false, with nothing created, when
+    /// libevent cannot.
+    func startReading() -> Bool {
+        precondition(isOpen && readEvent == nil, "c\(id): startReading called twice")
+        guard let e = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
+        readEvent = e
+        event_add(e, nil)
+        return true
+    }
+
+    /// Stops reading while the core holds back this connection's requests.
+    func pauseInput() {
+        guard isOpen, !inputPaused else { return }
+        inputPaused = true
+        if let readEvent { event_del(readEvent) }
+    }
+
+    /// Marks input as no longer paused; reading restarts with `resumeReading`, once the
+    /// frames already read have been handed on.
+    func unpauseInput() {
+        inputPaused = false
+    }
+
+    /// Reads the socket again after `unpauseInput`, unless it was paused again meanwhile.
+    func resumeReading() {
+        guard isOpen, !inputPaused, let readEvent else { return }
+        event_add(readEvent, nil)
+    }
+
+    // MARK: Output
 
     /// Queues a frame. The common case, an empty buffer, takes the array without copying.
     func enqueue(_ frame: [UInt8]) {
@@ -93,16 +173,72 @@ final class Connection {
         return .done
     }
 
-    /// Frees the events, then the descriptor: the reverse of their creation.
+    /// Asks for one write callback, bounded by `timeoutMs` when given (a callback with
+    /// EV_TIMEOUT then); a write already armed is re-armed with the new bound. False when
+    /// no event could be made.
+    func armWrite(timeoutMs: Int?) -> Bool {
+        if writeEvent == nil {
+            writeEvent = event_new(base, fd, Int16(EV_WRITE), Trampolines.write, context)
+        }
+        guard let writeEvent else { return false }
+        if let timeoutMs {
+            var tv = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
+            event_add(writeEvent, &tv)
+        } else {
+            event_add(writeEvent, nil)
+        }
+        writeArmed = true
+        return true
+    }
+
+    /// Write interest ends: the output is flushed, or the write callback ran.
+    func disarmWrite() {
+        guard writeArmed else { return }
+        writeArmed = false
+        if let writeEvent { event_del(writeEvent) }
+    }
+
+    // MARK: Ending
+
+    /// open → closing: reading stops for good and an incomplete frame is dropped.
+    func beginClosing(thenDrain: Bool) {
+        guard isOpen else { return }
+        state = .closing(thenDrain: thenDrain)
+        if let readEvent, !inputPaused { event_del(readEvent) }
+        pendingInput = []
+    }
+
+    /// closing → draining, once the output is flushed: writing is shut down, so the peer
+    /// reads the end of the stream, and what it still sends is read until `timeoutMs`.
+    func beginDraining(now: UInt64, timeoutMs: Int) {
+        guard isClosing, let readEvent else { return }
+        state = .draining(until: now &+ UInt64(timeoutMs) * 1_000_000)
+        shutdown(fd, Int32(SHUT_WR))
+        var tv = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
+        event_add(readEvent, &tv)
+    }
+
+    /// While draining: reads and drops what the peer sends. False once the connection has
+    /// nothing more to wait for (the peer closed, or reading failed).
+    func dropInput(into scratch: UnsafeMutableRawBufferPointer) -> Bool {
+        let n = read(fd, scratch.baseAddress!, scratch.count)
+        if n > 0 { return true }
+        return n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+
+    /// Any state → closed. Frees what the connection owns in reverse order of creation
+    /// (write event, read event, buffers, descriptor); closing twice does nothing.
     func release() {
-        guard state != .closed else { return }
+        guard !isClosed else { return }
         state = .closed
+        writeArmed = false
         if let writeEvent { event_free(writeEvent) }
         writeEvent = nil
         if let readEvent { event_free(readEvent) }
         readEvent = nil
-        close(fd)
         output = []
+        outputOffset = 0
         pendingInput = []
+        close(fd)
     }
 }
