@@ -29,18 +29,10 @@ extension Broker {
         }
         let id = nextObserverID
         nextObserverID += 1
-        var replaced: [Int] = []
+        var replaced: Int? = nil
         if let key, let old = observerKeys[key] {
-            replaced.append(old)
-            if let oldClient = observers[old]?.client {
-                var f = FrameBuilder(capacity: 64)
-                f.literal("{\"op\":\"evicted\",\"observer\":\"o")
-                f.int(Int64(old))
-                f.literal("\",\"by\":\"o")
-                f.int(Int64(id))
-                f.literal("\"}")
-                emit(to: oldClient, f.finish())
-            }
+            replaced = old
+            if let oldClient = observers[old]?.client { send(.observerEvicted(old, by: id), to: oldClient) }
             removeObserver(old, now: now, pump: false)
         }
         observers[id] = ObserverRecord(id: id, client: c, events: events, priority: priority, key: key)
@@ -48,18 +40,7 @@ extension Broker {
         if let key { observerKeys[key] = id }
         for name in events { insertIntoChain(name, id, priority) }
 
-        var f = Broker.replyHead(rid)
-        f.literal("{\"observer\":\"o")
-        f.int(Int64(id))
-        f.literal("\",\"replaced\":[")
-        for (i, o) in replaced.enumerated() {
-            if i > 0 { f.literal(",") }
-            f.literal("\"o")
-            f.int(Int64(o))
-            f.literal("\"")
-        }
-        f.literal("]}}")
-        emit(to: c, f.finish())
+        send(.reply(rid, .subscribed(observer: id, replaced: replaced)), to: c)
         pump(now: now)
     }
 
@@ -84,11 +65,7 @@ extension Broker {
         }
         guard let id else { return reply(to: c, rid, error: .notFound, "no such observer") }
         removeObserver(id, now: now, pump: false)
-        var f = Broker.replyHead(rid)
-        f.literal("{\"removed\":[\"o")
-        f.int(Int64(id))
-        f.literal("\"]}}")
-        emit(to: c, f.finish())
+        send(.reply(rid, .observerRemoved(id)), to: c)
         pump(now: now)
     }
 
@@ -198,7 +175,7 @@ extension Broker {
                 guard let record = observers[id] else { continue }
                 if clients[record.client]?.unresponsive == true || (current!.spent[record.client] ?? 0) >= budget {
                     counters.skipped += 1
-                    current!.trace.append((id, .skipped))
+                    current!.trace.append(TraceHop(observer: id, reply: .skipped))
                     continue
                 }
                 target = record
@@ -212,8 +189,8 @@ extension Broker {
             current!.hopClient = target.client
             current!.hopDeadline = now &+ budget
             current!.hopStartedAt = now
-            let frame = Broker.eventFrame(current!.post, observer: target.id)
-            emit(to: target.client, frame)
+            let post = current!.post
+            send(.event(event: post.event, observer: target.id, name: post.name, payload: post.payload), to: target.client)
         }
     }
 
@@ -238,20 +215,6 @@ extension Broker {
         counters.hopTimeouts += 1
         clients[cur.hopClient]?.unresponsive = true
         endHop(.timeout, now: now)
-    }
-
-    static func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {
-        var f = FrameBuilder(capacity: 80 + post.name.utf8.count + (post.payload?.count ?? 4))
-        f.literal("{\"op\":\"event\",\"event\":")
-        f.int(post.event)
-        f.literal(",\"observer\":\"o")
-        f.int(Int64(observer))
-        f.literal("\",\"name\":")
-        f.string(post.name)
-        f.literal(",\"payload\":")
-        f.optionalRaw(post.payload)
-        f.literal("}")
-        return f.finish()
     }
 
     mutating func handleAnswer(_ answer: Answer, from c: ConnectionID, now: Instant) {
@@ -287,7 +250,7 @@ extension Broker {
     /// Ends the running hop in the trace and charges its time to its connection.
     mutating func recordHop(_ reply: HopReply, now: Instant) {
         guard let observer = current?.hopObserver else { return }
-        current!.trace.append((observer, reply))
+        current!.trace.append(TraceHop(observer: observer, reply: reply))
         current!.hopObserver = nil
         let took = now >= current!.hopStartedAt ? now - current!.hopStartedAt : 0
         current!.spent[current!.hopClient, default: 0] += took
@@ -309,43 +272,8 @@ extension Broker {
     /// The poster's reply: the outcome, the value and the trace.
     mutating func sendPostResult(_ cur: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
         guard clients[cur.post.poster] != nil else { return }
-        var f = Broker.replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
-        f.literal("{\"event\":")
-        f.int(cur.post.event)
-        f.literal(",\"outcome\":\"")
-        switch outcome {
-        case .completed: f.literal("completed")
-        case .stopped: f.literal("stopped")
-        case .unhandled: f.literal("unhandled")
-        }
-        f.literal("\",\"by\":")
-        if let by {
-            f.literal("\"o")
-            f.int(Int64(by))
-            f.literal("\"")
-        } else {
-            f.literal("null")
-        }
-        f.literal(",\"value\":")
-        f.optionalRaw(value)
-        f.literal(retained ? ",\"retained\":\"launch\",\"trace\":[" : ",\"retained\":null,\"trace\":[")
-        for (i, hop) in cur.trace.enumerated() {
-            f.literal(i == 0 ? "{\"observer\":\"o" : ",{\"observer\":\"o")
-            f.int(Int64(hop.observer))
-            f.literal("\",\"reply\":\"")
-            switch hop.reply {
-            case .next: f.literal("next")
-            case .complete: f.literal("complete")
-            case .stop: f.literal("stop")
-            case .gone: f.literal("gone")
-            case .timeout: f.literal("timeout")
-            case .invalid: f.literal("invalid")
-            case .skipped: f.literal("skipped")
-            }
-            f.literal("\"}")
-        }
-        f.literal("]}}")
-        emit(to: cur.post.poster, f.finish())
+        let result = PostReply(event: cur.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: cur.trace)
+        send(.reply(cur.post.requestID, .posted(result)), to: cur.post.poster)
     }
 }
 

@@ -19,30 +19,12 @@ extension Broker {
         if let old = routes[key], let oldRecord = handlers.removeValue(forKey: old) {
             replaced = old
             clients[oldRecord.client]?.handlers.removeAll { $0 == old }
-            var f = FrameBuilder(capacity: 64)
-            f.literal("{\"op\":\"evicted\",\"handler\":\"h")
-            f.int(Int64(old))
-            f.literal("\",\"by\":\"h")
-            f.int(Int64(id))
-            f.literal("\"}")
-            emit(to: oldRecord.client, f.finish())
+            send(.handlerEvicted(old, by: id), to: oldRecord.client)
         }
         handlers[id] = HandlerRecord(id: id, client: c, key: key)
         routes[key] = id
         clients[c]?.handlers.append(id)
-        var f = Broker.replyHead(rid)
-        f.literal("{\"handler\":\"h")
-        f.int(Int64(id))
-        f.literal("\",\"replaced\":")
-        if let replaced {
-            f.literal("\"h")
-            f.int(Int64(replaced))
-            f.literal("\"")
-        } else {
-            f.literal("null")
-        }
-        f.literal("}}")
-        emit(to: c, f.finish())
+        send(.reply(rid, .handled(handler: id, replaced: replaced)), to: c)
     }
 
     mutating func unhandle(_ text: String, rid: RequestID, from c: ConnectionID) {
@@ -51,11 +33,7 @@ extension Broker {
         }
         if routes[record.key] == id { routes[record.key] = nil }
         clients[record.client]?.handlers.removeAll { $0 == id }
-        var f = Broker.replyHead(rid)
-        f.literal("{\"removed\":[\"h")
-        f.int(Int64(id))
-        f.literal("\"]}}")
-        emit(to: c, f.finish())
+        send(.reply(rid, .handlerRemoved(id)), to: c)
     }
 
     mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
@@ -77,21 +55,8 @@ extension Broker {
         clients[handler.client]?.callsReceived.insert(call)
         callDeadlines.append((now &+ UInt64(configuration.callTimeoutMs) * 1_000_000, call))
 
-        var f = FrameBuilder(capacity: 96 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4))
-        f.literal("{\"op\":\"call\",\"call\":")
-        f.int(call)
-        f.literal(",\"handler\":\"h")
-        f.int(Int64(handlerID))
-        f.literal("\",\"channel\":")
-        f.string(channel)
-        f.literal(",\"method\":")
-        f.string(method)
-        f.literal(",\"arguments\":")
-        f.optionalRaw(arguments)
-        f.literal(",\"from\":\"c")
-        f.int(Int64(c))
-        f.literal("\"}")
-        emit(to: handler.client, f.finish())
+        send(.call(call: call, handler: handlerID, channel: channel, method: method, arguments: arguments, from: c),
+             to: handler.client)
     }
 
     /// Only the connection that received the call may return it; anything else is ignored.
@@ -101,18 +66,9 @@ extension Broker {
         clients[c]?.callsReceived.remove(ret.call)
         guard clients[call.invoker] != nil else { return }
         clients[call.invoker]?.callsInvoked -= 1
-        var f = FrameBuilder(capacity: 48)
-        f.literal("{\"op\":\"reply\",\"id\":")
-        f.requestID(call.requestID)
         switch ret.body {
-        case .result(let raw):
-            f.literal(",\"result\":")
-            f.raw(raw)
-        case .error(let raw):
-            f.literal(",\"error\":")
-            f.raw(raw)
+        case .result(let raw): send(.reply(call.requestID, .value(raw)), to: call.invoker)
+        case .error(let raw): send(.handlerError(call.requestID, raw), to: call.invoker)
         }
-        f.literal("}")
-        emit(to: call.invoker, f.finish())
     }
 }

@@ -9,12 +9,12 @@ extension Broker {
 
     mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID) {
         guard let value else {
-            guard slots[slot] != nil else { return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":false}") }
+            guard slots[slot] != nil else { return send(.reply(rid, .put(replaced: false, delivered: false)), to: c) }
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .empty(c, rid, slot: slot))
         }
         // The slot is empty while takers wait, on disk too: handing the value over changes nothing there.
         if deliverToWaiter(slot: slot, value: value) {
-            return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":true}")
+            return send(.reply(rid, .put(replaced: false, delivered: true)), to: c)
         }
         if let refusal = slotLimitError(slot, value) { return reply(to: c, rid, error: .badRequest, refusal) }
         let oldSize = slots[slot]?.count
@@ -40,7 +40,7 @@ extension Broker {
         if slots[slot] != nil {
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .take(c, rid, slot: slot))
         }
-        guard let waitMs, waitMs > 0 else { return replyRaw(to: c, rid, result: nil) }
+        guard let waitMs, waitMs > 0 else { return replyValue(to: c, rid, nil) }
         if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
         guard (clients[c]?.takes.count ?? 0) < configuration.maxTakesPerConnection else {
             return reply(to: c, rid, error: .badRequest, "a connection may have at most \(configuration.maxTakesPerConnection) waiting takes")
@@ -66,7 +66,7 @@ extension Broker {
     var canRetain: Bool { !busyKeys.contains(.slot(Broker.launchSlot)) && !oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
 
     mutating func startRetention(_ event: RunningEvent) {
-        let value = event.post.payload ?? Array("null".utf8)
+        let value = event.post.payload ?? RawJSON.null
         if deliverToWaiter(slot: Broker.launchSlot, value: value) {
             return sendPostResult(event, .unhandled, by: nil, value: nil, retained: true)
         }
@@ -89,7 +89,7 @@ extension Broker {
     mutating func deliverToWaiter(slot: String, value: RawJSON) -> Bool {
         guard let id = takeQueues[slot]?.first(where: { takeWaiters[$0]?.held == false }),
               let waiter = removeTakeWaiter(id) else { return false }
-        replyRaw(to: waiter.client, waiter.requestID, result: value)
+        replyValue(to: waiter.client, waiter.requestID, value)
         return true
     }
 

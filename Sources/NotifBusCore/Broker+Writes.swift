@@ -182,29 +182,23 @@ extension Broker {
         switch completion {
         case .put(let c, let rid, let slot, let value, let replaced):
             if written { setSlot(slot, value) }
-            answerWrite(c, rid, written) { b in
-                b.literal(replaced ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
-            }
+            answerWrite(c, rid, written, .put(replaced: replaced, delivered: false))
         case .empty(let c, let rid, let slot):
             if written { _ = removeSlot(slot) }
-            answerWrite(c, rid, written) { b in b.literal("{\"replaced\":true,\"delivered\":false}") }
+            answerWrite(c, rid, written, .put(replaced: true, delivered: false))
         case .take(let c, let rid, let slot):
-            let value = slots[slot] ?? Array("null".utf8)
+            let value = slots[slot] ?? RawJSON.null
             if written { _ = removeSlot(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
             if written && clients[c] == nil { return handBack(slot, value) }
-            answerWrite(c, rid, written) { b in b.raw(value) }
+            answerWrite(c, rid, written, .value(value))
         case .restore(let slot, let value):
             if written { setSlot(slot, value) }
         case .categories(let c, let rid, let set):
             if written { categories = set }
-            answerWrite(c, rid, written) { b in
-                b.literal("{\"count\":")
-                b.int(Int64(set.categories.count))
-                b.literal("}")
-            }
+            answerWrite(c, rid, written, .categoryCount(set.categories.count))
         case .retention(let event):
-            if written { setSlot(Broker.launchSlot, event.post.payload ?? Array("null".utf8)) }
+            if written { setSlot(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
             sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
         }
     }
@@ -219,16 +213,13 @@ extension Broker {
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
-    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, result: (inout FrameBuilder) -> Void) {
+    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult) {
         guard let client = clients[c] else { return }
         if configuration.persistsState { client.writesInFlight -= 1 }
         guard written else {
             return reply(to: c, rid, error: .storageFailed, "the change could not be written to disk; nothing was changed")
         }
-        var f = Broker.replyHead(rid)
-        result(&f)
-        f.literal("}")
-        emit(to: c, f.finish())
+        send(.reply(rid, result), to: c)
     }
 
     /// Goes on with what waited: launch retentions first, then each waiting connection's

@@ -196,7 +196,7 @@ public struct Broker {
         while let top = takeDeadlines.min, top.deadline <= now {
             _ = takeDeadlines.popMin()
             guard let waiter = removeTakeWaiter(top.id) else { continue }
-            replyRaw(to: waiter.client, waiter.requestID, result: nil)
+            replyValue(to: waiter.client, waiter.requestID, nil)
         }
     }
 
@@ -273,17 +273,9 @@ public struct Broker {
             }
             clients[c]?.greeted = true
             clients[c]?.name = name
-            var f = Broker.replyHead(rid)
-            f.literal("{\"protocol\":1,\"server\":")
-            f.string(configuration.serverName)
-            f.literal(",\"client\":\"c")
-            f.int(Int64(c))
-            f.literal("\",\"maxFrame\":")
-            f.int(Int64(configuration.maxFrame))
-            f.literal("}}")
-            emit(to: c, f.finish())
+            send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
         case .ping:
-            replyLiteral(to: c, rid, "{}")
+            send(.reply(rid, .empty), to: c)
         case .subscribe(let events, let priority, let key, let resume):
             subscribe(events: events, priority: priority, key: key, resume: resume, rid: rid, from: c, now: now)
         case .unsubscribe(let target):
@@ -301,15 +293,11 @@ public struct Broker {
         case .take(let slot, let wait):
             take(slot: slot, waitMs: wait, rid: rid, from: c, now: now)
         case .peek(let slot):
-            replyRaw(to: c, rid, result: slots[slot])
+            replyValue(to: c, rid, slots[slot])
         case .setCategories(let set):
             beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set))
         case .getCategories:
-            var f = Broker.replyHead(rid)
-            f.literal("{\"categories\":")
-            f.raw(categories.raw)
-            f.literal("}}")
-            emit(to: c, f.finish())
+            send(.reply(rid, .categories(categories.raw)), to: c)
         case .status(let page):
             let frame = statusReply(rid, page: page, now: now)
             emit(to: c, frame)
@@ -318,7 +306,7 @@ public struct Broker {
                 clients[c]?.monitoring = true
                 monitors.append(c)
             }
-            replyLiteral(to: c, rid, "{}")
+            send(.reply(rid, .empty), to: c)
         }
     }
 
@@ -327,7 +315,7 @@ public struct Broker {
     /// `hello_required` echoes the refused request's id when it had a usable one (an answer,
     /// or a frame whose id is missing or unusable, gets `"id": null`).
     mutating func refuseUngreeted(_ c: ConnectionID, _ rid: RequestID?) {
-        emit(to: c, Broker.errorFrame(rid, code: .helloRequired, message: "the first frame must be 'hello'"))
+        send(.error(rid, .helloRequired, message: "the first frame must be 'hello'"), to: c)
         close(c, now: 0)
     }
 

@@ -107,18 +107,6 @@ public enum BrokerAction: Sendable {
     case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
 }
 
-/// How one hop of a chain ended, as the trace names it. `skipped` is an observer that was
-/// not sent the event because its connection had used up its time in this event, or is
-/// unresponsive (decision 30 in Protocol/PROTOCOL.md §13).
-public enum HopReply: String, Sendable {
-    case next, complete, stop, gone, timeout, invalid, skipped
-}
-
-/// How a whole event ended.
-public enum EventOutcome: String, Sendable {
-    case completed, stopped, unhandled
-}
-
 /// Broker-wide counters reported by `status`.
 public struct BrokerCounters: Sendable, Equatable {
     public var posted = 0
@@ -267,7 +255,7 @@ struct RunningEvent {
     let post: QueuedPost
     let chain: [Int]
     var nextIndex = 0
-    var trace: [(observer: Int, reply: HopReply)] = []
+    var trace: [TraceHop] = []
     /// The observer whose answer is awaited, and its connection.
     var hopObserver: Int? = nil
     var hopClient: ConnectionID = -1

@@ -127,14 +127,6 @@ extension FrameBuilder {
 extension ErrorCode {
     /// An error reply (`rid` given) or error frame (`rid` nil), length-prefixed.
     public func frame(_ rid: RequestID?, message: String) -> [UInt8] {
-        var f = FrameBuilder(capacity: 64 + message.utf8.count)
-        f.literal("{\"op\":\"reply\",\"id\":")
-        f.requestID(rid)
-        f.literal(",\"error\":{\"code\":")
-        f.string(rawValue)
-        f.literal(",\"message\":")
-        f.string(message)
-        f.literal("}}")
-        return f.finish()
+        OutboundFrame.error(rid, self, message: message).encoded()
     }
 }
