@@ -22,10 +22,10 @@ extension Broker {
                             rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
         guard client.observers.count < Limits.maxObserversPerConnection else {
-            return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxObserversPerConnection) observers")
+            return refuse(c, rid, .chain(.tooManyObservers), now: now)
         }
         if resume, let key, let holder = observerKeys[key] {
-            return replySuperseded(to: c, rid, what: "key '\(key)'", by: "o\(holder)")
+            return refuse(c, rid, .chain(.keyHeld(key: key, by: holder)), now: now)
         }
         let id = nextObserverID
         nextObserverID += 1
@@ -63,7 +63,7 @@ extension Broker {
         case .observer(let text): id = Broker.parseID(text, prefix: "o").flatMap { observers[$0] != nil ? $0 : nil }
         case .key(let key): id = observerKeys[key]
         }
-        guard let id else { return reply(to: c, rid, error: .notFound, "no such observer") }
+        guard let id else { return refuse(c, rid, .chain(.noSuchObserver), now: now) }
         removeObserver(id, now: now, pump: false)
         send(.reply(rid, .observerRemoved(id)), to: c)
         pump(now: now)
@@ -95,31 +95,29 @@ extension Broker {
     // MARK: Posting
 
     mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
-        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
         // retrying it could never succeed, while queue_full invites a retry.
         var launches = false
         if case .didReceive(let action, let hasUserText, let categoryID)? = profile {
             switch checkAction(action, hasUserText: hasUserText, categoryID: categoryID) {
-            case .failure(let error): return reply(to: c, rid, error: .invalidAction, error.message)
+            case .failure(let error): return refuse(c, rid, .category(error), now: now)
             case .success(let l): launches = l
             }
         }
         if current != nil && queue.count >= configuration.maxQueue {
-            return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
+            return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
         guard let poster = clients[c] else { return }
         if current != nil && poster.queuedPosts >= configuration.queueShare {
-            return reply(to: c, rid, error: .queueFull,
-                         "\(poster.queuedPosts) of this connection's posts are already waiting (--max-queue-per-client \(configuration.queueShare))")
+            return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
         let size = payload?.count ?? 0
         if current != nil && queuedBytes + size > configuration.maxQueueBytes {
-            return reply(to: c, rid, error: .queueFull, "waiting posts may hold at most \(configuration.maxQueueBytes) payload bytes")
+            return refuse(c, rid, .chain(.queueBytesFull(max: configuration.maxQueueBytes)), now: now)
         }
         if current != nil && poster.queuedBytes + size > configuration.queueByteShare {
-            return reply(to: c, rid, error: .queueFull,
-                         "one connection's waiting posts may hold at most \(configuration.queueByteShare) payload bytes")
+            return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         let event = nextEventID
         nextEventID += 1
@@ -134,25 +132,24 @@ extension Broker {
 
     /// Checks a `didReceive` action against the categories in force, and says whether it
     /// launches the app.
-    func checkAction(_ action: String, hasUserText: Bool, categoryID: String?) -> Result<Bool, ActionError> {
+    func checkAction(_ action: String, hasUserText: Bool, categoryID: String?) -> Result<Bool, CategoryError> {
         let category = categoryID.flatMap { categories.categories[$0] }
         if action == ProfilePayload.defaultActionIdentifier || action == ProfilePayload.dismissActionIdentifier {
-            if hasUserText { return .failure(ActionError("'userText' is only allowed with a text-input action")) }
+            if hasUserText { return .failure(.userTextWithoutTextInput) }
             if action == ProfilePayload.defaultActionIdentifier { return .success(true) }
             guard category?.customDismissAction == true else {
-                return .failure(ActionError("the dismiss action needs a category with 'customDismissAction'"))
+                return .failure(.dismissWithoutCustomDismiss)
             }
             return .success(false)
         }
         guard let category else {
-            return .failure(ActionError("action '\(action)' needs a known category, and '\(categoryID ?? "none")' is not one"))
+            return .failure(.unknownCategory(action: action, category: categoryID))
         }
-        guard let rule = category.actions[action] else {
-            return .failure(ActionError("category '\(categoryID!)' has no action '\(action)'"))
+        guard let rule = category.actions[action], let categoryID else {
+            return .failure(.unknownAction(action: action, category: categoryID ?? ""))
         }
         if rule.textInput != hasUserText {
-            return .failure(ActionError(rule.textInput ? "action '\(action)' takes text input: 'userText' is required"
-                                                       : "action '\(action)' takes no text input: 'userText' is not allowed"))
+            return .failure(rule.textInput ? .textInputRequired(action: action) : .textInputNotAllowed(action: action))
         }
         return .success(rule.foreground)
     }
@@ -230,8 +227,7 @@ extension Broker {
             pump(now: now)
         case .complete(_, let value):
             if cur.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
-                sendErrorFrame(to: c, code: .badRequest,
-                               message: "a willPresent completion must be an array of distinct options from badge, sound, list, banner, alert")
+                refuse(c, nil, .chain(.invalidCompletion), now: now)
                 counters.invalid += 1
                 return endHop(.invalid, now: now)
             }
@@ -275,9 +271,4 @@ extension Broker {
         let result = PostReply(event: cur.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: cur.trace)
         send(.reply(cur.post.requestID, .posted(result)), to: cur.post.poster)
     }
-}
-
-struct ActionError: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
 }

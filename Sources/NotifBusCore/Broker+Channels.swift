@@ -4,14 +4,13 @@
 import NotifBusProtocol
 
 extension Broker {
-    mutating func handleChannel(_ key: HandlerKey, resume: Bool = false, rid: RequestID, from c: ConnectionID) {
+    mutating func handleChannel(_ key: HandlerKey, resume: Bool = false, rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
         guard client.handlers.count < Limits.maxHandlersPerConnection else {
-            return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxHandlersPerConnection) handlers")
+            return refuse(c, rid, .channel(.tooManyHandlers), now: now)
         }
         if resume, let holder = routes[key] {
-            let route = key.method.map { "'\(key.channel)' method '\($0)'" } ?? "the whole channel '\(key.channel)'"
-            return replySuperseded(to: c, rid, what: "route \(route)", by: "h\(holder)")
+            return refuse(c, rid, .channel(.routeHeld(channel: key.channel, method: key.method, by: holder)), now: now)
         }
         let id = nextHandlerID
         nextHandlerID += 1
@@ -27,9 +26,9 @@ extension Broker {
         send(.reply(rid, .handled(handler: id, replaced: replaced)), to: c)
     }
 
-    mutating func unhandle(_ text: String, rid: RequestID, from c: ConnectionID) {
+    mutating func unhandle(_ text: String, rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let id = Broker.parseID(text, prefix: "h"), let record = handlers.removeValue(forKey: id) else {
-            return reply(to: c, rid, error: .notFound, "no such handler")
+            return refuse(c, rid, .channel(.noSuchHandler), now: now)
         }
         if routes[record.key] == id { routes[record.key] = nil }
         clients[record.client]?.handlers.removeAll { $0 == id }
@@ -37,16 +36,15 @@ extension Broker {
     }
 
     mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
-        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         guard (clients[c]?.callsInvoked ?? 0) < configuration.maxCallsPerConnection else {
-            return reply(to: c, rid, error: .badRequest,
-                         "a connection may have at most \(configuration.maxCallsPerConnection) calls in flight")
+            return refuse(c, rid, .channel(.tooManyCalls(max: configuration.maxCallsPerConnection)), now: now)
         }
         counters.invokes += 1
         guard let handlerID = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)],
               let handler = handlers[handlerID]
         else {
-            return reply(to: c, rid, error: .notImplemented, "no handler for method '\(method)' on channel '\(channel)'")
+            return refuse(c, rid, .channel(.noHandler(channel: channel, method: method)), now: now)
         }
         let call = nextCallID
         nextCallID += 1

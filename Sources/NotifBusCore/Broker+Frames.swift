@@ -37,22 +37,14 @@ extension Broker {
         send(.reply(rid, .value(value)), to: c)
     }
 
-    /// An error reply to a request, sent only while `c` is connected.
-    mutating func reply(to c: ConnectionID, _ rid: RequestID?, error code: ErrorCode, _ message: String) {
-        guard clients[c] != nil else { return }
-        send(.error(rid, code, message: message), to: c)
-    }
-
-    /// The refusal of a resumed `subscribe` or `handle` whose key or route a live
-    /// registration holds: `details.by` names that holder, so the client can report it.
-    mutating func replySuperseded(to c: ConnectionID, _ rid: RequestID, what: String, by holder: String) {
-        let message = "\(what) is held by \(holder), registered since; the resumed registration yields"
-        send(.superseded(rid, message: message, by: holder), to: c)
-    }
-
-    /// An error frame (`"id": null`); also used before a connection is registered.
-    mutating func sendErrorFrame(to c: ConnectionID, code: ErrorCode, message: String) {
-        send(.error(nil, code, message: message), to: c)
+    /// Answers `rid` (nil: with an error frame) with `error`, while `c` is connected; an
+    /// error whose code closes the connection (`ErrorCode.closesConnection`) is sent even
+    /// before `c` is registered (a refusal at connect), and then `c` is closed.
+    mutating func refuse(_ c: ConnectionID, _ rid: RequestID?, _ error: BrokerError, now: Instant) {
+        let closes = error.code.closesConnection
+        guard closes || clients[c] != nil else { return }
+        send(error.frame(rid), to: c)
+        if closes { close(c, now: now) }
     }
 
     /// One line for the log (SIGUSR1): the sizes and counters `status` would report.

@@ -7,7 +7,7 @@ extension Broker {
     /// The slot that launch retention fills.
     static let launchSlot = "launch"
 
-    mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID) {
+    mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let value else {
             guard slots[slot] != nil else { return send(.reply(rid, .put(replaced: false, delivered: false)), to: c) }
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .empty(c, rid, slot: slot))
@@ -16,7 +16,7 @@ extension Broker {
         if deliverToWaiter(slot: slot, value: value) {
             return send(.reply(rid, .put(replaced: false, delivered: true)), to: c)
         }
-        if let refusal = slotLimitError(slot, value) { return reply(to: c, rid, error: .badRequest, refusal) }
+        if let refusal = slotLimitError(slot, value) { return refuse(c, rid, .slot(refusal), now: now) }
         let oldSize = slots[slot]?.count
         beginWrite(.slot(slot), .slot(name: slot, value: value),
                    then: .put(c, rid, slot: slot, value: value, replaced: oldSize != nil),
@@ -24,13 +24,13 @@ extension Broker {
     }
 
     /// Why putting `value` into `slot` would pass a slot limit, counting the puts in flight.
-    func slotLimitError(_ slot: String, _ value: RawJSON) -> String? {
+    func slotLimitError(_ slot: String, _ value: RawJSON) -> SlotError? {
         let oldSize = slots[slot]?.count
         if oldSize == nil && slots.count + reservedSlots >= configuration.maxSlots {
-            return "the broker holds at most \(configuration.maxSlots) non-empty slots"
+            return .tooManySlots(max: configuration.maxSlots)
         }
         if slotBytes + reservedSlotBytes - (oldSize ?? 0) + value.count > configuration.maxSlotBytes {
-            return "slot values may take at most \(configuration.maxSlotBytes) bytes in all"
+            return .tooManyBytes(max: configuration.maxSlotBytes)
         }
         return nil
     }
@@ -41,9 +41,9 @@ extension Broker {
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .take(c, rid, slot: slot))
         }
         guard let waitMs, waitMs > 0 else { return replyValue(to: c, rid, nil) }
-        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         guard (clients[c]?.takes.count ?? 0) < configuration.maxTakesPerConnection else {
-            return reply(to: c, rid, error: .badRequest, "a connection may have at most \(configuration.maxTakesPerConnection) waiting takes")
+            return refuse(c, rid, .slot(.tooManyTakes(max: configuration.maxTakesPerConnection)), now: now)
         }
         let id = nextTakeID
         nextTakeID += 1

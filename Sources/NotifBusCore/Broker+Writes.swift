@@ -24,13 +24,13 @@ extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         guard let client = clients[c] else { return }
-        if case .rejected(nil, _, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
+        if case .rejected(nil, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
         arrivals += 1
         let arrival = arrivals
         if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: c, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
-            return answerShuttingDown(input, from: c)
+            return answerShuttingDown(input, from: c, now: now)
         }
         if client.waiting.isEmpty { waitingClients.append(c) }
         if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
@@ -63,7 +63,7 @@ extension Broker {
     mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         switch input {
         case .request(let rid, let request): handle(request, id: rid, from: c, now: now)
-        case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, let slot, let waitMs, let place):
             guard slots[slot] == nil, !shuttingDown else {
                 _ = removeTakeWaiter(place)
@@ -77,13 +77,13 @@ extension Broker {
     }
 
     /// Answers a request that will never start: the broker is shutting down.
-    mutating func answerShuttingDown(_ input: WaitingInput, from c: ConnectionID) {
+    mutating func answerShuttingDown(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         switch input {
-        case .request(let rid, _): reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
-        case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .request(let rid, _): refuse(c, rid, .session(.shuttingDown), now: now)
+        case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, _, _, let place):
             _ = removeTakeWaiter(place)
-            reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
+            refuse(c, rid, .session(.shuttingDown), now: now)
         }
     }
 
@@ -182,21 +182,21 @@ extension Broker {
         switch completion {
         case .put(let c, let rid, let slot, let value, let replaced):
             if written { setSlot(slot, value) }
-            answerWrite(c, rid, written, .put(replaced: replaced, delivered: false))
+            answerWrite(c, rid, written, .put(replaced: replaced, delivered: false), now: now)
         case .empty(let c, let rid, let slot):
             if written { _ = removeSlot(slot) }
-            answerWrite(c, rid, written, .put(replaced: true, delivered: false))
+            answerWrite(c, rid, written, .put(replaced: true, delivered: false), now: now)
         case .take(let c, let rid, let slot):
             let value = slots[slot] ?? RawJSON.null
             if written { _ = removeSlot(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
             if written && clients[c] == nil { return handBack(slot, value) }
-            answerWrite(c, rid, written, .value(value))
+            answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
             if written { setSlot(slot, value) }
         case .categories(let c, let rid, let set):
             if written { categories = set }
-            answerWrite(c, rid, written, .categoryCount(set.categories.count))
+            answerWrite(c, rid, written, .categoryCount(set.categories.count), now: now)
         case .retention(let event):
             if written { setSlot(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
             sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
@@ -213,11 +213,11 @@ extension Broker {
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
-    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult) {
+    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult, now: Instant) {
         guard let client = clients[c] else { return }
         if configuration.persistsState { client.writesInFlight -= 1 }
         guard written else {
-            return reply(to: c, rid, error: .storageFailed, "the change could not be written to disk; nothing was changed")
+            return refuse(c, rid, .storageFailed, now: now)
         }
         send(.reply(rid, result), to: c)
     }
@@ -249,7 +249,7 @@ extension Broker {
                 guard let client = clients[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
-                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c) }
+                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c, now: now) }
                     }
                 } else {
                     while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {

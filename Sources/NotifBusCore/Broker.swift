@@ -105,14 +105,10 @@ public struct Broker {
     public mutating func connect(_ id: ConnectionID, credentials: PeerCredentials, now: Instant) {
         let uid = credentials.uid
         guard admits(uid: uid) else {
-            sendErrorFrame(to: id, code: .forbidden, message: "uid \(uid) may not use this broker")
-            actions.append(.close(id))
-            return
+            return refuse(id, nil, .session(.forbidden(uid: uid)), now: now)
         }
         guard clients.count < configuration.maxClients else {
-            sendErrorFrame(to: id, code: .tooManyClients, message: "the broker serves at most \(configuration.maxClients) clients")
-            actions.append(.close(id))
-            return
+            return refuse(id, nil, .session(.tooManyClients(max: configuration.maxClients)), now: now)
         }
         clients[id] = ClientRecord(id: id, credentials: credentials)
         helloDeadlines.append((now &+ UInt64(configuration.helloTimeoutMs) * 1_000_000, id))
@@ -127,18 +123,18 @@ public struct Broker {
         if !monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
         switch decoded {
         case .badJSON(let reason):
-            sendErrorFrame(to: id, code: .badJSON, message: reason)
+            refuse(id, nil, .badJSON(reason), now: now)
         case .rejected(let rejection, let isHello):
-            guard client.greeted || isHello else { return refuseUngreeted(id, rejection.id) }
+            guard client.greeted || isHello else { return refuse(id, rejection.id, .session(.helloRequired), now: now) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
-                return admit(.rejected(rid, .badRequest, "'hello' was already sent"), from: id, now: now)
+                return admit(.rejected(rid, .session(.alreadyGreeted)), from: id, now: now)
             }
-            admit(.rejected(rejection.id, rejection.code, rejection.message), from: id, now: now)
+            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: id, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else {
-                if case .request(let requestID, _) = inbound { return refuseUngreeted(id, requestID) }
-                return refuseUngreeted(id, nil)
+                if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
+                return refuse(id, nil, .session(.helloRequired), now: now)
             }
             switch inbound {
             case .request(let requestID, let request): admit(.request(requestID, request), from: id, now: now)
@@ -151,9 +147,7 @@ public struct Broker {
     /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.
     public mutating func receiveOversizedFrame(from id: ConnectionID, length: UInt32, now: Instant) {
         guard clients[id] != nil else { return }
-        sendErrorFrame(to: id, code: .frameTooLarge,
-                       message: "frame length \(length) is outside 1...\(configuration.maxFrame)")
-        close(id, now: now)
+        refuse(id, nil, .session(.frameOutOfRange(length: length, max: configuration.maxFrame)), now: now)
     }
 
     /// The peer closed `id`, or the transport gave up on it.
@@ -180,9 +174,7 @@ public struct Broker {
         while let front = helloDeadlines.first, front.deadline <= now {
             _ = helloDeadlines.popFirst()
             guard let client = clients[front.connection], !client.greeted else { continue }
-            sendErrorFrame(to: front.connection, code: .helloRequired,
-                           message: "no 'hello' within \(configuration.helloTimeoutMs) ms of connecting")
-            close(front.connection, now: now)
+            refuse(front.connection, nil, .session(.helloTimedOut(ms: configuration.helloTimeoutMs)), now: now)
         }
         hopTimedOut(now: now)
         while let front = callDeadlines.first, front.deadline <= now {
@@ -191,7 +183,7 @@ public struct Broker {
             counters.callTimeouts += 1
             clients[call.handlerClient]?.callsReceived.remove(front.call)
             clients[call.invoker]?.callsInvoked -= 1
-            reply(to: call.invoker, call.requestID, error: .timeout, "the handler did not return within \(configuration.callTimeoutMs) ms")
+            refuse(call.invoker, call.requestID, .channel(.timedOut(ms: configuration.callTimeoutMs)), now: now)
         }
         while let top = takeDeadlines.min, top.deadline <= now {
             _ = takeDeadlines.popMin()
@@ -209,19 +201,19 @@ public struct Broker {
         shuttingDown = true
         if let cur = current {
             current = nil
-            reply(to: cur.post.poster, cur.post.requestID, error: .shuttingDown, "the broker is shutting down")
+            refuse(cur.post.poster, cur.post.requestID, .session(.shuttingDown), now: now)
         }
         while let post = dequeue() {
-            reply(to: post.poster, post.requestID, error: .shuttingDown, "the broker is shutting down")
+            refuse(post.poster, post.requestID, .session(.shuttingDown), now: now)
         }
         for (_, call) in calls.sorted(by: { $0.key < $1.key }) {
-            reply(to: call.invoker, call.requestID, error: .shuttingDown, "the broker is shutting down")
+            refuse(call.invoker, call.requestID, .session(.shuttingDown), now: now)
         }
         calls.removeAll()
         callDeadlines.removeAll()
         // A take still held behind its connection's requests is answered in their order.
         for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) where !waiter.held {
-            reply(to: waiter.client, waiter.requestID, error: .shuttingDown, "the broker is shutting down")
+            refuse(waiter.client, waiter.requestID, .session(.shuttingDown), now: now)
         }
         takeWaiters.removeAll()
         takeQueues.removeAll()
@@ -266,11 +258,8 @@ public struct Broker {
     mutating func handle(_ request: Request, id rid: RequestID, from c: ConnectionID, now: Instant) {
         switch request {
         case .hello(let version, let name):
-            guard clients[c]?.greeted == false else { return reply(to: c, rid, error: .badRequest, "'hello' was already sent") }
-            guard version == protocolVersion else {
-                reply(to: c, rid, error: .unsupportedProtocol, "this broker speaks protocol 1, not \(version)")
-                return close(c, now: now)
-            }
+            guard clients[c]?.greeted == false else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
+            guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }
             clients[c]?.greeted = true
             clients[c]?.name = name
             send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
@@ -283,13 +272,13 @@ public struct Broker {
         case .post(let name, let payload, let profile):
             post(name: name, payload: payload, profile: profile, rid: rid, from: c, now: now)
         case .handle(let channel, let method, let resume):
-            handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c)
+            handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c, now: now)
         case .unhandle(let handler):
-            unhandle(handler, rid: rid, from: c)
+            unhandle(handler, rid: rid, from: c, now: now)
         case .invoke(let channel, let method, let arguments):
             invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: c, now: now)
         case .put(let slot, let value):
-            put(slot: slot, value: value, rid: rid, from: c)
+            put(slot: slot, value: value, rid: rid, from: c, now: now)
         case .take(let slot, let wait):
             take(slot: slot, waitMs: wait, rid: rid, from: c, now: now)
         case .peek(let slot):
@@ -312,12 +301,8 @@ public struct Broker {
 
     // MARK: Connection teardown
 
-    /// `hello_required` echoes the refused request's id when it had a usable one (an answer,
-    /// or a frame whose id is missing or unusable, gets `"id": null`).
-    mutating func refuseUngreeted(_ c: ConnectionID, _ rid: RequestID?) {
-        send(.error(rid, .helloRequired, message: "the first frame must be 'hello'"), to: c)
-        close(c, now: 0)
-    }
+    // `hello_required` echoes the refused request's id when it had a usable one (an answer,
+    // or a frame whose id is missing or unusable, gets `"id": null`).
 
     /// Drops `c`'s state and asks the transport to flush and close it.
     mutating func close(_ c: ConnectionID, now: Instant) {
@@ -336,7 +321,7 @@ public struct Broker {
         for callID in client.callsReceived.sorted() {
             guard let call = calls.removeValue(forKey: callID) else { continue }
             clients[call.invoker]?.callsInvoked -= 1
-            reply(to: call.invoker, call.requestID, error: .handlerGone, "the handler's connection closed before it returned")
+            refuse(call.invoker, call.requestID, .channel(.handlerGone), now: now)
         }
         // A take of its still held back kept values for that slot waiting: they may go on.
         let heldTakes = client.takes.contains { takeWaiters[$0]?.held == true }

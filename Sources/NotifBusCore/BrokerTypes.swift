@@ -172,7 +172,7 @@ final class ClientRecord {
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
 enum WaitingInput {
     case request(RequestID, Request)
-    case rejected(RequestID?, ErrorCode, String)
+    case rejected(RequestID?, BrokerError)
     /// A `take` that may wait, holding its `place` among the slot's waiting takers.
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
 }
