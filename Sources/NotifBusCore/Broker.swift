@@ -1,7 +1,7 @@
 // The broker as a pure state machine: inputs (a connection arrived, a frame arrived, a
-// connection closed, time passed, a durable write finished, shut down) go in; actions
-// (send, close, persist) come out. It never reads a clock, never touches a descriptor
-// and never blocks.
+// connection closed, time passed, a durable write finished, shut down) go in, and each
+// appends the actions it causes (send, close, persist) to the list its caller passes. It
+// never reads a clock, never touches a descriptor and never blocks.
 //
 // Connection lifecycle:
 //
@@ -79,6 +79,9 @@ public struct Broker {
     /// Set by the transport; reported by `status`.
     public var buffers = BufferFigures()
 
+    /// The caller's action list while one input runs (swapped in from `into:` and back
+    /// out before the input returns): between inputs it is empty, so every action reaches
+    /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
 
     /// A broker starting at `now`, with slots and categories restored from disk.
@@ -91,7 +94,6 @@ public struct Broker {
             slotBytes += value.count
         }
         if let restoredCategories { categories = restoredCategories }
-        actions.reserveCapacity(64)
     }
 
     // MARK: Inputs
@@ -101,8 +103,14 @@ public struct Broker {
         uid == configuration.brokerUID || uid == 0 || configuration.allowedUIDs.contains(uid)
     }
 
+    // Each input appends the actions it causes, in order, to `actions` (the caller's list,
+    // which it then carries out and empties; passing the same array each time reuses its
+    // storage).
+
     /// A socket was accepted. Refused peers get one error frame and are closed.
-    public mutating func connect(_ id: ConnectionID, credentials: PeerCredentials, now: Instant) {
+    public mutating func connect(_ id: ConnectionID, credentials: PeerCredentials, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         let uid = credentials.uid
         guard admits(uid: uid) else {
             return refuse(id, nil, .session(.forbidden(uid: uid)), now: now)
@@ -115,7 +123,9 @@ public struct Broker {
     }
 
     /// One complete frame body arrived on `id`.
-    public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant) {
+    public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         guard let client = clients[id] else { return }
         // Any frame shows the peer is there again (decision 30).
         client.unresponsive = false
@@ -145,13 +155,17 @@ public struct Broker {
     }
 
     /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.
-    public mutating func receiveOversizedFrame(from id: ConnectionID, length: UInt32, now: Instant) {
+    public mutating func receiveOversizedFrame(from id: ConnectionID, length: UInt32, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         guard clients[id] != nil else { return }
         refuse(id, nil, .session(.frameOutOfRange(length: length, max: configuration.maxFrame)), now: now)
     }
 
     /// The peer closed `id`, or the transport gave up on it.
-    public mutating func disconnected(_ id: ConnectionID, now: Instant) {
+    public mutating func disconnected(_ id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         guard clients[id] != nil else { return }
         dropClient(id, now: now)
     }
@@ -159,7 +173,9 @@ public struct Broker {
     /// The transport wrote (or failed to write) the record of `.persist(write, …)`. Only now
     /// does the change take effect and its request get its answer; a failed write changes
     /// nothing and is answered `storage_failed`. Requests that waited for it go on.
-    public mutating func persisted(_ write: WriteID, written: Bool, now: Instant) {
+    public mutating func persisted(_ write: WriteID, written: Bool, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         guard let pending = writes.removeValue(forKey: write) else { return }
         busyKeys.remove(pending.key)
         reservedSlots -= pending.reservedSlots
@@ -170,7 +186,9 @@ public struct Broker {
     }
 
     /// Time passed: expire hops, calls and waiting takes whose deadline is at or before `now`.
-    public mutating func tick(now: Instant) {
+    public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         while let front = helloDeadlines.first, front.deadline <= now {
             _ = helloDeadlines.popFirst()
             guard let client = clients[front.connection], !client.greeted else { continue }
@@ -196,7 +214,9 @@ public struct Broker {
     /// connection after its output is flushed. Durable writes already in flight still
     /// finish and are answered; requests held back behind them start no more and are
     /// answered `shutting_down` after them, in their connection's order.
-    public mutating func shutdown(now: Instant) {
+    public mutating func shutdown(now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
         guard !shuttingDown else { return }
         shuttingDown = true
         if let cur = current {
@@ -241,13 +261,6 @@ public struct Broker {
         if let c = callDeadlines.first { best = Swift.min(best ?? c.deadline, c.deadline) }
         if let t = takeDeadlines.min { best = Swift.min(best ?? t.deadline, t.deadline) }
         return best
-    }
-
-    /// Hands over the actions produced so far, leaving an empty list with the same
-    /// capacity behind (the caller passes its drained array back in).
-    public mutating func takeActions(swappingWith buffer: inout [BrokerAction]) {
-        buffer.removeAll(keepingCapacity: true)
-        swap(&buffer, &actions)
     }
 
     /// Whether any connection is still known.

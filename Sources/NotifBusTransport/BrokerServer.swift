@@ -94,7 +94,10 @@ public final class BrokerServer {
     var logLimiter = LogLimiter()
     /// Input and output bytes buffered across all connections (`Connection.accounted`).
     var bufferedBytes = 0
+    /// The core's inputs append their actions here; `settle` carries them out.
     var actionBuffer: [BrokerAction] = []
+    /// The actions `settle` is carrying out (applying one may cause more, in `actionBuffer`).
+    var applyingActions: [BrokerAction] = []
     /// Durable writes appended to the journal in this batch, and whether each append
     /// worked; reported to the core once the journal is synced.
     var unreported: [(write: WriteID, appended: Bool)] = []
@@ -230,7 +233,7 @@ public final class BrokerServer {
             if !core.admits(uid: peer.uid) {
                 log("notifbus: c\(id): refused pid \(peer.pid) uid \(peer.uid) (forbidden; --allow-uid \(peer.uid) admits it)", kind: "refused")
             }
-            core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now)
+            core.connect(id, credentials: PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid), now: now, into: &actionBuffer)
         }
         settle()
     }
@@ -284,14 +287,14 @@ public final class BrokerServer {
             case .needMore:
                 return offset
             case .frame(let bodyStart, let length):
-                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now)
+                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now, into: &actionBuffer)
                 offset = bodyStart + length
                 if !core.wantsInput(from: connection.id) {
                     pauseInput(connection)
                     return offset
                 }
             case .tooLarge(let length):
-                core.receiveOversizedFrame(from: connection.id, length: length, now: now)
+                core.receiveOversizedFrame(from: connection.id, length: length, now: now, into: &actionBuffer)
                 return bytes.count
             }
         }
@@ -330,7 +333,7 @@ public final class BrokerServer {
         connection.writeArmed = false
         if timedOut {
             log("notifbus: c\(connection.id): closing; it took no output for \(BrokerServer.closeFlushTimeoutMs) ms", kind: "flush-timeout")
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow(), into: &actionBuffer) }
             closeNow(connection)
         } else {
             flush(connection)
@@ -340,7 +343,7 @@ public final class BrokerServer {
 
     func timerFired() {
         armedDeadline = nil
-        core.tick(now: monotonicNow())
+        core.tick(now: monotonicNow(), into: &actionBuffer)
         settle()
     }
 
@@ -368,7 +371,7 @@ public final class BrokerServer {
             account(connection)
         }
         pausedConnections.removeAll()
-        core.shutdown(now: monotonicNow())
+        core.shutdown(now: monotonicNow(), into: &actionBuffer)
         settle()
     }
 
@@ -384,12 +387,13 @@ public final class BrokerServer {
     /// written once per loop iteration by `flushPending`.
     func settle() {
         while true {
-            core.takeActions(swappingWith: &actionBuffer)
-            if actionBuffer.isEmpty {
+            swap(&actionBuffer, &applyingActions)
+            if applyingActions.isEmpty {
                 if bufferedBytes > options.maxBufferedBytes && cutOffBiggestHolders() { continue }
                 break
             }
-            for action in actionBuffer { apply(action) }
+            for action in applyingActions { apply(action) }
+            applyingActions.removeAll(keepingCapacity: true)
         }
     }
 
@@ -430,7 +434,7 @@ public final class BrokerServer {
             core.buffers.cutOff += 1
             cut = true
             let wasOpen = connection.state == .open
-            if wasOpen { core.disconnected(connection.id, now: monotonicNow()) }
+            if wasOpen { core.disconnected(connection.id, now: monotonicNow(), into: &actionBuffer) }
             if wasOpen && connection.pendingOutputBytes == 0 {
                 connection.pendingInput = []
                 account(connection)
@@ -496,7 +500,7 @@ public final class BrokerServer {
         let batch = unreported
         unreported.removeAll(keepingCapacity: true)
         let now = monotonicNow()
-        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now) }
+        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now, into: &actionBuffer) }
         return true
     }
 
@@ -507,7 +511,7 @@ public final class BrokerServer {
         account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {
             log("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read", kind: "cut-off")
-            if connection.state == .open { core.disconnected(id, now: monotonicNow()) }
+            if connection.state == .open { core.disconnected(id, now: monotonicNow(), into: &actionBuffer) }
             closeNow(connection)
             return
         }
@@ -531,7 +535,7 @@ public final class BrokerServer {
             armWrite(connection)
         case .failed(let e):
             if e != EPIPE && e != ECONNRESET { log("notifbus: c\(connection.id): \(SystemError("send", code: e))", kind: "send") }
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow(), into: &actionBuffer) }
             closeNow(connection)
         }
     }
@@ -543,7 +547,7 @@ public final class BrokerServer {
         }
         guard let e = connection.writeEvent else {
             log("notifbus: c\(connection.id): event_new failed; closing", kind: "event_new")
-            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow()) }
+            if connection.state == .open { core.disconnected(connection.id, now: monotonicNow(), into: &actionBuffer) }
             closeNow(connection)
             return
         }
@@ -558,7 +562,7 @@ public final class BrokerServer {
 
     /// The peer hung up: the core forgets it; output already queued is still offered.
     func peerGone(_ connection: Connection) {
-        core.disconnected(connection.id, now: monotonicNow())
+        core.disconnected(connection.id, now: monotonicNow(), into: &actionBuffer)
         startClosing(connection)
     }
 
