@@ -12,7 +12,7 @@ extension Broker {
 
     /// Queues a frame for `c` and mirrors it to every other monitor.
     mutating func emit(to c: ConnectionID, _ frame: [UInt8]) {
-        if !monitors.isEmpty {
+        if !sessions.monitors.isEmpty {
             frame.withUnsafeBytes { bytes in
                 mirror(UnsafeRawBufferPointer(rebasing: bytes[Limits.headerBytes...]), client: c, inbound: false)
             }
@@ -26,14 +26,14 @@ extension Broker {
     }
 
     mutating func mirror(_ body: UnsafeRawBufferPointer, client c: ConnectionID, inbound: Bool) {
-        for m in monitors where m != c {
+        for m in sessions.monitors where m != c {
             actions.append(.send(m, OutboundFrame.seen(inbound: inbound, client: c, frame: body)))
         }
     }
 
     /// A reply whose result is raw JSON, or null, sent only while `c` is connected.
     mutating func replyValue(to c: ConnectionID, _ rid: RequestID, _ value: RawJSON?) {
-        guard clients[c] != nil else { return }
+        guard sessions[c] != nil else { return }
         send(.reply(rid, .value(value)), to: c)
     }
 
@@ -42,16 +42,16 @@ extension Broker {
     /// before `c` is registered (a refusal at connect), and then `c` is closed.
     mutating func refuse(_ c: ConnectionID, _ rid: RequestID?, _ error: BrokerError, now: Instant) {
         let closes = error.code.closesConnection
-        guard closes || clients[c] != nil else { return }
+        guard closes || sessions[c] != nil else { return }
         send(error.frame(rid), to: c)
         if closes { close(c, now: now) }
     }
 
     /// One line for the log (SIGUSR1): the sizes and counters `status` would report.
     public var summary: String {
-        "\(clients.values.filter(\.greeted).count) greeted (\(clients.values.filter(\.unresponsive).count) unresponsive), "
-            + "\(observers.count) observer(s), \(handlers.count) handler(s), "
-            + "\(queue.count) post(s) waiting, running event \(current.map { String($0.post.event) } ?? "none"), "
+        "\(sessions.records.values.filter(\.greeted).count) greeted (\(sessions.records.values.filter(\.unresponsive).count) unresponsive), "
+            + "\(observers.count) observer(s), \(channels.handlers.count) handler(s), "
+            + "\(events.count) post(s) waiting, running event \(events.running.map { String($0.post.event) } ?? "none"), "
             + "\(slots.count) slot(s); posted \(counters.posted), completed \(counters.completed), stopped \(counters.stopped), "
             + "unhandled \(counters.unhandled), hop timeouts \(counters.hopTimeouts), skipped \(counters.skipped), "
             + "gone \(counters.gone), invalid \(counters.invalid), invokes \(counters.invokes), call timeouts \(counters.callTimeouts)"
@@ -64,7 +64,7 @@ extension Broker {
     func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> [UInt8] {
         let budget = configuration.statusPageBytes
         var w = StatusPageWriter(rid, server: configuration.serverName, uptimeMs: Int64((now &- startedAt) / 1_000_000),
-                                 capacity: 1024 + Swift.min(budget, clients.count * 100 + observers.count * 96))
+                                 capacity: 1024 + Swift.min(budget, sessions.count * 100 + observers.count * 96))
         let section = page?.section ?? 0
         var next: StatusPage? = nil
         var listed = 0
@@ -74,8 +74,7 @@ extension Broker {
         if section == 0 {
             var after = -1
             if case .client(let n)? = page { after = n }
-            for id in clients.keys.sorted() where id > after {
-                let c = clients[id]!
+            for (id, c) in sessions.records.sorted(by: { $0.key < $1.key }) where id > after {
                 guard c.greeted else { continue }
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed
@@ -91,10 +90,10 @@ extension Broker {
         if next == nil && section <= 1 {
             var after: ChainPosition? = nil
             if case .observer(let p, let n)? = page { after = ChainPosition(priority: p, id: n) }
-            let positions = observers.values.lazy.map { ChainPosition(priority: $0.priority, id: $0.id) }
+            let positions = observers.records.values.lazy.map { ChainPosition(priority: $0.priority, id: $0.id) }
             let picked = Broker.smallest(positions, after: after, count: Broker.statusItemsPerPage(budget))
             for position in picked {
-                let o = observers[position.id]!
+                guard let o = observers[position.id] else { continue }
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed
                     break
@@ -110,9 +109,9 @@ extension Broker {
         if next == nil && section <= 2 {
             var after = -1
             if case .handler(let n)? = page { after = n }
-            let picked = Broker.smallest(handlers.keys, after: after, count: Broker.statusItemsPerPage(budget))
+            let picked = Broker.smallest(channels.handlers.keys, after: after, count: Broker.statusItemsPerPage(budget))
             for id in picked {
-                let h = handlers[id]!
+                guard let h = channels.handlers[id] else { continue }
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed
                     break
@@ -127,7 +126,7 @@ extension Broker {
         if next == nil {
             var after: String? = nil
             if case .slot(let name)? = page { after = name }
-            for name in slots.keys.sorted() where after.map({ name > $0 }) ?? true {
+            for name in slots.values.keys.sorted() where after.map({ name > $0 }) ?? true {
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed
                     break
@@ -138,8 +137,8 @@ extension Broker {
             }
         }
         var figures = StatusFigures()
-        figures.pending = queue.count
-        figures.current = current?.post.event
+        figures.pending = events.count
+        figures.current = events.running?.post.event
         figures.maxPerClient = configuration.queueShare
         figures.bufferBytes = buffers.bytes
         figures.bufferMax = buffers.max

@@ -23,7 +23,7 @@ import NotifBusProtocol
 extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
-        guard let client = clients[c] else { return }
+        guard let client = sessions[c] else { return }
         if case .rejected(nil, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
         arrivals += 1
         let arrival = arrivals
@@ -37,10 +37,7 @@ extension Broker {
            client.takes.count < configuration.maxTakesPerConnection
         {
             // The take keeps its place among the slot's waiting takers from now on.
-            let id = nextTakeID
-            nextTakeID += 1
-            takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival)
-            takeQueues[slot, default: []].append(id)
+            let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival), deadline: nil)
             client.takes.insert(id)
             return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
@@ -57,7 +54,7 @@ extension Broker {
     /// How many of `c`'s requests are held back: always its latest ones, since once one
     /// waits every later one waits behind it.
     public func heldBack(from c: ConnectionID) -> Int {
-        clients[c]?.waiting.count ?? 0
+        sessions[c]?.waiting.count ?? 0
     }
 
     mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
@@ -71,8 +68,7 @@ extension Broker {
             }
             // It waits where it has stood since it arrived; its wait runs from now, so that it
             // cannot run out before the replies ahead of it.
-            takeWaiters[place]?.held = false
-            takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, place)
+            slots.startWaiting(place, deadline: now &+ UInt64(waitMs) * 1_000_000)
         }
     }
 
@@ -87,15 +83,6 @@ extension Broker {
         }
     }
 
-    /// Whether the oldest taker waiting on `slot` is one still held behind its connection's
-    /// requests that arrived before `arrival` (and is not `place` itself): then a value for
-    /// the slot must wait for it. Only earlier arrivals count, so no two requests can each
-    /// wait for the other.
-    func oldestTakerIsHeld(_ slot: String, before arrival: Int, except place: Int? = nil) -> Bool {
-        guard let first = takeQueues[slot]?.first, first != place, let waiter = takeWaiters[first] else { return false }
-        return waiter.held && waiter.arrival < arrival
-    }
-
     /// Whether `input` may be handled now: its key is not being written, and it will not
     /// answer ahead of a write its connection is still waiting for.
     func canStart(_ input: WaitingInput, arrival: Int, from client: ClientRecord) -> Bool {
@@ -103,7 +90,7 @@ extension Broker {
         switch input {
         case .rejected: return client.writesInFlight == 0
         case .heldTake(_, let slot, let waitMs, let place):
-            if slots[slot] != nil && oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
+            if slots[slot] != nil && slots.oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
             request = .take(slot: slot, waitMs: waitMs)
         case .request(_, let r):
             request = r
@@ -111,7 +98,7 @@ extension Broker {
             // its own connection's requests: waiting takers are served oldest first.
             switch r {
             case .put(let slot, _?), .take(let slot, _):
-                if oldestTakerIsHeld(slot, before: arrival) { return false }
+                if slots.oldestTakerIsHeld(slot, before: arrival) { return false }
             default: break
             }
         }
@@ -145,8 +132,8 @@ extension Broker {
         case .put(let slot, nil):
             return slots[slot] != nil
         case .put(let slot, let value?):
-            if takeQueues[slot] != nil { return false }
-            return slotLimitError(slot, value) == nil
+            if slots.hasWaiters(slot) { return false }
+            return slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) == nil
         case .take(let slot, _):
             return slots[slot] != nil
         case .setCategories:
@@ -164,12 +151,11 @@ extension Broker {
         nextWriteID += 1
         writes[id] = PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes)
         busyKeys.insert(key)
-        self.reservedSlots += reservedSlots
-        reservedSlotBytes += reservedBytes
+        slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
         switch completion {
         case .put(let c, let rid, _, _, _), .empty(let c, let rid, _), .take(let c, let rid, _), .categories(let c, let rid, _):
-            clients[c]?.writesInFlight += 1
+            sessions[c]?.writesInFlight += 1
             acknowledgement = Acknowledgement(connection: c, requestID: rid)
         case .retention, .restore:
             break
@@ -181,24 +167,24 @@ extension Broker {
     mutating func complete(_ completion: WriteCompletion, written: Bool, now: Instant) {
         switch completion {
         case .put(let c, let rid, let slot, let value, let replaced):
-            if written { setSlot(slot, value) }
+            if written { slots.set(slot, value) }
             answerWrite(c, rid, written, .put(replaced: replaced, delivered: false), now: now)
         case .empty(let c, let rid, let slot):
-            if written { _ = removeSlot(slot) }
+            if written { _ = slots.remove(slot) }
             answerWrite(c, rid, written, .put(replaced: true, delivered: false), now: now)
         case .take(let c, let rid, let slot):
             let value = slots[slot] ?? RawJSON.null
-            if written { _ = removeSlot(slot) }
+            if written { _ = slots.remove(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
-            if written && clients[c] == nil { return handBack(slot, value) }
+            if written && sessions[c] == nil { return handBack(slot, value) }
             answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
-            if written { setSlot(slot, value) }
+            if written { slots.set(slot, value) }
         case .categories(let c, let rid, let set):
-            if written { categories = set }
+            if written { categories.set = set }
             answerWrite(c, rid, written, .categoryCount(set.categories.count), now: now)
         case .retention(let event):
-            if written { setSlot(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
+            if written { slots.set(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
             sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
         }
     }
@@ -214,7 +200,7 @@ extension Broker {
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
     mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult, now: Instant) {
-        guard let client = clients[c] else { return }
+        guard let client = sessions[c] else { return }
         if configuration.persistsState { client.writesInFlight -= 1 }
         guard written else {
             return refuse(c, rid, .storageFailed, now: now)
@@ -246,7 +232,7 @@ extension Broker {
             let order = waitingClients
             waitingClients.removeAll()
             for c in order {
-                guard let client = clients[c] else { continue }
+                guard let client = sessions[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
                         while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c, now: now) }
@@ -256,10 +242,10 @@ extension Broker {
                         _ = client.waiting.popFirst()
                         progressed = true
                         start(held.input, from: c, now: now)
-                        if clients[c] == nil { break }
+                        if sessions[c] == nil { break }
                     }
                 }
-                if clients[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+                if sessions[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
             }
             if resumeRequested { progressed = true }
         }

@@ -13,55 +13,24 @@
 //        └──────────────── disconnected ◀───────────────────┘  (state dropped at once)
 import NotifBusProtocol
 
-/// The whole broker state: clients, observers and chains, the event queue, method
-/// channels, slots and categories.
+/// The whole broker: its registries (sessions, observers, the event queue, channels,
+/// slots, categories) composed with the durable writes in flight, and the counters.
 public struct Broker {
     public let configuration: BrokerConfiguration
     let startedAt: Instant
 
-    var clients: [ConnectionID: ClientRecord] = [:]
-    /// Greeting deadlines in accept order (one timeout for all keeps them sorted).
-    var helloDeadlines = FIFO<(deadline: Instant, connection: ConnectionID)>()
-    var monitors: [ConnectionID] = []
+    var sessions = ClientSessions()
+    var observers = ObserverRegistry()
+    var events = EventQueue()
+    var channels = ChannelRouter()
+    var slots: SlotStore
+    var categories = CategoryRegistry()
     var shuttingDown = false
-
-    // Observers and ordered chains.
-    var observers: [Int: ObserverRecord] = [:]
-    /// Per event name, observer ids in chain order: priority, then subscription order.
-    var chains: [String: [Int]] = [:]
-    var observerKeys: [String: Int] = [:]
-    var nextObserverID = 1
-
-    // The single broker-wide event queue.
-    var queue = FIFO<QueuedPost>()
-    /// Payload bytes of the posts in `queue`.
-    var queuedBytes = 0
-    var current: RunningEvent? = nil
-    var nextEventID: Int64 = 1
-
-    // Method channels.
-    var handlers: [Int: HandlerRecord] = [:]
-    var routes: [HandlerKey: Int] = [:]
-    var nextHandlerID = 1
-    var calls: [Int64: PendingCall] = [:]
-    /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
-    var callDeadlines = FIFO<(deadline: Instant, call: Int64)>()
-    var nextCallID: Int64 = 1
-
-    // Slots.
-    var slots: [String: RawJSON] = [:]
-    var slotBytes = 0
-    var takeWaiters: [Int: TakeWaiter] = [:]
-    var takeQueues: [String: [Int]] = [:]
-    var takeDeadlines = DeadlineHeap()
-    var nextTakeID = 1
 
     // Durable writes in flight (Broker+Writes.swift).
     var writes: [WriteID: PendingWrite] = [:]
     var busyKeys: Set<StateKey> = []
     var nextWriteID: WriteID = 1
-    var reservedSlots = 0
-    var reservedSlotBytes = 0
     /// Requests admitted so far: the broker-wide order of arrival of held requests.
     var arrivals = 0
     /// Set while `resumeWaiting` runs, and when it is asked to run again meanwhile.
@@ -74,7 +43,6 @@ public struct Broker {
     /// Set once shutdown has closed every connection (after the last write finished).
     var closedForShutdown = false
 
-    var categories = CategorySet.empty
     public internal(set) var counters = BrokerCounters()
     /// Set by the transport; reported by `status`.
     public var buffers = BufferFigures()
@@ -89,11 +57,8 @@ public struct Broker {
                 slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil) {
         self.configuration = configuration
         self.startedAt = now
-        for (name, value) in restoredSlots {
-            slots[name] = value
-            slotBytes += value.count
-        }
-        if let restoredCategories { categories = restoredCategories }
+        slots = SlotStore(restoring: restoredSlots)
+        if let restoredCategories { categories.set = restoredCategories }
     }
 
     // MARK: Inputs
@@ -115,22 +80,21 @@ public struct Broker {
         guard admits(uid: uid) else {
             return refuse(id, nil, .session(.forbidden(uid: uid)), now: now)
         }
-        guard clients.count < configuration.maxClients else {
+        guard sessions.count < configuration.maxClients else {
             return refuse(id, nil, .session(.tooManyClients(max: configuration.maxClients)), now: now)
         }
-        clients[id] = ClientRecord(id: id, credentials: credentials)
-        helloDeadlines.append((now &+ UInt64(configuration.helloTimeoutMs) * 1_000_000, id))
+        sessions.add(id, credentials: credentials, helloDeadline: now &+ UInt64(configuration.helloTimeoutMs) * 1_000_000)
     }
 
     /// One complete frame body arrived on `id`.
     public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
-        guard let client = clients[id] else { return }
+        guard let client = sessions[id] else { return }
         // Any frame shows the peer is there again (decision 30).
         client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
-        if !monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
+        if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
         switch decoded {
         case .badJSON(let reason):
             refuse(id, nil, .badJSON(reason), now: now)
@@ -158,7 +122,7 @@ public struct Broker {
     public mutating func receiveOversizedFrame(from id: ConnectionID, length: UInt32, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
-        guard clients[id] != nil else { return }
+        guard sessions[id] != nil else { return }
         refuse(id, nil, .session(.frameOutOfRange(length: length, max: configuration.maxFrame)), now: now)
     }
 
@@ -166,7 +130,7 @@ public struct Broker {
     public mutating func disconnected(_ id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
-        guard clients[id] != nil else { return }
+        guard sessions[id] != nil else { return }
         dropClient(id, now: now)
     }
 
@@ -178,8 +142,7 @@ public struct Broker {
         defer { swap(&self.actions, &actions) }
         guard let pending = writes.removeValue(forKey: write) else { return }
         busyKeys.remove(pending.key)
-        reservedSlots -= pending.reservedSlots
-        reservedSlotBytes -= pending.reservedBytes
+        slots.reserve(slots: -pending.reservedSlots, bytes: -pending.reservedBytes)
         complete(pending.completion, written: written, now: now)
         resumeWaiting(now: now)
         closeIfShutDown()
@@ -189,23 +152,18 @@ public struct Broker {
     public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
-        while let front = helloDeadlines.first, front.deadline <= now {
-            _ = helloDeadlines.popFirst()
-            guard let client = clients[front.connection], !client.greeted else { continue }
-            refuse(front.connection, nil, .session(.helloTimedOut(ms: configuration.helloTimeoutMs)), now: now)
+        while let c = sessions.popUngreeted(now: now) {
+            refuse(c, nil, .session(.helloTimedOut(ms: configuration.helloTimeoutMs)), now: now)
         }
         hopTimedOut(now: now)
-        while let front = callDeadlines.first, front.deadline <= now {
-            _ = callDeadlines.popFirst()
-            guard let call = calls.removeValue(forKey: front.call) else { continue }
+        while let (id, call) = channels.popExpiredCall(now: now) {
             counters.callTimeouts += 1
-            clients[call.handlerClient]?.callsReceived.remove(front.call)
-            clients[call.invoker]?.callsInvoked -= 1
+            sessions[call.handlerClient]?.callsReceived.remove(id)
+            sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.timedOut(ms: configuration.callTimeoutMs)), now: now)
         }
-        while let top = takeDeadlines.min, top.deadline <= now {
-            _ = takeDeadlines.popMin()
-            guard let waiter = removeTakeWaiter(top.id) else { continue }
+        while let id = slots.popExpiredWaiter(now: now) {
+            guard let waiter = removeTakeWaiter(id) else { continue }
             replyValue(to: waiter.client, waiter.requestID, nil)
         }
     }
@@ -219,26 +177,20 @@ public struct Broker {
         defer { swap(&self.actions, &actions) }
         guard !shuttingDown else { return }
         shuttingDown = true
-        if let cur = current {
-            current = nil
+        if let cur = events.finish() {
             refuse(cur.post.poster, cur.post.requestID, .session(.shuttingDown), now: now)
         }
         while let post = dequeue() {
             refuse(post.poster, post.requestID, .session(.shuttingDown), now: now)
         }
-        for (_, call) in calls.sorted(by: { $0.key < $1.key }) {
+        for call in channels.removeAllCalls() {
             refuse(call.invoker, call.requestID, .session(.shuttingDown), now: now)
         }
-        calls.removeAll()
-        callDeadlines.removeAll()
         // A take still held behind its connection's requests is answered in their order.
-        for (_, waiter) in takeWaiters.sorted(by: { $0.key < $1.key }) where !waiter.held {
+        for waiter in slots.removeAllWaiters() where !waiter.held {
             refuse(waiter.client, waiter.requestID, .session(.shuttingDown), now: now)
         }
-        takeWaiters.removeAll()
-        takeQueues.removeAll()
-        takeDeadlines = DeadlineHeap()
-        helloDeadlines.removeAll()
+        sessions.dropHelloDeadlines()
         resumeWaiting(now: now)
         closeIfShutDown()
     }
@@ -248,33 +200,32 @@ public struct Broker {
     mutating func closeIfShutDown() {
         guard shuttingDown, !closedForShutdown, writes.isEmpty, waitingRetentions.isEmpty else { return }
         closedForShutdown = true
-        for id in clients.keys.sorted() { actions.append(.close(id)) }
+        for id in sessions.records.keys.sorted() { actions.append(.close(id)) }
     }
 
     // MARK: Outputs
 
     /// The earliest time at which `tick` has work, if any.
     public var nextDeadline: Instant? {
-        var best: Instant? = nil
-        if let cur = current, cur.hopObserver != nil { best = cur.hopDeadline }
-        if let h = helloDeadlines.first { best = Swift.min(best ?? h.deadline, h.deadline) }
-        if let c = callDeadlines.first { best = Swift.min(best ?? c.deadline, c.deadline) }
-        if let t = takeDeadlines.min { best = Swift.min(best ?? t.deadline, t.deadline) }
+        var best = events.awaited?.deadline
+        if let h = sessions.nextHelloDeadline { best = Swift.min(best ?? h, h) }
+        if let c = channels.nextCallDeadline { best = Swift.min(best ?? c, c) }
+        if let t = slots.nextDeadline { best = Swift.min(best ?? t, t) }
         return best
     }
 
     /// Whether any connection is still known.
-    public var hasClients: Bool { !clients.isEmpty }
+    public var hasClients: Bool { !sessions.isEmpty }
 
     // MARK: Dispatch
 
     mutating func handle(_ request: Request, id rid: RequestID, from c: ConnectionID, now: Instant) {
         switch request {
         case .hello(let version, let name):
-            guard clients[c]?.greeted == false else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
+            guard sessions[c]?.greeted == false else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
             guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }
-            clients[c]?.greeted = true
-            clients[c]?.name = name
+            sessions[c]?.greeted = true
+            sessions[c]?.name = name
             send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
         case .ping:
             send(.reply(rid, .empty), to: c)
@@ -299,15 +250,12 @@ public struct Broker {
         case .setCategories(let set):
             beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set))
         case .getCategories:
-            send(.reply(rid, .categories(categories.raw)), to: c)
+            send(.reply(rid, .categories(categories.set.raw)), to: c)
         case .status(let page):
             let frame = statusReply(rid, page: page, now: now)
             emit(to: c, frame)
         case .monitor:
-            if clients[c]?.monitoring == false {
-                clients[c]?.monitoring = true
-                monitors.append(c)
-            }
+            sessions.startMonitoring(c)
             send(.reply(rid, .empty), to: c)
         }
     }
@@ -326,18 +274,15 @@ public struct Broker {
     /// Removes everything `c` owned: observers (ending its hop as `gone`), handlers, calls
     /// it was serving (`handler_gone` to their invokers), calls it made, waiting takes.
     mutating func dropClient(_ c: ConnectionID, now: Instant) {
-        guard let client = clients.removeValue(forKey: c) else { return }
-        if client.monitoring { monitors.removeAll { $0 == c } }
-        for h in client.handlers {
-            if let record = handlers.removeValue(forKey: h), routes[record.key] == h { routes[record.key] = nil }
-        }
+        guard let client = sessions.remove(c) else { return }
+        for h in client.handlers { _ = channels.remove(h) }
         for callID in client.callsReceived.sorted() {
-            guard let call = calls.removeValue(forKey: callID) else { continue }
-            clients[call.invoker]?.callsInvoked -= 1
+            guard let call = channels.removeCall(callID) else { continue }
+            sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.handlerGone), now: now)
         }
         // A take of its still held back kept values for that slot waiting: they may go on.
-        let heldTakes = client.takes.contains { takeWaiters[$0]?.held == true }
+        let heldTakes = client.takes.contains { slots.waiter($0)?.held == true }
         for t in client.takes { _ = removeTakeWaiter(t) }
         if heldTakes { resumeWaiting(now: now) }
         for o in client.observers { removeObserver(o, now: now, pump: false) }

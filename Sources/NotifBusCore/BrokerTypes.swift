@@ -136,39 +136,6 @@ public struct BufferFigures: Sendable, Equatable {
     public init() {}
 }
 
-/// One connection's state. A class, so that the per-frame updates (calls in flight,
-/// observers held) change it in place instead of copying it out of the dictionary and back;
-/// the broker that holds these is owned by one transport and never copied.
-final class ClientRecord {
-    let id: ConnectionID
-    let credentials: PeerCredentials
-    var greeted = false
-    var name: String? = nil
-    var observers: [Int] = []
-    var handlers: [Int] = []
-    var monitoring = false
-    /// Set when one of its hops timed out, cleared by the next frame it sends: meanwhile its
-    /// observers get no event and are traced `skipped` (decision 30).
-    var unresponsive = false
-    /// Its posts waiting in the queue (not the running one), and their payload bytes.
-    var queuedPosts = 0
-    var queuedBytes = 0
-    /// Calls delivered to this connection and not yet returned.
-    var callsReceived: Set<Int64> = []
-    var callsInvoked = 0
-    var takes: Set<Int> = []
-    /// Durable writes this connection asked for whose outcome is not known yet.
-    var writesInFlight = 0
-    /// Requests held back, in arrival order, until the writes they depend on are done; each
-    /// with its place in the broker-wide order of arrival.
-    var waiting = FIFO<(input: WaitingInput, arrival: Int)>()
-
-    init(id: ConnectionID, credentials: PeerCredentials) {
-        self.id = id
-        self.credentials = credentials
-    }
-}
-
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
 enum WaitingInput {
     case request(RequestID, Request)
@@ -202,68 +169,6 @@ struct PendingWrite {
     /// together cannot pass the slot limits.
     let reservedSlots: Int
     let reservedBytes: Int
-}
-
-struct ObserverRecord {
-    let id: Int
-    let client: ConnectionID
-    let events: [String]
-    let priority: Int32
-    let key: String?
-}
-
-struct HandlerKey: Hashable {
-    let channel: String
-    let method: String?
-}
-
-struct HandlerRecord {
-    let id: Int
-    let client: ConnectionID
-    let key: HandlerKey
-}
-
-struct PendingCall {
-    let invoker: ConnectionID
-    let requestID: RequestID
-    let handlerClient: ConnectionID
-}
-
-struct TakeWaiter {
-    let client: ConnectionID
-    let requestID: RequestID
-    let slot: String
-    /// Still held behind its connection's earlier requests: it keeps its place, but no
-    /// value may be handed to it or past it until it starts.
-    var held: Bool
-    /// When a held take arrived (`Broker.arrivals`): a value arriving later waits for it.
-    let arrival: Int
-}
-
-struct QueuedPost {
-    let event: Int64
-    let poster: ConnectionID
-    let requestID: RequestID
-    let name: String
-    let payload: RawJSON?
-    let isWillPresent: Bool
-    /// Decided when posted, against the categories in force then.
-    let launchesApp: Bool
-}
-
-struct RunningEvent {
-    let post: QueuedPost
-    let chain: [Int]
-    var nextIndex = 0
-    var trace: [TraceHop] = []
-    /// The observer whose answer is awaited, and its connection.
-    var hopObserver: Int? = nil
-    var hopClient: ConnectionID = -1
-    var hopDeadline: Instant = 0
-    var hopStartedAt: Instant = 0
-    /// Time each connection's ended hops in this event took together; a connection whose
-    /// total reached the hop timeout gets no further hop in this event.
-    var spent: [ConnectionID: UInt64] = [:]
 }
 
 /// A FIFO with amortized O(1) pops and no per-element shifting.

@@ -1,0 +1,162 @@
+// The single broker-wide queue of posts and the one event running down its chain. It
+// keeps the running event's state and trace; which observer gets the next hop, and the
+// frames, are decided by the broker (Broker+Chain.swift). The chain's state:
+//
+//                 begin(post, chain)                 awaitHop(observer, …)
+//     ┌──────┐ ───────────────────────▶ ┌─────────┐ ─────────────────────▶ ┌──────────┐
+//     │ idle │                          │ between │                        │ awaiting │
+//     └──────┘ ◀─────────────────────── └─────────┘ ◀───────────────────── └──────────┘
+//         ▲            finish()               ▲     endHop(next, gone, …)      │
+//         └───────────────────────────────────┼────────────────────────────────┘
+//                                             │          finish() (shutdown)
+//                      skip(observer): trace `skipped`, stays between
+//
+// `between`: the event runs and no answer is awaited (the broker looks for the next live
+// observer, or finishes the event); `awaiting`: one observer's answer is awaited until
+// its hop deadline.
+import NotifBusProtocol
+
+struct QueuedPost {
+    let event: Int64
+    let poster: ConnectionID
+    let requestID: RequestID
+    let name: String
+    let payload: RawJSON?
+    let isWillPresent: Bool
+    /// Decided when posted, against the categories in force then.
+    let launchesApp: Bool
+}
+
+/// An event walking its chain.
+struct RunningEvent {
+    let post: QueuedPost
+    /// The observers of its name when it started, in chain order.
+    let chain: [Int]
+    var nextIndex = 0
+    var trace: [TraceHop] = []
+    /// Time each connection's ended hops in this event took together; a connection whose
+    /// total reached the hop timeout gets no further hop in this event.
+    var spent: [ConnectionID: UInt64] = [:]
+}
+
+/// The hop whose answer is awaited.
+struct AwaitedHop: Equatable {
+    let observer: Int
+    let client: ConnectionID
+    let deadline: Instant
+    let startedAt: Instant
+}
+
+enum ChainState {
+    case idle
+    case between(RunningEvent)
+    case awaiting(RunningEvent, AwaitedHop)
+}
+
+/// Waiting posts in arrival order, and the running event.
+struct EventQueue {
+    private var waiting = FIFO<QueuedPost>()
+    /// Payload bytes of the waiting posts.
+    private(set) var waitingBytes = 0
+    private var nextEventID: Int64 = 1
+    private(set) var state = ChainState.idle
+
+    /// Posts waiting (not the running one).
+    var count: Int { waiting.count }
+
+    var isRunning: Bool {
+        if case .idle = state { return false }
+        return true
+    }
+
+    /// The running event, if any.
+    var running: RunningEvent? {
+        switch state {
+        case .idle: nil
+        case .between(let event), .awaiting(let event, _): event
+        }
+    }
+
+    /// The hop whose answer is awaited, if any.
+    var awaited: AwaitedHop? {
+        if case .awaiting(_, let hop) = state { return hop }
+        return nil
+    }
+
+    /// Queues a post and returns its event id.
+    mutating func enqueue(poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+                          isWillPresent: Bool, launchesApp: Bool) -> Int64 {
+        let event = nextEventID
+        nextEventID += 1
+        waitingBytes += payload?.count ?? 0
+        waiting.append(QueuedPost(event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                                  isWillPresent: isWillPresent, launchesApp: launchesApp))
+        return event
+    }
+
+    /// The oldest waiting post, off the queue.
+    mutating func dequeue() -> QueuedPost? {
+        guard let post = waiting.popFirst() else { return nil }
+        waitingBytes -= post.payload?.count ?? 0
+        return post
+    }
+
+    /// idle → between: `post` starts down `chain`.
+    mutating func begin(_ post: QueuedPost, chain: [Int]) {
+        guard case .idle = state else { preconditionFailure("an event started while another runs") }
+        state = .between(RunningEvent(post: post, chain: chain))
+    }
+
+    /// Changes the running event in place while no answer is awaited (taken out of `state`
+    /// first, so that its arrays are not copied).
+    private mutating func updateBetween<T>(_ change: (inout RunningEvent) -> T) -> T? {
+        guard case .between(var event) = state else { return nil }
+        state = .idle
+        let result = change(&event)
+        state = .between(event)
+        return result
+    }
+
+    /// The next observer of the chain, moving past it; nil at the chain's end or when no
+    /// event is between hops.
+    mutating func nextInChain() -> Int? {
+        updateBetween { event -> Int? in
+            guard event.nextIndex < event.chain.count else { return nil }
+            event.nextIndex += 1
+            return event.chain[event.nextIndex - 1]
+        } ?? nil
+    }
+
+    /// Time `client`'s hops in the running event took so far.
+    func spent(by client: ConnectionID) -> UInt64 { running?.spent[client] ?? 0 }
+
+    /// Traces `observer` as `skipped`.
+    mutating func skip(_ observer: Int) {
+        updateBetween { $0.trace.append(TraceHop(observer: observer, reply: .skipped)) }
+    }
+
+    /// between → awaiting: the event was sent to `hop.observer`. Returns the post.
+    mutating func awaitHop(_ hop: AwaitedHop) -> QueuedPost {
+        guard case .between(let event) = state else { preconditionFailure("a hop started with no event between hops") }
+        state = .awaiting(event, hop)
+        return event.post
+    }
+
+    /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
+    /// charged to its connection. False when no answer was awaited.
+    mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
+        guard case .awaiting(var event, let hop) = state else { return false }
+        state = .idle
+        event.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        event.spent[hop.client, default: 0] += now >= hop.startedAt ? now - hop.startedAt : 0
+        state = .between(event)
+        return true
+    }
+
+    /// between or awaiting → idle: the running event ends and is returned.
+    mutating func finish() -> RunningEvent? {
+        let event = running
+        state = .idle
+        return event
+    }
+}
