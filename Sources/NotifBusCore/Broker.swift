@@ -1,7 +1,10 @@
 // The broker as a pure state machine: inputs (a connection arrived, a frame arrived, a
 // connection closed, time passed, a durable write finished, shut down) go in, and each
 // appends the actions it causes (send, close, persist) to the list its caller passes. It
-// never reads a clock, never touches a descriptor and never blocks.
+// never reads a clock, never touches a descriptor and never blocks. Each registry keeps its
+// own records (ClientSessions, ObserverRegistry, EventQueue, ChannelRouter, SlotStore,
+// CategoryRegistry); the broker decides, answers through OutboundFrame, and refuses
+// through BrokerError.
 //
 // Connection lifecycle:
 //

@@ -1,5 +1,6 @@
-// The inputs, outputs and configuration of the broker's state machine, and the records it
-// keeps. Plain values: nothing here performs I/O or reads a clock.
+// The inputs, outputs and configuration of the broker's state machine, the records of its
+// durable writes, and the small containers the registries share (FIFO, DeadlineHeap).
+// Plain values: nothing here performs I/O or reads a clock.
 import NotifBusProtocol
 
 /// The transport's name for one accepted socket; never reused within a broker's life.

@@ -27,8 +27,10 @@ struct QueuedPost {
     let launchesApp: Bool
 }
 
-/// An event walking its chain.
-struct RunningEvent {
+/// An event walking its chain. A class, so that `ChainState` carries one reference: the
+/// trace and the time spent grow in place on every hop instead of being moved in and out
+/// of the state with each transition.
+final class RunningEvent {
     let post: QueuedPost
     /// The observers of its name when it started, in chain order.
     let chain: [Int]
@@ -37,6 +39,11 @@ struct RunningEvent {
     /// Time each connection's ended hops in this event took together; a connection whose
     /// total reached the hop timeout gets no further hop in this event.
     var spent: [ConnectionID: UInt64] = [:]
+
+    init(post: QueuedPost, chain: [Int]) {
+        self.post = post
+        self.chain = chain
+    }
 }
 
 /// The hop whose answer is awaited.
@@ -107,32 +114,21 @@ struct EventQueue {
         state = .between(RunningEvent(post: post, chain: chain))
     }
 
-    /// Changes the running event in place while no answer is awaited (taken out of `state`
-    /// first, so that its arrays are not copied).
-    private mutating func updateBetween<T>(_ change: (inout RunningEvent) -> T) -> T? {
-        guard case .between(var event) = state else { return nil }
-        state = .idle
-        let result = change(&event)
-        state = .between(event)
-        return result
-    }
-
     /// The next observer of the chain, moving past it; nil at the chain's end or when no
     /// event is between hops.
     mutating func nextInChain() -> Int? {
-        updateBetween { event -> Int? in
-            guard event.nextIndex < event.chain.count else { return nil }
-            event.nextIndex += 1
-            return event.chain[event.nextIndex - 1]
-        } ?? nil
+        guard case .between(let event) = state, event.nextIndex < event.chain.count else { return nil }
+        event.nextIndex += 1
+        return event.chain[event.nextIndex - 1]
     }
 
     /// Time `client`'s hops in the running event took so far.
     func spent(by client: ConnectionID) -> UInt64 { running?.spent[client] ?? 0 }
 
-    /// Traces `observer` as `skipped`.
+    /// Traces `observer` as `skipped` (between hops only).
     mutating func skip(_ observer: Int) {
-        updateBetween { $0.trace.append(TraceHop(observer: observer, reply: .skipped)) }
+        guard case .between(let event) = state else { return }
+        event.trace.append(TraceHop(observer: observer, reply: .skipped))
     }
 
     /// between → awaiting: the event was sent to `hop.observer`. Returns the post.
@@ -145,8 +141,7 @@ struct EventQueue {
     /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
     /// charged to its connection. False when no answer was awaited.
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
-        guard case .awaiting(var event, let hop) = state else { return false }
-        state = .idle
+        guard case .awaiting(let event, let hop) = state else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
         event.spent[hop.client, default: 0] += now >= hop.startedAt ? now - hop.startedAt : 0
         state = .between(event)
