@@ -32,7 +32,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// or route held by a live registration, which it leaves alone (PROTOCOL.md §13).
     case superseded = "superseded"
 
-    /// Whether the broker closes the connection after sending this error (§3).
+    /// Whether the broker closes the connection after sending this error (§3). The one
+    /// place this is decided: the core closes after exactly these codes.
     public var closesConnection: Bool {
         switch self {
         case .helloRequired, .unsupportedProtocol, .frameTooLarge, .forbidden, .tooManyClients, .overloaded: return true
