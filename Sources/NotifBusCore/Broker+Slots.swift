@@ -49,7 +49,7 @@ extension Broker {
 
     /// Whether a retention may go ahead: `launch` is not being written, and its oldest
     /// waiting taker is not one still held behind its connection's requests.
-    var canRetain: Bool { !busyKeys.contains(.slot(Broker.launchSlot)) && !slots.oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
+    var canRetain: Bool { !writes.isBusy(.slot(Broker.launchSlot)) && !slots.oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
 
     mutating func startRetention(_ event: RunningEvent) {
         let value = event.post.payload ?? RawJSON.null

@@ -103,7 +103,7 @@ extension Broker {
             }
         }
         guard !writes.isEmpty else { return true }
-        if let key = Broker.stateKey(of: request), busyKeys.contains(key) { return false }
+        if let key = Broker.stateKey(of: request), writes.isBusy(key) { return false }
         return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
     }
 
@@ -147,10 +147,7 @@ extension Broker {
     mutating func beginWrite(_ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
                              reservedSlots: Int = 0, reservedBytes: Int = 0) {
         guard configuration.persistsState else { return complete(completion, written: true, now: 0) }
-        let id = nextWriteID
-        nextWriteID += 1
-        writes[id] = PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes)
-        busyKeys.insert(key)
+        let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
         switch completion {

@@ -31,9 +31,7 @@ public struct Broker {
     var shuttingDown = false
 
     // Durable writes in flight (Broker+Writes.swift).
-    var writes: [WriteID: PendingWrite] = [:]
-    var busyKeys: Set<StateKey> = []
-    var nextWriteID: WriteID = 1
+    var writes = WriteLedger()
     /// Requests admitted so far: the broker-wide order of arrival of held requests.
     var arrivals = 0
     /// Set while `resumeWaiting` runs, and when it is asked to run again meanwhile.
@@ -143,8 +141,7 @@ public struct Broker {
     public mutating func persisted(_ write: WriteID, written: Bool, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
-        guard let pending = writes.removeValue(forKey: write) else { return }
-        busyKeys.remove(pending.key)
+        guard let pending = writes.finish(write) else { return }
         slots.reserve(slots: -pending.reservedSlots, bytes: -pending.reservedBytes)
         complete(pending.completion, written: written, now: now)
         resumeWaiting(now: now)

@@ -145,33 +145,6 @@ enum WaitingInput {
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
 }
 
-/// What a durable write must change on disk before others may read or change it.
-enum StateKey: Hashable {
-    case slot(String)
-    case categories
-}
-
-/// What to do once a durable write's outcome is known: apply the change and answer, or
-/// answer `storage_failed` (the post of a launch retention says `"retained":null`).
-enum WriteCompletion {
-    case put(ConnectionID, RequestID, slot: String, value: RawJSON, replaced: Bool)
-    case empty(ConnectionID, RequestID, slot: String)
-    case take(ConnectionID, RequestID, slot: String)
-    case categories(ConnectionID, RequestID, CategorySet)
-    case retention(RunningEvent)
-    /// A taken value whose taker left before the answer: written back into its slot.
-    case restore(slot: String, value: RawJSON)
-}
-
-struct PendingWrite {
-    let key: StateKey
-    let completion: WriteCompletion
-    /// Slot places and bytes held for a `put` until it is done, so that writes in flight
-    /// together cannot pass the slot limits.
-    let reservedSlots: Int
-    let reservedBytes: Int
-}
-
 /// A FIFO with amortized O(1) pops and no per-element shifting.
 struct FIFO<Element> {
     private var storage: [Element] = []
