@@ -1,4 +1,5 @@
-// Every wire name of protocol v1 — ops, error codes, limits — written once, here.
+// Every wire name of protocol v1 — ops, error codes, limits — written once, here (the
+// field names of frames live in their decoder and in the one encoder, OutboundFrame).
 // Other modules refer to these; nothing derives a wire name from a Swift identifier.
 
 /// The protocol version this implementation speaks.
