@@ -2,18 +2,18 @@
 // keeps the running event's state and trace; which observer gets the next hop, and the
 // frames, are decided by the broker (Broker+Chain.swift). The chain's state:
 //
-//                 begin(post, chain)                 awaitHop(observer, …)
-//     ┌──────┐ ───────────────────────▶ ┌─────────┐ ─────────────────────▶ ┌──────────┐
-//     │ idle │                          │ between │                        │ awaiting │
-//     └──────┘ ◀─────────────────────── └─────────┘ ◀───────────────────── └──────────┘
-//         ▲            finish()               ▲     endHop(next, gone, …)      │
-//         └───────────────────────────────────┼────────────────────────────────┘
-//                                             │          finish() (shutdown)
-//                      skip(observer): trace `skipped`, stays between
+//                             nextInChain, skip
+//                                 ┌─────┐
+//         begin(post, chain)      ▼     │      awaitHop(hop)
+//   idle ─────────────────────▶ between ┴─────────────────────▶ awaiting
+//    ▲  ▲                         │  ▲                             │  │
+//    │  └────── finish() ─────────┘  └────── endHop(reply) ────────┘  │
+//    └──────────────────────── finish() (shutdown) ───────────────────┘
 //
-// `between`: the event runs and no answer is awaited (the broker looks for the next live
-// observer, or finishes the event); `awaiting`: one observer's answer is awaited until
-// its hop deadline.
+// `between`: the event runs and no answer is awaited; the broker walks the chain
+// (`nextInChain`, `skip`) to the next live observer, or finishes the event as unhandled.
+// `awaiting`: one observer's answer is awaited until its hop deadline; `endHop` records
+// how the hop ended and goes back to `between`.
 import NotifBusProtocol
 
 struct QueuedPost {
