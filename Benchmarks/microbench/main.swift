@@ -96,7 +96,7 @@ struct CoreDriver {
         configuration.brokerUID = 0
         broker = Broker(configuration: configuration, now: 1)
         for c in 1...connections {
-            broker.connect(c, credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), now: 1)
+            broker.connect(c, credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), now: 1, into: &actions)
             feed(Array(#"{"op":"hello","id":0,"protocol":1}"#.utf8), c, expecting: 1)
         }
     }
@@ -104,8 +104,8 @@ struct CoreDriver {
     /// Feeds one frame body from `c` and takes the actions it caused.
     @inline(__always)
     mutating func feed(_ body: [UInt8], _ c: ConnectionID, expecting count: Int) {
-        body.withUnsafeBytes { broker.receive($0, from: c, now: 2) }
-        broker.takeActions(swappingWith: &actions)
+        actions.removeAll(keepingCapacity: true)
+        body.withUnsafeBytes { broker.receive($0, from: c, now: 2, into: &actions) }
         if actions.count != count { mismatches += 1 }
     }
 

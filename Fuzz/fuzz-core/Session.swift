@@ -231,7 +231,7 @@ final class Session {
             begin(input: id)
             context.afterWrite = true  // closing it may let requests held behind its takes start
             if peers[id - 1].open { context.mustClose.insert(id) }
-            broker.receiveOversizedFrame(from: id, length: length, now: now)
+            broker.receiveOversizedFrame(from: id, length: length, now: now, into: &buffer)
             end()
         case .shutdown:
             shutDown = true
@@ -239,7 +239,7 @@ final class Session {
             context.shuttingDown = true
             // With writes in flight the connections close once the last is reported.
             if inFlight.isEmpty { for peer in peers where peer.open { context.mustClose.insert(peer.id) } }
-            broker.shutdown(now: now)
+            broker.shutdown(now: now, into: &buffer)
             end()
             if let deadline = broker.nextDeadline { violation("deadline \(deadline) still set after shutdown") }
         case .storage(let flags):
@@ -272,7 +272,7 @@ final class Session {
         peers.append(Peer(id: id, connectedAt: now))
         begin(input: id)
         trace("c\(id) connects with uid \(uid)")
-        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now)
+        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now, into: &buffer)
         let refusal = Session.allowedUIDs.contains(uid) ? (openCount >= configuration.maxClients ? "too_many_clients" : nil) : "forbidden"
         if refusal != nil { context.mustClose.insert(id) }
         context.refusal = refusal
@@ -289,7 +289,7 @@ final class Session {
         begin(input: id)
         trace("c\(id) -> \(String(decoding: body, as: UTF8.self))")
         noteSent(body, from: id)
-        body.withUnsafeBytes { broker.receive($0, from: id, now: now) }
+        body.withUnsafeBytes { broker.receive($0, from: id, now: now, into: &buffer) }
         end()
     }
 
@@ -315,7 +315,7 @@ final class Session {
                 context.persistedCategories = true
             }
         }
-        broker.persisted(write.write, written: written, now: now)
+        broker.persisted(write.write, written: written, now: now, into: &buffer)
         end()
     }
 
@@ -332,7 +332,7 @@ final class Session {
         context.afterWrite = true
         trace("c\(id) hangs up")
         markClosed(id)
-        broker.disconnected(id, now: now)
+        broker.disconnected(id, now: now, into: &buffer)
         end()
     }
 
@@ -346,7 +346,7 @@ final class Session {
             context.helloExpired.insert(peer.id)
             context.mustClose.insert(peer.id)
         }
-        broker.tick(now: now)
+        broker.tick(now: now, into: &buffer)
         end()
     }
 
@@ -366,8 +366,8 @@ final class Session {
 
     /// Takes the step's actions, checks each in order, then the step as a whole.
     func end() {
-        broker.takeActions(swappingWith: &buffer)
         let actions = buffer
+        buffer.removeAll(keepingCapacity: true)
         for action in actions {
             if Session.tracing { trace("  \(Session.describe(action))") }
             check(action)

@@ -1,5 +1,6 @@
-// Observers and the ordered chain: subscribe with priority and unique key, the single
-// broker-wide FIFO of posts, and the walk of each event down its chain one hop at a time.
+// Observers and the ordered chain, composed: subscribe with priority and unique key
+// (ObserverRegistry), the single broker-wide FIFO of posts (EventQueue), and the walk of
+// each event down its chain one hop at a time. The registries keep records; this decides.
 //
 // One event at a time:
 //
@@ -18,213 +19,131 @@
 import NotifBusProtocol
 
 extension Broker {
-    mutating func subscribe(events: [String], priority: Int32, key: String?, resume: Bool = false,
+    mutating func subscribe(events names: [String], priority: Int32, key: String?, resume: Bool = false,
                             rid: RequestID, from c: ConnectionID, now: Instant) {
-        guard let client = clients[c] else { return }
+        guard let client = sessions[c] else { return }
         guard client.observers.count < Limits.maxObserversPerConnection else {
-            return reply(to: c, rid, error: .badRequest, "a connection may hold at most \(Limits.maxObserversPerConnection) observers")
+            return refuse(c, rid, .chain(.tooManyObservers), now: now)
         }
-        if resume, let key, let holder = observerKeys[key] {
-            return replySuperseded(to: c, rid, what: "key '\(key)'", by: "o\(holder)")
+        if resume, let key, let holder = observers.holder(ofKey: key) {
+            return refuse(c, rid, .chain(.keyHeld(key: key, by: holder)), now: now)
         }
-        let id = nextObserverID
-        nextObserverID += 1
-        var replaced: [Int] = []
-        if let key, let old = observerKeys[key] {
-            replaced.append(old)
-            if let oldClient = observers[old]?.client {
-                var f = FrameBuilder(capacity: 64)
-                f.literal("{\"op\":\"evicted\",\"observer\":\"o")
-                f.int(Int64(old))
-                f.literal("\",\"by\":\"o")
-                f.int(Int64(id))
-                f.literal("\"}")
-                emit(to: oldClient, f.finish())
-            }
-            removeObserver(old, now: now, pump: false)
+        let (id, replaced) = observers.add(client: c, events: names, priority: priority, key: key)
+        if let replaced {
+            send(.observerEvicted(replaced.id, by: id), to: replaced.client)
+            forget(replaced, now: now)
         }
-        observers[id] = ObserverRecord(id: id, client: c, events: events, priority: priority, key: key)
-        clients[c]?.observers.append(id)
-        if let key { observerKeys[key] = id }
-        for name in events { insertIntoChain(name, id, priority) }
-
-        var f = Broker.replyHead(rid)
-        f.literal("{\"observer\":\"o")
-        f.int(Int64(id))
-        f.literal("\",\"replaced\":[")
-        for (i, o) in replaced.enumerated() {
-            if i > 0 { f.literal(",") }
-            f.literal("\"o")
-            f.int(Int64(o))
-            f.literal("\"")
-        }
-        f.literal("]}}")
-        emit(to: c, f.finish())
+        client.observers.append(id)
+        send(.reply(rid, .subscribed(observer: id, replaced: replaced?.id)), to: c)
         pump(now: now)
-    }
-
-    /// Ids grow with subscription order, so (priority, id) is the chain order.
-    mutating func insertIntoChain(_ name: String, _ id: Int, _ priority: Int32) {
-        var chain = chains.removeValue(forKey: name) ?? []
-        var lo = 0, hi = chain.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            let p = observers[chain[mid]]!.priority
-            if p <= priority { lo = mid + 1 } else { hi = mid }
-        }
-        chain.insert(id, at: lo)
-        chains[name] = chain
     }
 
     mutating func unsubscribe(_ target: UnsubscribeTarget, rid: RequestID, from c: ConnectionID, now: Instant) {
         let id: Int?
         switch target {
-        case .observer(let text): id = Broker.parseID(text, prefix: "o").flatMap { observers[$0] != nil ? $0 : nil }
-        case .key(let key): id = observerKeys[key]
+        case .observer(let text): id = observers.find(text)
+        case .key(let key): id = observers.holder(ofKey: key)
         }
-        guard let id else { return reply(to: c, rid, error: .notFound, "no such observer") }
+        guard let id else { return refuse(c, rid, .chain(.noSuchObserver), now: now) }
         removeObserver(id, now: now, pump: false)
-        var f = Broker.replyHead(rid)
-        f.literal("{\"removed\":[\"o")
-        f.int(Int64(id))
-        f.literal("\"]}}")
-        emit(to: c, f.finish())
+        send(.reply(rid, .observerRemoved(id)), to: c)
         pump(now: now)
     }
 
     /// Removes an observer everywhere. If its hop is running, the hop ends as `gone`;
     /// callers that remove several pass `pump: false` and pump once afterwards.
     mutating func removeObserver(_ id: Int, now: Instant, pump shouldPump: Bool) {
-        guard let record = observers.removeValue(forKey: id) else { return }
-        clients[record.client]?.observers.removeAll { $0 == id }
-        if let key = record.key, observerKeys[key] == id { observerKeys[key] = nil }
-        for name in record.events {
-            guard var chain = chains.removeValue(forKey: name) else { continue }
-            chain.removeAll { $0 == id }
-            if !chain.isEmpty { chains[name] = chain }
-        }
-        if current?.hopObserver == id {
-            counters.gone += 1
-            recordHop(.gone, now: now)
-        }
+        guard let record = observers.remove(id) else { return }
+        forget(record, now: now)
         if shouldPump { pump(now: now) }
     }
 
-    static func parseID(_ text: String, prefix: Character) -> Int? {
-        guard text.first == prefix else { return nil }
-        return Int(text.dropFirst())
+    /// What an observer removed from the registry leaves behind: its place in its
+    /// connection's list, and its hop if it was running (ended as `gone`).
+    mutating func forget(_ record: ObserverRecord, now: Instant) {
+        sessions[record.client]?.observers.removeAll { $0 == record.id }
+        if events.awaited?.observer == record.id {
+            counters.gone += 1
+            recordHop(.gone, now: now)
+        }
     }
 
     // MARK: Posting
 
     mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
-        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
+        if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
         // retrying it could never succeed, while queue_full invites a retry.
         var launches = false
         if case .didReceive(let action, let hasUserText, let categoryID)? = profile {
-            switch checkAction(action, hasUserText: hasUserText, categoryID: categoryID) {
-            case .failure(let error): return reply(to: c, rid, error: .invalidAction, error.message)
+            switch categories.check(action, hasUserText: hasUserText, categoryID: categoryID) {
+            case .failure(let error): return refuse(c, rid, .category(error), now: now)
             case .success(let l): launches = l
             }
         }
-        if current != nil && queue.count >= configuration.maxQueue {
-            return reply(to: c, rid, error: .queueFull, "\(configuration.maxQueue) posts are already waiting")
+        let running = events.isRunning
+        if running && events.count >= configuration.maxQueue {
+            return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
-        guard let poster = clients[c] else { return }
-        if current != nil && poster.queuedPosts >= configuration.queueShare {
-            return reply(to: c, rid, error: .queueFull,
-                         "\(poster.queuedPosts) of this connection's posts are already waiting (--max-queue-per-client \(configuration.queueShare))")
+        guard let poster = sessions[c] else { return }
+        if running && poster.queuedPosts >= configuration.queueShare {
+            return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
         let size = payload?.count ?? 0
-        if current != nil && queuedBytes + size > configuration.maxQueueBytes {
-            return reply(to: c, rid, error: .queueFull, "waiting posts may hold at most \(configuration.maxQueueBytes) payload bytes")
+        if running && events.waitingBytes + size > configuration.maxQueueBytes {
+            return refuse(c, rid, .chain(.queueBytesFull(max: configuration.maxQueueBytes)), now: now)
         }
-        if current != nil && poster.queuedBytes + size > configuration.queueByteShare {
-            return reply(to: c, rid, error: .queueFull,
-                         "one connection's waiting posts may hold at most \(configuration.queueByteShare) payload bytes")
+        if running && poster.queuedBytes + size > configuration.queueByteShare {
+            return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
-        let event = nextEventID
-        nextEventID += 1
         counters.posted += 1
-        queuedBytes += size
         poster.queuedPosts += 1
         poster.queuedBytes += size
-        queue.append(QueuedPost(event: event, poster: c, requestID: rid, name: name, payload: payload,
-                                isWillPresent: profile == .willPresent, launchesApp: launches))
+        _ = events.enqueue(poster: c, requestID: rid, name: name, payload: payload,
+                           isWillPresent: profile == .willPresent, launchesApp: launches)
         pump(now: now)
-    }
-
-    /// Checks a `didReceive` action against the categories in force, and says whether it
-    /// launches the app.
-    func checkAction(_ action: String, hasUserText: Bool, categoryID: String?) -> Result<Bool, ActionError> {
-        let category = categoryID.flatMap { categories.categories[$0] }
-        if action == ProfilePayload.defaultActionIdentifier || action == ProfilePayload.dismissActionIdentifier {
-            if hasUserText { return .failure(ActionError("'userText' is only allowed with a text-input action")) }
-            if action == ProfilePayload.defaultActionIdentifier { return .success(true) }
-            guard category?.customDismissAction == true else {
-                return .failure(ActionError("the dismiss action needs a category with 'customDismissAction'"))
-            }
-            return .success(false)
-        }
-        guard let category else {
-            return .failure(ActionError("action '\(action)' needs a known category, and '\(categoryID ?? "none")' is not one"))
-        }
-        guard let rule = category.actions[action] else {
-            return .failure(ActionError("category '\(categoryID!)' has no action '\(action)'"))
-        }
-        if rule.textInput != hasUserText {
-            return .failure(ActionError(rule.textInput ? "action '\(action)' takes text input: 'userText' is required"
-                                                       : "action '\(action)' takes no text input: 'userText' is not allowed"))
-        }
-        return .success(rule.foreground)
     }
 
     // MARK: Running the chain
 
     /// Advances the queue until an answer is awaited or nothing is left.
     mutating func pump(now: Instant) {
+        let budget = UInt64(configuration.hopTimeoutMs) * 1_000_000
         while true {
-            if current == nil {
+            switch events.state {
+            case .awaiting:
+                return
+            case .idle:
                 guard !shuttingDown, let post = dequeue() else { return }
-                current = RunningEvent(post: post, chain: chains[post.name] ?? [])
-            }
-            if current!.hopObserver != nil { return }
-            var target: ObserverRecord? = nil
-            let budget = UInt64(configuration.hopTimeoutMs) * 1_000_000
-            while current!.nextIndex < current!.chain.count {
-                let id = current!.chain[current!.nextIndex]
-                current!.nextIndex += 1
-                guard let record = observers[id] else { continue }
-                if clients[record.client]?.unresponsive == true || (current!.spent[record.client] ?? 0) >= budget {
-                    counters.skipped += 1
-                    current!.trace.append((id, .skipped))
+                events.begin(post, chain: observers.chain(for: post.name))
+            case .between:
+                var target: ObserverRecord? = nil
+                while let id = events.nextInChain() {
+                    guard let record = observers[id] else { continue }
+                    if sessions[record.client]?.unresponsive == true || events.spent(by: record.client) >= budget {
+                        counters.skipped += 1
+                        events.skip(id)
+                        continue
+                    }
+                    target = record
+                    break
+                }
+                guard let target else {
+                    finish(.unhandled, by: nil, value: nil)
                     continue
                 }
-                target = record
-                break
+                let post = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
+                send(.event(event: post.event, observer: target.id, name: post.name, payload: post.payload), to: target.client)
             }
-            guard let target else {
-                finish(.unhandled, by: nil, value: nil)
-                continue
-            }
-            current!.hopObserver = target.id
-            current!.hopClient = target.client
-            current!.hopDeadline = now &+ budget
-            current!.hopStartedAt = now
-            let frame = Broker.eventFrame(current!.post, observer: target.id)
-            emit(to: target.client, frame)
         }
     }
 
     /// Takes the oldest waiting post off the queue, and off its poster's share.
     mutating func dequeue() -> QueuedPost? {
-        guard let post = queue.popFirst() else { return nil }
-        let size = post.payload?.count ?? 0
-        queuedBytes -= size
-        if let poster = clients[post.poster] {
+        guard let post = events.dequeue() else { return nil }
+        if let poster = sessions[post.poster] {
             poster.queuedPosts -= 1
-            poster.queuedBytes -= size
+            poster.queuedBytes -= post.payload?.count ?? 0
         }
         return post
     }
@@ -234,28 +153,14 @@ extension Broker {
     /// get no event in this or any later event, so a silent connection holds the queue up
     /// for one hop timeout in all, not one per event.
     mutating func hopTimedOut(now: Instant) {
-        guard let cur = current, cur.hopObserver != nil, cur.hopDeadline <= now else { return }
+        guard let hop = events.awaited, hop.deadline <= now else { return }
         counters.hopTimeouts += 1
-        clients[cur.hopClient]?.unresponsive = true
+        sessions[hop.client]?.unresponsive = true
         endHop(.timeout, now: now)
     }
 
-    static func eventFrame(_ post: QueuedPost, observer: Int) -> [UInt8] {
-        var f = FrameBuilder(capacity: 80 + post.name.utf8.count + (post.payload?.count ?? 4))
-        f.literal("{\"op\":\"event\",\"event\":")
-        f.int(post.event)
-        f.literal(",\"observer\":\"o")
-        f.int(Int64(observer))
-        f.literal("\",\"name\":")
-        f.string(post.name)
-        f.literal(",\"payload\":")
-        f.optionalRaw(post.payload)
-        f.literal("}")
-        return f.finish()
-    }
-
     mutating func handleAnswer(_ answer: Answer, from c: ConnectionID, now: Instant) {
-        guard let cur = current, let observer = cur.hopObserver, cur.hopClient == c, cur.post.event == answer.event else {
+        guard case .awaiting(let event, let hop) = events.state, hop.client == c, event.post.event == answer.event else {
             return  // another connection, another event, an ended hop, or a second answer
         }
         switch answer {
@@ -263,17 +168,16 @@ extension Broker {
             endHop(.next, now: now)
         case .stop:
             recordHop(.stop, now: now)
-            finish(.stopped, by: observer, value: nil)
+            finish(.stopped, by: hop.observer, value: nil)
             pump(now: now)
         case .complete(_, let value):
-            if cur.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
-                sendErrorFrame(to: c, code: .badRequest,
-                               message: "a willPresent completion must be an array of distinct options from badge, sound, list, banner, alert")
+            if event.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
+                refuse(c, nil, .chain(.invalidCompletion), now: now)
                 counters.invalid += 1
                 return endHop(.invalid, now: now)
             }
             recordHop(.complete, now: now)
-            finish(.completed, by: observer, value: value)
+            finish(.completed, by: hop.observer, value: value)
             pump(now: now)
         }
     }
@@ -286,70 +190,25 @@ extension Broker {
 
     /// Ends the running hop in the trace and charges its time to its connection.
     mutating func recordHop(_ reply: HopReply, now: Instant) {
-        guard let observer = current?.hopObserver else { return }
-        current!.trace.append((observer, reply))
-        current!.hopObserver = nil
-        let took = now >= current!.hopStartedAt ? now - current!.hopStartedAt : 0
-        current!.spent[current!.hopClient, default: 0] += took
+        _ = events.endHop(reply, now: now)
     }
 
     /// Replies to the poster, applies launch retention, and clears the running event.
     mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?) {
-        guard let cur = current else { return }
-        current = nil
+        guard let event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
         case .unhandled: counters.unhandled += 1
         }
-        if outcome == .unhandled && cur.post.launchesApp { return retainLaunchPayload(cur) }
-        sendPostResult(cur, outcome, by: by, value: value, retained: false)
+        if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event) }
+        sendPostResult(event, outcome, by: by, value: value, retained: false)
     }
 
     /// The poster's reply: the outcome, the value and the trace.
-    mutating func sendPostResult(_ cur: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
-        guard clients[cur.post.poster] != nil else { return }
-        var f = Broker.replyHead(cur.post.requestID, capacity: 128 + cur.trace.count * 36 + (value?.count ?? 0))
-        f.literal("{\"event\":")
-        f.int(cur.post.event)
-        f.literal(",\"outcome\":\"")
-        switch outcome {
-        case .completed: f.literal("completed")
-        case .stopped: f.literal("stopped")
-        case .unhandled: f.literal("unhandled")
-        }
-        f.literal("\",\"by\":")
-        if let by {
-            f.literal("\"o")
-            f.int(Int64(by))
-            f.literal("\"")
-        } else {
-            f.literal("null")
-        }
-        f.literal(",\"value\":")
-        f.optionalRaw(value)
-        f.literal(retained ? ",\"retained\":\"launch\",\"trace\":[" : ",\"retained\":null,\"trace\":[")
-        for (i, hop) in cur.trace.enumerated() {
-            f.literal(i == 0 ? "{\"observer\":\"o" : ",{\"observer\":\"o")
-            f.int(Int64(hop.observer))
-            f.literal("\",\"reply\":\"")
-            switch hop.reply {
-            case .next: f.literal("next")
-            case .complete: f.literal("complete")
-            case .stop: f.literal("stop")
-            case .gone: f.literal("gone")
-            case .timeout: f.literal("timeout")
-            case .invalid: f.literal("invalid")
-            case .skipped: f.literal("skipped")
-            }
-            f.literal("\"}")
-        }
-        f.literal("]}}")
-        emit(to: cur.post.poster, f.finish())
+    mutating func sendPostResult(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
+        guard sessions[event.post.poster] != nil else { return }
+        let result = PostReply(event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: event.trace)
+        send(.reply(event.post.requestID, .posted(result)), to: event.post.poster)
     }
-}
-
-struct ActionError: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
 }

@@ -1,38 +1,27 @@
-// Retained slots: take-once mailboxes that outlive connections. A `take` may wait for a
-// `put`; waiting takers are served oldest first. Every change goes through a durable write
-// (Broker+Writes.swift) and is applied and answered only once that is done.
+// Retained slots, composed: take-once mailboxes that outlive connections (SlotStore keeps
+// values and waiting takes). A `take` may wait for a `put`; waiting takers are served oldest
+// first. Every change goes through a durable write (Broker+Writes.swift) and is applied and
+// answered only once that is done.
 import NotifBusProtocol
 
 extension Broker {
     /// The slot that launch retention fills.
     static let launchSlot = "launch"
 
-    mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID) {
+    mutating func put(slot: String, value: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
         guard let value else {
-            guard slots[slot] != nil else { return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":false}") }
+            guard slots[slot] != nil else { return send(.reply(rid, .put(replaced: false, delivered: false)), to: c) }
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .empty(c, rid, slot: slot))
         }
         // The slot is empty while takers wait, on disk too: handing the value over changes nothing there.
         if deliverToWaiter(slot: slot, value: value) {
-            return replyLiteral(to: c, rid, "{\"replaced\":false,\"delivered\":true}")
+            return send(.reply(rid, .put(replaced: false, delivered: true)), to: c)
         }
-        if let refusal = slotLimitError(slot, value) { return reply(to: c, rid, error: .badRequest, refusal) }
+        if let refusal = slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) { return refuse(c, rid, .slot(refusal), now: now) }
         let oldSize = slots[slot]?.count
         beginWrite(.slot(slot), .slot(name: slot, value: value),
                    then: .put(c, rid, slot: slot, value: value, replaced: oldSize != nil),
                    reservedSlots: oldSize == nil ? 1 : 0, reservedBytes: Swift.max(0, value.count - (oldSize ?? 0)))
-    }
-
-    /// Why putting `value` into `slot` would pass a slot limit, counting the puts in flight.
-    func slotLimitError(_ slot: String, _ value: RawJSON) -> String? {
-        let oldSize = slots[slot]?.count
-        if oldSize == nil && slots.count + reservedSlots >= configuration.maxSlots {
-            return "the broker holds at most \(configuration.maxSlots) non-empty slots"
-        }
-        if slotBytes + reservedSlotBytes - (oldSize ?? 0) + value.count > configuration.maxSlotBytes {
-            return "slot values may take at most \(configuration.maxSlotBytes) bytes in all"
-        }
-        return nil
     }
 
     /// A value found in the slot is answered once its removal is on disk; until then it stays.
@@ -40,17 +29,14 @@ extension Broker {
         if slots[slot] != nil {
             return beginWrite(.slot(slot), .slot(name: slot, value: nil), then: .take(c, rid, slot: slot))
         }
-        guard let waitMs, waitMs > 0 else { return replyRaw(to: c, rid, result: nil) }
-        if shuttingDown { return reply(to: c, rid, error: .shuttingDown, "the broker is shutting down") }
-        guard (clients[c]?.takes.count ?? 0) < configuration.maxTakesPerConnection else {
-            return reply(to: c, rid, error: .badRequest, "a connection may have at most \(configuration.maxTakesPerConnection) waiting takes")
+        guard let waitMs, waitMs > 0 else { return replyValue(to: c, rid, nil) }
+        if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
+        guard (sessions[c]?.takes.count ?? 0) < configuration.maxTakesPerConnection else {
+            return refuse(c, rid, .slot(.tooManyTakes(max: configuration.maxTakesPerConnection)), now: now)
         }
-        let id = nextTakeID
-        nextTakeID += 1
-        takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: false, arrival: 0)
-        takeQueues[slot, default: []].append(id)
-        clients[c]?.takes.insert(id)
-        takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, id)
+        let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: false, arrival: 0),
+                                 deadline: now &+ UInt64(waitMs) * 1_000_000)
+        sessions[c]?.takes.insert(id)
     }
 
     /// Launch retention counts as a put: a waiting taker gets the payload first. Otherwise
@@ -63,45 +49,28 @@ extension Broker {
 
     /// Whether a retention may go ahead: `launch` is not being written, and its oldest
     /// waiting taker is not one still held behind its connection's requests.
-    var canRetain: Bool { !busyKeys.contains(.slot(Broker.launchSlot)) && !oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
+    var canRetain: Bool { !writes.isBusy(.slot(Broker.launchSlot)) && !slots.oldestTakerIsHeld(Broker.launchSlot, before: Int.max) }
 
     mutating func startRetention(_ event: RunningEvent) {
-        let value = event.post.payload ?? Array("null".utf8)
+        let value = event.post.payload ?? RawJSON.null
         if deliverToWaiter(slot: Broker.launchSlot, value: value) {
             return sendPostResult(event, .unhandled, by: nil, value: nil, retained: true)
         }
         beginWrite(.slot(Broker.launchSlot), .slot(name: Broker.launchSlot, value: value), then: .retention(event))
     }
 
-    mutating func setSlot(_ slot: String, _ value: RawJSON) {
-        slotBytes += value.count - (slots[slot]?.count ?? 0)
-        slots[slot] = value
-    }
-
-    mutating func removeSlot(_ slot: String) -> Bool {
-        guard let old = slots.removeValue(forKey: slot) else { return false }
-        slotBytes -= old.count
-        return true
-    }
-
     /// Hands `value` to the oldest taker waiting on `slot`, if there is one; takers still
     /// held behind their connection's requests arrived after this value, and are passed.
     mutating func deliverToWaiter(slot: String, value: RawJSON) -> Bool {
-        guard let id = takeQueues[slot]?.first(where: { takeWaiters[$0]?.held == false }),
-              let waiter = removeTakeWaiter(id) else { return false }
-        replyRaw(to: waiter.client, waiter.requestID, result: value)
+        guard let id = slots.firstReadyWaiter(slot), let waiter = removeTakeWaiter(id) else { return false }
+        replyValue(to: waiter.client, waiter.requestID, value)
         return true
     }
 
     /// Forgets a waiting take; its deadline entry, if still in the heap, is skipped later.
     mutating func removeTakeWaiter(_ id: Int) -> TakeWaiter? {
-        guard let waiter = takeWaiters.removeValue(forKey: id) else { return nil }
-        if var q = takeQueues.removeValue(forKey: waiter.slot) {
-            q.removeAll { $0 == id }
-            if !q.isEmpty { takeQueues[waiter.slot] = q }
-        }
-        clients[waiter.client]?.takes.remove(id)
-        if takeWaiters.isEmpty { takeDeadlines = DeadlineHeap() }  // drop stale deadlines at once
+        guard let waiter = slots.removeWaiter(id) else { return nil }
+        sessions[waiter.client]?.takes.remove(id)
         return waiter
     }
 }

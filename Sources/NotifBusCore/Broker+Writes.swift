@@ -23,24 +23,21 @@ import NotifBusProtocol
 extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
     mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
-        guard let client = clients[c] else { return }
-        if case .rejected(nil, _, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
+        guard let client = sessions[c] else { return }
+        if case .rejected(nil, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
         arrivals += 1
         let arrival = arrivals
         if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: c, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
-            return answerShuttingDown(input, from: c)
+            return answerShuttingDown(input, from: c, now: now)
         }
         if client.waiting.isEmpty { waitingClients.append(c) }
         if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
            client.takes.count < configuration.maxTakesPerConnection
         {
             // The take keeps its place among the slot's waiting takers from now on.
-            let id = nextTakeID
-            nextTakeID += 1
-            takeWaiters[id] = TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival)
-            takeQueues[slot, default: []].append(id)
+            let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival), deadline: nil)
             client.takes.insert(id)
             return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
@@ -57,13 +54,13 @@ extension Broker {
     /// How many of `c`'s requests are held back: always its latest ones, since once one
     /// waits every later one waits behind it.
     public func heldBack(from c: ConnectionID) -> Int {
-        clients[c]?.waiting.count ?? 0
+        sessions[c]?.waiting.count ?? 0
     }
 
     mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         switch input {
         case .request(let rid, let request): handle(request, id: rid, from: c, now: now)
-        case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, let slot, let waitMs, let place):
             guard slots[slot] == nil, !shuttingDown else {
                 _ = removeTakeWaiter(place)
@@ -71,29 +68,19 @@ extension Broker {
             }
             // It waits where it has stood since it arrived; its wait runs from now, so that it
             // cannot run out before the replies ahead of it.
-            takeWaiters[place]?.held = false
-            takeDeadlines.push(now &+ UInt64(waitMs) * 1_000_000, place)
+            slots.startWaiting(place, deadline: now &+ UInt64(waitMs) * 1_000_000)
         }
     }
 
     /// Answers a request that will never start: the broker is shutting down.
-    mutating func answerShuttingDown(_ input: WaitingInput, from c: ConnectionID) {
+    mutating func answerShuttingDown(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
         switch input {
-        case .request(let rid, _): reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
-        case .rejected(let rid, let code, let message): reply(to: c, rid, error: code, message)
+        case .request(let rid, _): refuse(c, rid, .session(.shuttingDown), now: now)
+        case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, _, _, let place):
             _ = removeTakeWaiter(place)
-            reply(to: c, rid, error: .shuttingDown, "the broker is shutting down")
+            refuse(c, rid, .session(.shuttingDown), now: now)
         }
-    }
-
-    /// Whether the oldest taker waiting on `slot` is one still held behind its connection's
-    /// requests that arrived before `arrival` (and is not `place` itself): then a value for
-    /// the slot must wait for it. Only earlier arrivals count, so no two requests can each
-    /// wait for the other.
-    func oldestTakerIsHeld(_ slot: String, before arrival: Int, except place: Int? = nil) -> Bool {
-        guard let first = takeQueues[slot]?.first, first != place, let waiter = takeWaiters[first] else { return false }
-        return waiter.held && waiter.arrival < arrival
     }
 
     /// Whether `input` may be handled now: its key is not being written, and it will not
@@ -103,7 +90,7 @@ extension Broker {
         switch input {
         case .rejected: return client.writesInFlight == 0
         case .heldTake(_, let slot, let waitMs, let place):
-            if slots[slot] != nil && oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
+            if slots[slot] != nil && slots.oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
             request = .take(slot: slot, waitMs: waitMs)
         case .request(_, let r):
             request = r
@@ -111,12 +98,12 @@ extension Broker {
             // its own connection's requests: waiting takers are served oldest first.
             switch r {
             case .put(let slot, _?), .take(let slot, _):
-                if oldestTakerIsHeld(slot, before: arrival) { return false }
+                if slots.oldestTakerIsHeld(slot, before: arrival) { return false }
             default: break
             }
         }
         guard !writes.isEmpty else { return true }
-        if let key = Broker.stateKey(of: request), busyKeys.contains(key) { return false }
+        if let key = Broker.stateKey(of: request), writes.isBusy(key) { return false }
         return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
     }
 
@@ -145,8 +132,8 @@ extension Broker {
         case .put(let slot, nil):
             return slots[slot] != nil
         case .put(let slot, let value?):
-            if takeQueues[slot] != nil { return false }
-            return slotLimitError(slot, value) == nil
+            if slots.hasWaiters(slot) { return false }
+            return slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) == nil
         case .take(let slot, _):
             return slots[slot] != nil
         case .setCategories:
@@ -160,16 +147,12 @@ extension Broker {
     mutating func beginWrite(_ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
                              reservedSlots: Int = 0, reservedBytes: Int = 0) {
         guard configuration.persistsState else { return complete(completion, written: true, now: 0) }
-        let id = nextWriteID
-        nextWriteID += 1
-        writes[id] = PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes)
-        busyKeys.insert(key)
-        self.reservedSlots += reservedSlots
-        reservedSlotBytes += reservedBytes
+        let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
+        slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
         switch completion {
         case .put(let c, let rid, _, _, _), .empty(let c, let rid, _), .take(let c, let rid, _), .categories(let c, let rid, _):
-            clients[c]?.writesInFlight += 1
+            sessions[c]?.writesInFlight += 1
             acknowledgement = Acknowledgement(connection: c, requestID: rid)
         case .retention, .restore:
             break
@@ -181,30 +164,24 @@ extension Broker {
     mutating func complete(_ completion: WriteCompletion, written: Bool, now: Instant) {
         switch completion {
         case .put(let c, let rid, let slot, let value, let replaced):
-            if written { setSlot(slot, value) }
-            answerWrite(c, rid, written) { b in
-                b.literal(replaced ? "{\"replaced\":true,\"delivered\":false}" : "{\"replaced\":false,\"delivered\":false}")
-            }
+            if written { slots.set(slot, value) }
+            answerWrite(c, rid, written, .put(replaced: replaced, delivered: false), now: now)
         case .empty(let c, let rid, let slot):
-            if written { _ = removeSlot(slot) }
-            answerWrite(c, rid, written) { b in b.literal("{\"replaced\":true,\"delivered\":false}") }
+            if written { _ = slots.remove(slot) }
+            answerWrite(c, rid, written, .put(replaced: true, delivered: false), now: now)
         case .take(let c, let rid, let slot):
-            let value = slots[slot] ?? Array("null".utf8)
-            if written { _ = removeSlot(slot) }
+            let value = slots[slot] ?? RawJSON.null
+            if written { _ = slots.remove(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
-            if written && clients[c] == nil { return handBack(slot, value) }
-            answerWrite(c, rid, written) { b in b.raw(value) }
+            if written && sessions[c] == nil { return handBack(slot, value) }
+            answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
-            if written { setSlot(slot, value) }
+            if written { slots.set(slot, value) }
         case .categories(let c, let rid, let set):
-            if written { categories = set }
-            answerWrite(c, rid, written) { b in
-                b.literal("{\"count\":")
-                b.int(Int64(set.categories.count))
-                b.literal("}")
-            }
+            if written { categories.set = set }
+            answerWrite(c, rid, written, .categoryCount(set.categories.count), now: now)
         case .retention(let event):
-            if written { setSlot(Broker.launchSlot, event.post.payload ?? Array("null".utf8)) }
+            if written { slots.set(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
             sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
         }
     }
@@ -219,16 +196,13 @@ extension Broker {
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
-    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, result: (inout FrameBuilder) -> Void) {
-        guard let client = clients[c] else { return }
+    mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult, now: Instant) {
+        guard let client = sessions[c] else { return }
         if configuration.persistsState { client.writesInFlight -= 1 }
         guard written else {
-            return reply(to: c, rid, error: .storageFailed, "the change could not be written to disk; nothing was changed")
+            return refuse(c, rid, .storageFailed, now: now)
         }
-        var f = Broker.replyHead(rid)
-        result(&f)
-        f.literal("}")
-        emit(to: c, f.finish())
+        send(.reply(rid, result), to: c)
     }
 
     /// Goes on with what waited: launch retentions first, then each waiting connection's
@@ -255,20 +229,20 @@ extension Broker {
             let order = waitingClients
             waitingClients.removeAll()
             for c in order {
-                guard let client = clients[c] else { continue }
+                guard let client = sessions[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
-                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c) }
+                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c, now: now) }
                     }
                 } else {
                     while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
                         _ = client.waiting.popFirst()
                         progressed = true
                         start(held.input, from: c, now: now)
-                        if clients[c] == nil { break }
+                        if sessions[c] == nil { break }
                     }
                 }
-                if clients[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+                if sessions[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
             }
             if resumeRequested { progressed = true }
         }

@@ -1,5 +1,6 @@
-// The inputs, outputs and configuration of the broker's state machine, and the records it
-// keeps. Plain values: nothing here performs I/O or reads a clock.
+// The inputs, outputs and configuration of the broker's state machine, the records of its
+// durable writes, and the small containers the registries share (FIFO, DeadlineHeap).
+// Plain values: nothing here performs I/O or reads a clock.
 import NotifBusProtocol
 
 /// The transport's name for one accepted socket; never reused within a broker's life.
@@ -107,18 +108,6 @@ public enum BrokerAction: Sendable {
     case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
 }
 
-/// How one hop of a chain ended, as the trace names it. `skipped` is an observer that was
-/// not sent the event because its connection had used up its time in this event, or is
-/// unresponsive (decision 30 in Protocol/PROTOCOL.md §13).
-public enum HopReply: String, Sendable {
-    case next, complete, stop, gone, timeout, invalid, skipped
-}
-
-/// How a whole event ended.
-public enum EventOutcome: String, Sendable {
-    case completed, stopped, unhandled
-}
-
 /// Broker-wide counters reported by `status`.
 public struct BrokerCounters: Sendable, Equatable {
     public var posted = 0
@@ -148,134 +137,12 @@ public struct BufferFigures: Sendable, Equatable {
     public init() {}
 }
 
-/// One connection's state. A class, so that the per-frame updates (calls in flight,
-/// observers held) change it in place instead of copying it out of the dictionary and back;
-/// the broker that holds these is owned by one transport and never copied.
-final class ClientRecord {
-    let id: ConnectionID
-    let credentials: PeerCredentials
-    var greeted = false
-    var name: String? = nil
-    var observers: [Int] = []
-    var handlers: [Int] = []
-    var monitoring = false
-    /// Set when one of its hops timed out, cleared by the next frame it sends: meanwhile its
-    /// observers get no event and are traced `skipped` (decision 30).
-    var unresponsive = false
-    /// Its posts waiting in the queue (not the running one), and their payload bytes.
-    var queuedPosts = 0
-    var queuedBytes = 0
-    /// Calls delivered to this connection and not yet returned.
-    var callsReceived: Set<Int64> = []
-    var callsInvoked = 0
-    var takes: Set<Int> = []
-    /// Durable writes this connection asked for whose outcome is not known yet.
-    var writesInFlight = 0
-    /// Requests held back, in arrival order, until the writes they depend on are done; each
-    /// with its place in the broker-wide order of arrival.
-    var waiting = FIFO<(input: WaitingInput, arrival: Int)>()
-
-    init(id: ConnectionID, credentials: PeerCredentials) {
-        self.id = id
-        self.credentials = credentials
-    }
-}
-
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
 enum WaitingInput {
     case request(RequestID, Request)
-    case rejected(RequestID?, ErrorCode, String)
+    case rejected(RequestID?, BrokerError)
     /// A `take` that may wait, holding its `place` among the slot's waiting takers.
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
-}
-
-/// What a durable write must change on disk before others may read or change it.
-enum StateKey: Hashable {
-    case slot(String)
-    case categories
-}
-
-/// What to do once a durable write's outcome is known: apply the change and answer, or
-/// answer `storage_failed` (the post of a launch retention says `"retained":null`).
-enum WriteCompletion {
-    case put(ConnectionID, RequestID, slot: String, value: RawJSON, replaced: Bool)
-    case empty(ConnectionID, RequestID, slot: String)
-    case take(ConnectionID, RequestID, slot: String)
-    case categories(ConnectionID, RequestID, CategorySet)
-    case retention(RunningEvent)
-    /// A taken value whose taker left before the answer: written back into its slot.
-    case restore(slot: String, value: RawJSON)
-}
-
-struct PendingWrite {
-    let key: StateKey
-    let completion: WriteCompletion
-    /// Slot places and bytes held for a `put` until it is done, so that writes in flight
-    /// together cannot pass the slot limits.
-    let reservedSlots: Int
-    let reservedBytes: Int
-}
-
-struct ObserverRecord {
-    let id: Int
-    let client: ConnectionID
-    let events: [String]
-    let priority: Int32
-    let key: String?
-}
-
-struct HandlerKey: Hashable {
-    let channel: String
-    let method: String?
-}
-
-struct HandlerRecord {
-    let id: Int
-    let client: ConnectionID
-    let key: HandlerKey
-}
-
-struct PendingCall {
-    let invoker: ConnectionID
-    let requestID: RequestID
-    let handlerClient: ConnectionID
-}
-
-struct TakeWaiter {
-    let client: ConnectionID
-    let requestID: RequestID
-    let slot: String
-    /// Still held behind its connection's earlier requests: it keeps its place, but no
-    /// value may be handed to it or past it until it starts.
-    var held: Bool
-    /// When a held take arrived (`Broker.arrivals`): a value arriving later waits for it.
-    let arrival: Int
-}
-
-struct QueuedPost {
-    let event: Int64
-    let poster: ConnectionID
-    let requestID: RequestID
-    let name: String
-    let payload: RawJSON?
-    let isWillPresent: Bool
-    /// Decided when posted, against the categories in force then.
-    let launchesApp: Bool
-}
-
-struct RunningEvent {
-    let post: QueuedPost
-    let chain: [Int]
-    var nextIndex = 0
-    var trace: [(observer: Int, reply: HopReply)] = []
-    /// The observer whose answer is awaited, and its connection.
-    var hopObserver: Int? = nil
-    var hopClient: ConnectionID = -1
-    var hopDeadline: Instant = 0
-    var hopStartedAt: Instant = 0
-    /// Time each connection's ended hops in this event took together; a connection whose
-    /// total reached the hop timeout gets no further hop in this event.
-    var spent: [ConnectionID: UInt64] = [:]
 }
 
 /// A FIFO with amortized O(1) pops and no per-element shifting.

@@ -29,9 +29,9 @@ public enum JSONValue: Sendable, Hashable {
 
     /// The compact UTF-8 encoding, object keys sorted so the output is deterministic.
     public var encoded: [UInt8] {
-        var out: [UInt8] = []
+        var out = FrameBuilder(capacity: 64, lengthPrefix: false)
         JSONWriter.append(self, to: &out)
-        return out
+        return out.finish()
     }
 
     /// The compact encoding as text.

@@ -1,107 +1,46 @@
-// Appends compact JSON to byte buffers. Strings are escaped per RFC 8259; nothing else is
-// transformed, so raw user data appended with `appendRaw` reaches the peer byte for byte.
+// Writes compact JSON into one buffer: `FrameBuilder` (one string escaper, one integer
+// writer) and the `JSONValue` tree writer on top of it. Strings are escaped per RFC 8259;
+// raw user data is copied byte for byte, never re-encoded.
 
-/// Low-level JSON output into `[UInt8]`.
+/// JSON output of a `JSONValue` tree (clients, tests, the CLI). The broker's frames are
+/// written by `OutboundFrame` through `FrameBuilder` directly, never through a tree.
 public enum JSONWriter {
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// Appends `value`, object keys sorted.
-    public static func append(_ value: JSONValue, to out: inout [UInt8]) {
+    public static func append(_ value: JSONValue, to out: inout FrameBuilder) {
         switch value {
-        case .null: appendLiteral("null", to: &out)
-        case .bool(let b): appendLiteral(b ? "true" : "false", to: &out)
-        case .integer(let i): appendInt(i, to: &out)
+        case .null: out.literal("null")
+        case .bool(let b): out.literal(b ? "true" : "false")
+        case .integer(let i): out.int(i)
         case .double(let d): appendDouble(d, to: &out)
-        case .string(let s): appendString(s, to: &out)
+        case .string(let s): out.string(s)
         case .array(let elements):
-            out.append(UInt8(ascii: "["))
+            out.byte(UInt8(ascii: "["))
             for (i, e) in elements.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
+                if i > 0 { out.byte(UInt8(ascii: ",")) }
                 append(e, to: &out)
             }
-            out.append(UInt8(ascii: "]"))
+            out.byte(UInt8(ascii: "]"))
         case .object(let members):
-            out.append(UInt8(ascii: "{"))
+            out.byte(UInt8(ascii: "{"))
             for (i, key) in members.keys.sorted().enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                appendString(key, to: &out)
-                out.append(UInt8(ascii: ":"))
+                if i > 0 { out.byte(UInt8(ascii: ",")) }
+                out.string(key)
+                out.byte(UInt8(ascii: ":"))
                 append(members[key]!, to: &out)
             }
-            out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    @inline(__always)
-    public static func appendLiteral(_ text: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
-    public static func appendInt(_ value: Int64, to out: inout [UInt8]) {
-        if value < 0 {
-            out.append(UInt8(ascii: "-"))
-            appendUInt(value.magnitude, to: &out)
-        } else {
-            appendUInt(UInt64(value), to: &out)
-        }
-    }
-
-    public static func appendUInt(_ value: UInt64, to out: inout [UInt8]) {
-        if value < 10 {
-            out.append(UInt8(truncatingIfNeeded: value) &+ 0x30)
-            return
-        }
-        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes of scratch
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            var v = value
-            var i = scratch.count
-            while v > 0 {
-                i -= 1
-                scratch[i] = UInt8(truncatingIfNeeded: v % 10) &+ 0x30
-                v /= 10
-            }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[i...]))
+            out.byte(UInt8(ascii: "}"))
         }
     }
 
     /// Non-finite numbers have no JSON form and are written as null.
-    public static func appendDouble(_ value: Double, to out: inout [UInt8]) {
-        guard value.isFinite else {
-            appendLiteral("null", to: &out)
-            return
-        }
-        out.append(contentsOf: Array(value.description.utf8))
-    }
-
-    public static func appendString(_ value: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var value = value
-        value.withUTF8 { utf8 in
-            var runStart = 0
-            for i in 0..<utf8.count {
-                let b = utf8[i]
-                guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<i]))
-                runStart = i + 1
-                out.append(UInt8(ascii: "\\"))
-                switch b {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(b)
-                case 0x0A: out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "t"))
-                case 0x08: out.append(UInt8(ascii: "b"))
-                case 0x0C: out.append(UInt8(ascii: "f"))
-                default:
-                    out.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]])
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
-        }
-        out.append(UInt8(ascii: "\""))
+    static func appendDouble(_ value: Double, to out: inout FrameBuilder) {
+        guard value.isFinite else { return out.literal("null") }
+        out.rawText(value.description)
     }
 }
 
-/// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it.
+/// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it (or,
+/// with `lengthPrefix: false`, just the JSON text).
 /// It writes into memory of its own through a pointer (each append is a bounds check and
 /// a copy, not a trip through Array's generic append), and `finish` hands the bytes over
 /// as one exactly sized array. Noncopyable, so its memory has exactly one owner.
@@ -109,19 +48,21 @@ public struct FrameBuilder: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var count: Int
+    private let prefixed: Bool
 
-    public init(capacity: Int = 128) {
+    public init(capacity: Int = 128, lengthPrefix: Bool = true) {
         let size = Swift.max(capacity, 32)
         base = .allocate(capacity: size)
         self.capacity = size
-        count = Limits.headerBytes
+        prefixed = lengthPrefix
+        count = lengthPrefix ? Limits.headerBytes : 0
     }
 
     deinit {
         base.deallocate()
     }
 
-    /// Bytes written so far, the length prefix included.
+    /// Bytes written so far, the length prefix (if any) included.
     public var byteCount: Int { count }
 
     @inline(__always)
@@ -239,7 +180,7 @@ public struct FrameBuilder: ~Copyable {
     }
 
     public mutating func value(_ value: JSONValue) {
-        raw(value.encoded)
+        JSONWriter.append(value, to: &self)
     }
 
     /// A string, or `null` for nil.
@@ -252,13 +193,15 @@ public struct FrameBuilder: ~Copyable {
         if let value { raw(value) } else { literal("null") }
     }
 
-    /// Patches the length prefix and returns the frame.
+    /// Patches the length prefix (if any) and returns the bytes.
     public consuming func finish() -> [UInt8] {
-        let n = UInt32(count - Limits.headerBytes)
-        base[0] = UInt8(truncatingIfNeeded: n >> 24)
-        base[1] = UInt8(truncatingIfNeeded: n >> 16)
-        base[2] = UInt8(truncatingIfNeeded: n >> 8)
-        base[3] = UInt8(truncatingIfNeeded: n)
+        if prefixed {
+            let n = UInt32(count - Limits.headerBytes)
+            base[0] = UInt8(truncatingIfNeeded: n >> 24)
+            base[1] = UInt8(truncatingIfNeeded: n >> 16)
+            base[2] = UInt8(truncatingIfNeeded: n >> 8)
+            base[3] = UInt8(truncatingIfNeeded: n)
+        }
         let total = count
         let source = base
         return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in

@@ -1,4 +1,5 @@
-// Every wire name of protocol v1 — ops, error codes, limits — written once, here.
+// Every wire name of protocol v1 — ops, error codes, limits — written once, here (the
+// field names of frames live in their decoder and in the one encoder, OutboundFrame).
 // Other modules refer to these; nothing derives a wire name from a Swift identifier.
 
 /// The protocol version this implementation speaks.
@@ -32,7 +33,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// or route held by a live registration, which it leaves alone (PROTOCOL.md §13).
     case superseded = "superseded"
 
-    /// Whether the broker closes the connection after sending this error (§3).
+    /// Whether the broker closes the connection after sending this error (§3). The one
+    /// place this is decided: the core closes after exactly these codes.
     public var closesConnection: Bool {
         switch self {
         case .helloRequired, .unsupportedProtocol, .frameTooLarge, .forbidden, .tooManyClients, .overloaded: return true
@@ -127,14 +129,6 @@ extension FrameBuilder {
 extension ErrorCode {
     /// An error reply (`rid` given) or error frame (`rid` nil), length-prefixed.
     public func frame(_ rid: RequestID?, message: String) -> [UInt8] {
-        var f = FrameBuilder(capacity: 64 + message.utf8.count)
-        f.literal("{\"op\":\"reply\",\"id\":")
-        f.requestID(rid)
-        f.literal(",\"error\":{\"code\":")
-        f.string(rawValue)
-        f.literal(",\"message\":")
-        f.string(message)
-        f.literal("}}")
-        return f.finish()
+        OutboundFrame.error(rid, self, message: message).encoded()
     }
 }

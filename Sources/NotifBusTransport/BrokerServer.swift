@@ -102,7 +102,10 @@ public final class BrokerServer {
     var bufferedBytes = 0
     /// Connections cut off because `bufferedBytes` passed `--max-buffered-bytes`.
     var cutOffCount = 0
+    /// The core's inputs append their actions here; `settle` carries them out.
     var actionBuffer: [BrokerAction] = []
+    /// The actions `settle` is carrying out, swapped out of `actionBuffer`.
+    var applyingActions: [BrokerAction] = []
     /// Connections the transport ended on its own account while the core still counted them
     /// as clients (they were open): told to the core by `reportLost`, in this order.
     var lost: [ConnectionID] = []
@@ -263,7 +266,7 @@ public final class BrokerServer {
         if !core.admits(uid: credentials.uid) {
             log("notifbus: c\(id): refused pid \(credentials.pid) uid \(credentials.uid) (forbidden; --allow-uid \(credentials.uid) admits it)", kind: "refused")
         }
-        core.connect(id, credentials: credentials, now: now)
+        core.connect(id, credentials: credentials, now: now, into: &actionBuffer)
     }
 
     /// Out of descriptors: stop accepting for a moment instead of spinning on the listener.
@@ -316,14 +319,14 @@ public final class BrokerServer {
             case .needMore:
                 return offset
             case .frame(let bodyStart, let length):
-                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now)
+                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now, into: &actionBuffer)
                 offset = bodyStart + length
                 if !core.wantsInput(from: connection.id) {
                     pauseInput(connection)
                     return offset
                 }
             case .tooLarge(let length):
-                core.receiveOversizedFrame(from: connection.id, length: length, now: now)
+                core.receiveOversizedFrame(from: connection.id, length: length, now: now, into: &actionBuffer)
                 return bytes.count
             }
         }
@@ -382,7 +385,7 @@ public final class BrokerServer {
 
     func timerFired() {
         armedDeadline = nil
-        core.tick(now: monotonicNow())
+        core.tick(now: monotonicNow(), into: &actionBuffer)
         settle()
     }
 
@@ -409,7 +412,7 @@ public final class BrokerServer {
             account(connection)
         }
         pausedConnections.removeAll()
-        core.shutdown(now: monotonicNow())
+        core.shutdown(now: monotonicNow(), into: &actionBuffer)
         settle()
     }
 
@@ -427,9 +430,10 @@ public final class BrokerServer {
     /// `flushPending`.
     func settle() {
         while true {
-            core.takeActions(swappingWith: &actionBuffer)
-            if !actionBuffer.isEmpty {
-                for action in actionBuffer { apply(action) }
+            swap(&actionBuffer, &applyingActions)
+            if !applyingActions.isEmpty {
+                for action in applyingActions { apply(action) }
+                applyingActions.removeAll(keepingCapacity: true)
                 continue
             }
             if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolders() }
@@ -447,7 +451,7 @@ public final class BrokerServer {
         let ids = lost
         lost.removeAll(keepingCapacity: true)
         let now = monotonicNow()
-        for id in ids { core.disconnected(id, now: now) }
+        for id in ids { core.disconnected(id, now: now, into: &actionBuffer) }
     }
 
     /// The transport ends `connection` on its own account: at once, or after flushing what
@@ -547,7 +551,7 @@ public final class BrokerServer {
         let batch = unreported
         unreported.removeAll(keepingCapacity: true)
         let now = monotonicNow()
-        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now) }
+        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now, into: &actionBuffer) }
         return true
     }
 

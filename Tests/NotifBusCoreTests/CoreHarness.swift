@@ -23,6 +23,7 @@ struct CoreHarness {
     /// Writes not yet reported; unless `holdWrites`, each is reported written at once.
     var inFlight: [WriteID] = []
     var holdWrites = false
+    /// The list the broker's inputs append their actions to; `collect` empties it.
     private var buffer: [BrokerAction] = []
 
     /// A broker that keeps its state "on disk" (`persistsState`): the harness plays the
@@ -41,7 +42,7 @@ struct CoreHarness {
     mutating func connect(uid: UInt32 = 1000, greet: Bool = true, name: String? = nil) -> ConnectionID {
         let id = nextConnection
         nextConnection += 1
-        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now)
+        broker.connect(id, credentials: PeerCredentials(pid: Int32(100 + id), uid: uid, gid: uid), now: now, into: &buffer)
         collect()
         if greet {
             let nameField = name.map { ",\"name\":\"\($0)\"" } ?? ""
@@ -53,32 +54,47 @@ struct CoreHarness {
     }
 
     mutating func send(_ c: ConnectionID, _ text: String) {
-        let bytes = Array(text.utf8)
-        bytes.withUnsafeBytes { broker.receive($0, from: c, now: now) }
+        receive(Array(text.utf8), from: c)
+    }
+
+    /// Feeds a frame body as it is (not necessarily JSON) from `c`.
+    mutating func receive(_ body: [UInt8], from c: ConnectionID) {
+        body.withUnsafeBytes { broker.receive($0, from: c, now: now, into: &buffer) }
+        collect()
+    }
+
+    /// `c`'s length prefix was out of range.
+    mutating func receiveOversizedFrame(from c: ConnectionID, length: UInt32) {
+        broker.receiveOversizedFrame(from: c, length: length, now: now, into: &buffer)
         collect()
     }
 
     mutating func disconnect(_ c: ConnectionID) {
-        broker.disconnected(c, now: now)
+        broker.disconnected(c, now: now, into: &buffer)
+        collect()
+    }
+
+    mutating func shutdown() {
+        broker.shutdown(now: now, into: &buffer)
         collect()
     }
 
     mutating func advance(ms: Int64) {
         now += UInt64(ms) * 1_000_000
-        broker.tick(now: now)
+        broker.tick(now: now, into: &buffer)
         collect()
     }
 
     /// Reports the oldest write in flight as written or failed.
     mutating func finishWrite(written: Bool = true) {
         precondition(!inFlight.isEmpty, "no write in flight")
-        broker.persisted(inFlight.removeFirst(), written: written, now: now)
+        broker.persisted(inFlight.removeFirst(), written: written, now: now, into: &buffer)
         collect()
     }
 
     mutating func collect() {
-        broker.takeActions(swappingWith: &buffer)
         let actions = buffer
+        buffer.removeAll(keepingCapacity: true)
         for action in actions {
             switch action {
             case .send(let c, let frame):

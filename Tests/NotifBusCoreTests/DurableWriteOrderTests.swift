@@ -153,7 +153,7 @@ import Testing
         h.send(c, #"{"op":"put","id":2,"slot":"s","value":2}"#)
         h.send(c, #"{"op":"ping","id":3}"#)
         h.send(other, #"{"op":"peek","id":4,"slot":"s"}"#)
-        h.broker.shutdown(now: h.now)
+        h.shutdown()
         h.collect()
         #expect(errorCode(h.take(other).frame) == "shutting_down")
         #expect(h.nothingSent(to: c))

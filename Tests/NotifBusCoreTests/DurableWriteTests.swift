@@ -164,7 +164,7 @@ import Testing
         let c = h.connect()
         h.send(c, #"{"op":"put","id":1,"slot":"s","value":1}"#)
         h.send(c, #"{"op":"peek","id":2,"slot":"s"}"#)
-        h.broker.shutdown(now: h.now)
+        h.shutdown()
         h.collect()
         #expect(h.sent.isEmpty)
         #expect(h.closed.isEmpty)

@@ -142,7 +142,7 @@ import Testing
             #expect(errorCode(r) == "bad_json" && r["id"] == .null, "\(text)")
         }
         let invalidUTF8: [UInt8] = [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]
-        invalidUTF8.withUnsafeBytes { h.broker.receive($0, from: c, now: h.now) }
+        h.receive(invalidUTF8, from: c)
         h.collect()
         #expect(errorCode(h.take(c).frame) == "bad_json")
         #expect(h.request(c, #"{"op":"ping","id":1}"#)["result"] == [:])
@@ -153,7 +153,7 @@ import Testing
         var h = CoreHarness()
         let c = h.connect()
         let o = h.subscribe(c, ["e"])
-        h.broker.receiveOversizedFrame(from: c, length: 0, now: h.now)
+        h.receiveOversizedFrame(from: c, length: 0)
         h.collect()
         #expect(errorCode(h.take(c).frame) == "frame_too_large")
         #expect(h.closed == [c])
@@ -335,7 +335,7 @@ import Testing
         h.send(taker, #"{"op":"take","id":4,"slot":"s","wait":10000}"#)
         _ = h.takeAll(o)
         _ = h.takeAll(handler)
-        h.broker.shutdown(now: h.now)
+        h.shutdown()
         h.collect()
         let replies = h.takeAll(p)
         #expect(replies.map { $0["id"] } == [1, 2, 3])

@@ -1,0 +1,85 @@
+// The connections the broker knows: each one's record (greeting, what it holds, its share
+// of the queue, its held-back requests), the greeting deadlines, and the monitors. It keeps
+// records only; refusing and closing are the broker's part.
+import NotifBusProtocol
+
+/// One connection's state. A class, so that the per-frame updates (calls in flight,
+/// observers held) change it in place instead of copying it out of the dictionary and back;
+/// the broker that holds these is owned by one transport and never copied.
+final class ClientRecord {
+    let id: ConnectionID
+    let credentials: PeerCredentials
+    var greeted = false
+    var name: String? = nil
+    var observers: [Int] = []
+    var handlers: [Int] = []
+    var monitoring = false
+    /// Set when one of its hops timed out, cleared by the next frame it sends: meanwhile its
+    /// observers get no event and are traced `skipped` (decision 30).
+    var unresponsive = false
+    /// Its posts waiting in the queue (not the running one), and their payload bytes.
+    var queuedPosts = 0
+    var queuedBytes = 0
+    /// Calls delivered to this connection and not yet returned.
+    var callsReceived: Set<Int64> = []
+    var callsInvoked = 0
+    var takes: Set<Int> = []
+    /// Durable writes this connection asked for whose outcome is not known yet.
+    var writesInFlight = 0
+    /// Requests held back, in arrival order, until the writes they depend on are done; each
+    /// with its place in the broker-wide order of arrival.
+    var waiting = FIFO<(input: WaitingInput, arrival: Int)>()
+
+    init(id: ConnectionID, credentials: PeerCredentials) {
+        self.id = id
+        self.credentials = credentials
+    }
+}
+
+/// Connections by id, greeting deadlines in accept order, and monitors.
+struct ClientSessions {
+    private(set) var records: [ConnectionID: ClientRecord] = [:]
+    /// Greeting deadlines in accept order (one timeout for all keeps them sorted).
+    private var helloDeadlines = FIFO<(deadline: Instant, connection: ConnectionID)>()
+    /// Connections that asked to `monitor`, in that order.
+    private(set) var monitors: [ConnectionID] = []
+
+    subscript(c: ConnectionID) -> ClientRecord? { records[c] }
+
+    var count: Int { records.count }
+    var isEmpty: Bool { records.isEmpty }
+
+    /// Registers an accepted connection that must greet by `helloDeadline`.
+    mutating func add(_ c: ConnectionID, credentials: PeerCredentials, helloDeadline: Instant) {
+        records[c] = ClientRecord(id: c, credentials: credentials)
+        helloDeadlines.append((helloDeadline, c))
+    }
+
+    /// Forgets a connection (and its monitoring); its record is returned for cleaning up.
+    mutating func remove(_ c: ConnectionID) -> ClientRecord? {
+        guard let record = records.removeValue(forKey: c) else { return nil }
+        if record.monitoring { monitors.removeAll { $0 == c } }
+        return record
+    }
+
+    /// `c` mirrors every frame from now on.
+    mutating func startMonitoring(_ c: ConnectionID) {
+        guard let record = records[c], !record.monitoring else { return }
+        record.monitoring = true
+        monitors.append(c)
+    }
+
+    /// A connection whose greeting time ended at or before `now` without `hello`; its
+    /// deadline is popped.
+    mutating func popUngreeted(now: Instant) -> ConnectionID? {
+        while let front = helloDeadlines.first, front.deadline <= now {
+            _ = helloDeadlines.popFirst()
+            if let record = records[front.connection], !record.greeted { return front.connection }
+        }
+        return nil
+    }
+
+    var nextHelloDeadline: Instant? { helloDeadlines.first?.deadline }
+
+    mutating func dropHelloDeadlines() { helloDeadlines.removeAll() }
+}

@@ -1,0 +1,157 @@
+// The single broker-wide queue of posts and the one event running down its chain. It
+// keeps the running event's state and trace; which observer gets the next hop, and the
+// frames, are decided by the broker (Broker+Chain.swift). The chain's state:
+//
+//                             nextInChain, skip
+//                                 ┌─────┐
+//         begin(post, chain)      ▼     │      awaitHop(hop)
+//   idle ─────────────────────▶ between ┴─────────────────────▶ awaiting
+//    ▲  ▲                         │  ▲                             │  │
+//    │  └────── finish() ─────────┘  └────── endHop(reply) ────────┘  │
+//    └──────────────────────── finish() (shutdown) ───────────────────┘
+//
+// `between`: the event runs and no answer is awaited; the broker walks the chain
+// (`nextInChain`, `skip`) to the next live observer, or finishes the event as unhandled.
+// `awaiting`: one observer's answer is awaited until its hop deadline; `endHop` records
+// how the hop ended and goes back to `between`.
+import NotifBusProtocol
+
+struct QueuedPost {
+    let event: Int64
+    let poster: ConnectionID
+    let requestID: RequestID
+    let name: String
+    let payload: RawJSON?
+    let isWillPresent: Bool
+    /// Decided when posted, against the categories in force then.
+    let launchesApp: Bool
+}
+
+/// An event walking its chain. A class, so that `ChainState` carries one reference: the
+/// trace and the time spent grow in place on every hop instead of being moved in and out
+/// of the state with each transition.
+final class RunningEvent {
+    let post: QueuedPost
+    /// The observers of its name when it started, in chain order.
+    let chain: [Int]
+    var nextIndex = 0
+    var trace: [TraceHop] = []
+    /// Time each connection's ended hops in this event took together; a connection whose
+    /// total reached the hop timeout gets no further hop in this event.
+    var spent: [ConnectionID: UInt64] = [:]
+
+    init(post: QueuedPost, chain: [Int]) {
+        self.post = post
+        self.chain = chain
+    }
+}
+
+/// The hop whose answer is awaited.
+struct AwaitedHop: Equatable {
+    let observer: Int
+    let client: ConnectionID
+    let deadline: Instant
+    let startedAt: Instant
+}
+
+enum ChainState {
+    case idle
+    case between(RunningEvent)
+    case awaiting(RunningEvent, AwaitedHop)
+}
+
+/// Waiting posts in arrival order, and the running event.
+struct EventQueue {
+    private var waiting = FIFO<QueuedPost>()
+    /// Payload bytes of the waiting posts.
+    private(set) var waitingBytes = 0
+    private var nextEventID: Int64 = 1
+    private(set) var state = ChainState.idle
+
+    /// Posts waiting (not the running one).
+    var count: Int { waiting.count }
+
+    var isRunning: Bool {
+        if case .idle = state { return false }
+        return true
+    }
+
+    /// The running event, if any.
+    var running: RunningEvent? {
+        switch state {
+        case .idle: nil
+        case .between(let event), .awaiting(let event, _): event
+        }
+    }
+
+    /// The hop whose answer is awaited, if any.
+    var awaited: AwaitedHop? {
+        if case .awaiting(_, let hop) = state { return hop }
+        return nil
+    }
+
+    /// Queues a post and returns its event id.
+    mutating func enqueue(poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+                          isWillPresent: Bool, launchesApp: Bool) -> Int64 {
+        let event = nextEventID
+        nextEventID += 1
+        waitingBytes += payload?.count ?? 0
+        waiting.append(QueuedPost(event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                                  isWillPresent: isWillPresent, launchesApp: launchesApp))
+        return event
+    }
+
+    /// The oldest waiting post, off the queue.
+    mutating func dequeue() -> QueuedPost? {
+        guard let post = waiting.popFirst() else { return nil }
+        waitingBytes -= post.payload?.count ?? 0
+        return post
+    }
+
+    /// idle → between: `post` starts down `chain`.
+    mutating func begin(_ post: QueuedPost, chain: [Int]) {
+        guard case .idle = state else { preconditionFailure("an event started while another runs") }
+        state = .between(RunningEvent(post: post, chain: chain))
+    }
+
+    /// The next observer of the chain, moving past it; nil at the chain's end or when no
+    /// event is between hops.
+    mutating func nextInChain() -> Int? {
+        guard case .between(let event) = state, event.nextIndex < event.chain.count else { return nil }
+        event.nextIndex += 1
+        return event.chain[event.nextIndex - 1]
+    }
+
+    /// Time `client`'s hops in the running event took so far.
+    func spent(by client: ConnectionID) -> UInt64 { running?.spent[client] ?? 0 }
+
+    /// Traces `observer` as `skipped` (between hops only).
+    mutating func skip(_ observer: Int) {
+        guard case .between(let event) = state else { return }
+        event.trace.append(TraceHop(observer: observer, reply: .skipped))
+    }
+
+    /// between → awaiting: the event was sent to `hop.observer`. Returns the post.
+    mutating func awaitHop(_ hop: AwaitedHop) -> QueuedPost {
+        guard case .between(let event) = state else { preconditionFailure("a hop started with no event between hops") }
+        state = .awaiting(event, hop)
+        return event.post
+    }
+
+    /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
+    /// charged to its connection. False when no answer was awaited.
+    mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
+        guard case .awaiting(let event, let hop) = state else { return false }
+        event.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        event.spent[hop.client, default: 0] += now >= hop.startedAt ? now - hop.startedAt : 0
+        state = .between(event)
+        return true
+    }
+
+    /// between or awaiting → idle: the running event ends and is returned.
+    mutating func finish() -> RunningEvent? {
+        let event = running
+        state = .idle
+        return event
+    }
+}

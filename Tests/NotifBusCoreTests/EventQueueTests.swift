@@ -1,0 +1,75 @@
+// EventQueue on its own, with a fake clock: posts in order with their bytes, and the
+// chain state (idle, between, awaiting) moving as its file draws it.
+@testable import NotifBusCore
+import NotifBusProtocol
+import Testing
+
+struct EventQueueTests {
+    static func enqueue(_ q: inout EventQueue, _ name: String, payload: String? = nil) -> Int64 {
+        q.enqueue(poster: 9, requestID: .integer(1), name: name, payload: payload.map { Array($0.utf8) },
+                  isWillPresent: false, launchesApp: false)
+    }
+
+    @Test func postsWaitInOrderAndCountTheirBytes() {
+        var q = EventQueue()
+        #expect(EventQueueTests.enqueue(&q, "a", payload: "[1]") == 1)
+        #expect(EventQueueTests.enqueue(&q, "b") == 2)
+        #expect(q.count == 2 && q.waitingBytes == 3)
+        #expect(q.dequeue()?.name == "a")
+        #expect(q.waitingBytes == 0)
+        #expect(q.dequeue()?.name == "b")
+        #expect(q.dequeue() == nil)
+    }
+
+    /// idle → between → awaiting → between → idle, with the trace and the time spent.
+    @Test func theChainStateMovesAsDrawn() {
+        var q = EventQueue()
+        #expect(!q.isRunning && q.running == nil && q.awaited == nil)
+        _ = EventQueueTests.enqueue(&q, "e")
+        q.begin(q.dequeue()!, chain: [4, 5, 6])
+        guard case .between = q.state else {
+            Issue.record("not between after begin")
+            return
+        }
+        #expect(q.isRunning && q.awaited == nil)
+        #expect(q.nextInChain() == 4)
+        q.skip(4)
+        #expect(q.nextInChain() == 5)
+        let hop = AwaitedHop(observer: 5, client: 2, deadline: 1_500, startedAt: 1_000)
+        #expect(q.awaitHop(hop).name == "e")
+        #expect(q.awaited == hop)
+        #expect(q.nextInChain() == nil, "no walking while an answer is awaited")
+        let ended1 = q.endHop(.next, now: 1_200)
+        let ended2 = q.endHop(.next, now: 1_300)
+        #expect(ended1)
+        #expect(!ended2, "a second end of the same hop")
+        #expect(q.spent(by: 2) == 200 && q.spent(by: 3) == 0)
+        #expect(q.nextInChain() == 6)
+        #expect(q.nextInChain() == nil)
+        let ended = q.finish()
+        #expect(ended?.trace == [TraceHop(observer: 4, reply: .skipped), TraceHop(observer: 5, reply: .next)])
+        #expect(!q.isRunning && q.finish() == nil)
+    }
+
+    /// Shutdown ends an event whose answer is awaited.
+    @Test func finishEndsAnAwaitedEvent() {
+        var q = EventQueue()
+        _ = EventQueueTests.enqueue(&q, "e")
+        q.begin(q.dequeue()!, chain: [1])
+        _ = q.nextInChain()
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0))
+        #expect(q.finish()?.post.name == "e")
+        #expect(q.awaited == nil && !q.isRunning)
+    }
+
+    /// A clock that went backwards charges nothing.
+    @Test func aHopCannotTakeNegativeTime() {
+        var q = EventQueue()
+        _ = EventQueueTests.enqueue(&q, "e")
+        q.begin(q.dequeue()!, chain: [1])
+        _ = q.nextInChain()
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500))
+        _ = q.endHop(.timeout, now: 400)
+        #expect(q.spent(by: 7) == 0)
+    }
+}
