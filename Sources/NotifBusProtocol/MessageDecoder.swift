@@ -34,19 +34,19 @@ public enum MessageDecoder {
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
         withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
             var scanner = JSONScanner(body)
-            var fields = FrameFields(slots: slots.baseAddress.unsafelyUnwrapped)
-            fields.prepare(for: scanner)
+            var fields = FrameFields(slots: slots.baseAddress.unsafelyUnwrapped, scanning: scanner)
             do throws(JSONError) {
                 try scanner.scanTopLevelObject(into: &fields)
             } catch {
                 return .badJSON(error.description)
             }
-            return decode(FieldView(scanner: scanner, fields: fields))
+            var view = FieldView(fields: fields)
+            return decode(&view)
         }
     }
 
-    static func decode(_ view: FieldView) -> DecodeResult {
-        var view = view
+    /// Classifies a scanned frame; `view` is borrowed, not copied (it is a few hundred bytes).
+    static func decode(_ view: inout FieldView) -> DecodeResult {
         let scanner = view.scanner
         // `op` as the frame wrote it: nil when absent or not a string; its name when known.
         var opText: String? = nil
@@ -479,36 +479,23 @@ struct FrameFields: JSONMemberSink {
 
     /// Indexed by `FieldName.rawValue`; a slot is initialised when its bit is in `present`.
     let slots: UnsafeMutablePointer<Slot>
+    /// The scanner of the frame, for the keys that hold escapes.
+    let scanner: JSONScanner
     var present: UInt32 = 0
     var members = 0
     var firstUnknown: Slot? = nil
     var firstDuplicate: Slot? = nil
-    /// Set once the scan is over, so that keys can be read.
-    var scanner: JSONScanner? = nil
-    private var keyReader: KeyReader? = nil
 
-    init(slots: UnsafeMutablePointer<Slot>) {
+    init(slots: UnsafeMutablePointer<Slot>, scanning scanner: JSONScanner) {
         self.slots = slots
+        self.scanner = scanner
     }
 
-    /// How a sink reads keys during the scan: the scanner's buffer, known before the scan.
-    struct KeyReader {
-        let base: UnsafePointer<UInt8>
-        let limit: UnsafePointer<UInt8>
-    }
-
+    @inline(__always)
     mutating func member(_ field: JSONField) {
         let ordinal = members
         members &+= 1
-        let packed: PackedName
-        if field.keyEscaped {
-            guard let scanner else { preconditionFailure("FrameFields needs its scanner for escaped keys") }
-            packed = PackedName(scanner.key(of: field))
-        } else {
-            guard let keyReader else { preconditionFailure("FrameFields needs its buffer") }
-            packed = PackedName(keyReader.base + field.keyStart, field.keyEnd - field.keyStart, limit: keyReader.limit)
-        }
-        guard let name = FieldName(packed) else {
+        guard let name = FieldName(scanner.packedKey(field)) else {
             if firstUnknown == nil { firstUnknown = Slot(field: field, ordinal: ordinal) }
             return
         }
@@ -521,12 +508,6 @@ struct FrameFields: JSONMemberSink {
         (slots + name.rawValue).initialize(to: Slot(field: field, ordinal: ordinal))
     }
 
-    /// Prepares the sink to scan `scanner`'s buffer.
-    mutating func prepare(for scanner: JSONScanner) {
-        self.scanner = scanner
-        keyReader = KeyReader(base: scanner.base, limit: scanner.base + scanner.count)
-    }
-
     func field(_ name: FieldName) -> JSONField? {
         guard present & (1 << UInt32(name.rawValue)) != 0 else { return nil }
         return slots[name.rawValue].field
@@ -535,14 +516,14 @@ struct FrameFields: JSONMemberSink {
 
 /// The top-level fields of one frame with typed, rule-checking accessors.
 struct FieldView {
-    let scanner: JSONScanner
     let fields: FrameFields
     var id: RequestID? = nil
 
-    init(scanner: JSONScanner, fields: FrameFields) {
-        self.scanner = scanner
+    init(fields: FrameFields) {
         self.fields = fields
     }
+
+    var scanner: JSONScanner { fields.scanner }
 
     @inline(__always)
     func field(_ name: FieldName) -> JSONField? {
