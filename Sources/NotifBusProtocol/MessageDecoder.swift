@@ -170,7 +170,9 @@ public enum MessageDecoder {
             let name = try v.requiredName(.name)
             let payloadField = v.optional(.payload)
             var profile: ProfilePayload? = nil
-            if let kind = ProfileEvent(rawValue: name) {
+            // The profile's names are 10 to 12 bytes: most posts are told apart by length
+            // alone, without a string switch.
+            if (10...12).contains(name.utf8.count), let kind = ProfileEvent(rawValue: name) {
                 do {
                     profile = try ProfilePayload.check(kind, payloadField, v.scanner)
                 } catch {
