@@ -473,10 +473,15 @@ extension JSONScanner {
 /// known name (in caller-provided storage, so a frame allocates nothing), and the first
 /// member that is unknown or repeats a known name, each with its place in the frame.
 struct FrameFields: JSONMemberSink {
+    /// Where a known name's first value lies. Small (32 bytes), so that the table of all
+    /// known names fits the stack without a heap fallback. A known name's key needs no
+    /// offsets: its text is the name's.
     struct Slot {
-        var field: JSONField
+        var start: Int
+        var end: Int
         /// Which member of the frame it is (0 for the first).
         var ordinal: Int
+        var kind: JSONKind
     }
 
     /// Indexed by `FieldName.rawValue`; a slot is initialised when its bit is in `present`.
@@ -485,8 +490,10 @@ struct FrameFields: JSONMemberSink {
     let scanner: JSONScanner
     var present: UInt32 = 0
     var members = 0
-    var firstUnknown: Slot? = nil
-    var firstDuplicate: Slot? = nil
+    /// The first member whose name is not known, and its place.
+    var firstUnknown: (field: JSONField, ordinal: Int)? = nil
+    /// The first repeat of a known name, and its place.
+    var firstDuplicate: (name: FieldName, ordinal: Int)? = nil
 
     init(slots: UnsafeMutablePointer<Slot>, scanning scanner: JSONScanner) {
         self.slots = slots
@@ -498,21 +505,22 @@ struct FrameFields: JSONMemberSink {
         let ordinal = members
         members &+= 1
         guard let name = FieldName(scanner.packedKey(field)) else {
-            if firstUnknown == nil { firstUnknown = Slot(field: field, ordinal: ordinal) }
+            if firstUnknown == nil { firstUnknown = (field, ordinal) }
             return
         }
         let bit: UInt32 = 1 << UInt32(name.rawValue)
         if present & bit != 0 {
-            if firstDuplicate == nil { firstDuplicate = Slot(field: field, ordinal: ordinal) }
+            if firstDuplicate == nil { firstDuplicate = (name, ordinal) }
             return
         }
         present |= bit
-        (slots + name.rawValue).initialize(to: Slot(field: field, ordinal: ordinal))
+        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind))
     }
 
     func field(_ name: FieldName) -> JSONField? {
         guard present & (1 << UInt32(name.rawValue)) != 0 else { return nil }
-        return slots[name.rawValue].field
+        let slot = slots[name.rawValue]
+        return JSONField(start: slot.start, end: slot.end, kind: slot.kind)
     }
 }
 
@@ -567,24 +575,23 @@ struct FieldView {
         // The first offender is the earliest of: the first unknown name, the first
         // occurrence of a known name the op does not take, the first repeat of a known name
         // (a repeat of a name the op does not take comes after that name's first occurrence).
-        var offender: Slot? = fields.firstUnknown
-        var isDuplicate = false
+        var offender = fields.firstUnknown?.ordinal ?? Int.max
+        var message = fields.firstUnknown.map { "unknown field '\(scanner.key(of: $0.field))'" }
         var notAllowed = fields.present & ~allowed
         while notAllowed != 0 {
-            let slot = fields.slots[notAllowed.trailingZeroBitCount]
-            if offender == nil || slot.ordinal < offender!.ordinal { offender = slot }
+            let index = notAllowed.trailingZeroBitCount
+            let ordinal = fields.slots[index].ordinal
+            if ordinal < offender, let name = FieldName(rawValue: index) {
+                offender = ordinal
+                message = "unknown field '\(name.text)'"
+            }
             notAllowed &= notAllowed &- 1
         }
-        if let d = fields.firstDuplicate, offender == nil || d.ordinal < offender!.ordinal {
-            offender = d
-            isDuplicate = true
+        if let d = fields.firstDuplicate, d.ordinal < offender {
+            message = "duplicate field '\(d.name.text)'"
         }
-        guard let offender else { return }
-        let key = scanner.key(of: offender.field)
-        throw bad(isDuplicate ? "duplicate field '\(key)'" : "unknown field '\(key)'")
+        if let message { throw bad(message) }
     }
-
-    typealias Slot = FrameFields.Slot
 
     func optionalString(_ name: FieldName) throws(Rejection) -> String? {
         guard let f = optional(name) else { return nil }
