@@ -21,9 +21,9 @@ public enum MessageDecoder {
         case .take: return base.union([.slot, .wait]).rawValue
         case .peek: return base.union([.slot]).rawValue
         case .setCategories: return base.union([.categories]).rawValue
-        case .next, .stop: return FieldSet([.op, .event]).rawValue
-        case .complete: return FieldSet([.op, .event, .value]).rawValue
-        case .return: return FieldSet([.op, .call, .result, .error]).rawValue
+        case .next, .stop: return ([.op, .event] as FieldSet).rawValue
+        case .complete: return ([.op, .event, .value] as FieldSet).rawValue
+        case .return: return ([.op, .call, .result, .error] as FieldSet).rawValue
         }
     }
 
@@ -317,12 +317,6 @@ struct FieldSet: OptionSet {
     let rawValue: UInt32
 
     init(rawValue: UInt32) { self.rawValue = rawValue }
-
-    init(_ names: [FieldName]) {
-        var raw: UInt32 = 0
-        for n in names { raw |= 1 << UInt32(n.rawValue) }
-        rawValue = raw
-    }
 
     static let op = FieldSet(rawValue: 1 << 0)
     static let id = FieldSet(rawValue: 1 << 1)

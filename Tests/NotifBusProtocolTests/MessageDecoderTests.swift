@@ -127,9 +127,18 @@ let decoderKeys = [
 ]
 
 func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
-    let fast = String(describing: MessageDecoder.decode(bytes))
-    let reference = String(describing: ReferenceDecoder.decode(bytes))
-    #expect(fast == reference, "\(String(decoding: bytes, as: UTF8.self))", sourceLocation: sourceLocation)
+    let fast = MessageDecoder.decode(bytes)
+    let reference = ReferenceDecoder.decode(bytes)
+    // A category set holds dictionaries, whose printed order may differ between two equal
+    // values: compare those by value, everything else by its full description.
+    if case .decoded(.request(let a, .setCategories(let x)), let h1) = fast,
+        case .decoded(.request(let b, .setCategories(let y)), let h2) = reference
+    {
+        #expect(a == b && x == y && h1 == h2, "\(String(decoding: bytes, as: UTF8.self))", sourceLocation: sourceLocation)
+        return
+    }
+    #expect(String(describing: fast) == String(describing: reference), "\(String(decoding: bytes, as: UTF8.self))",
+        sourceLocation: sourceLocation)
 }
 
 @Suite struct OnePassDecoderTests {
