@@ -298,9 +298,9 @@ public struct JSONScanner {
         }
     }
 
+    /// Reads `"key" :` at `position`, where whitespace has been skipped already.
     @inline(__always)
     private mutating func readKeyAndColon() throws(JSONError) {
-        skipWhitespace()
         guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
         try skipString()
         skipWhitespace()
