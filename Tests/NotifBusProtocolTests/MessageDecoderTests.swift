@@ -177,6 +177,39 @@ func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLoc
         }
     }
 
+    @Test func keysNearEveryKnownName() {
+        let names = [
+            "op", "id", "protocol", "name", "page", "events", "priority", "key", "resume", "observer", "payload", "channel",
+            "method", "handler", "arguments", "slot", "value", "wait", "categories", "event", "call", "result", "error",
+        ]
+        for name in names {
+            let bytes = Array(name.utf8)
+            var variants = [name + "s", "x" + name, String(name.dropLast()), name + name, name.uppercased()]
+            for i in bytes.indices {
+                var changed = bytes
+                changed[i] ^= 0x01
+                variants.append(String(decoding: changed, as: UTF8.self))
+            }
+            for key in [name] + variants {
+                for t in [decoderTemplates[1], decoderTemplates[11], decoderTemplates[18]] {
+                    // The key last (nearest the end of the buffer, where a word cannot be read
+                    // past it), first, and given twice.
+                    sameDecoding(Array(frameText(t + [(key, "1")]).utf8))
+                    sameDecoding(Array(frameText([(key, "1")] + t).utf8))
+                    sameDecoding(Array(frameText(t + [(key, "1"), (key, "2")]).utf8))
+                    sameDecoding(Array("{\"\(key)\":1}".utf8))
+                }
+            }
+        }
+        for op in ["hello", "ping", "subscribe", "unsubscribe", "post", "handle", "unhandle", "invoke", "put", "take", "peek",
+            "setCategories", "getCategories", "status", "monitor", "next", "complete", "stop", "return"] {
+            for text in [op, op + "x", String(op.dropLast()), "x" + op, op.uppercased()] {
+                sameDecoding(Array(#"{"id":1,"op":"\#(text)"}"#.utf8))
+                sameDecoding(Array(#"{"op":"\#(text)","id":1,"event":2,"call":3}"#.utf8))
+            }
+        }
+    }
+
     @Test func randomOrdersAndMixtures() {
         var random = SplitMix(state: 0xDEC0DE)
         for _ in 0..<20000 {
