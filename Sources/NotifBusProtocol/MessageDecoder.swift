@@ -87,7 +87,7 @@ public enum MessageDecoder {
 
     static func decodeAnswer(op: OpName, _ v: FieldView) throws(Rejection) -> Inbound {
         if op == .return {
-            guard let call = v.field(.call).flatMap({ v.scanner.integer(of: $0) }) else {
+            guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
                 throw v.bad("'call' must be an integer")
             }
             let errorField = v.optional(.error)
@@ -100,7 +100,7 @@ public enum MessageDecoder {
             guard let resultField else { throw v.bad("a return needs 'result' or 'error'") }
             return .callReturn(CallReturn(call: call, body: .result(v.scanner.raw(of: resultField))))
         }
-        guard let event = v.field(.event).flatMap({ v.scanner.integer(of: $0) }) else {
+        guard let event = v.field(.event).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
             throw v.bad("'event' must be an integer")
         }
         switch op {
@@ -129,7 +129,7 @@ public enum MessageDecoder {
     static func decodeRequest(op: OpName, id: RequestID, _ v: FieldView) throws(Rejection) -> Request {
         switch op {
         case .hello:
-            guard let f = v.field(.protocolVersion), let version = v.scanner.integer(of: f) else {
+            guard let f = v.field(.protocolVersion), let version = v.scanner.wholeNumber(of: f) else {
                 throw v.bad("'protocol' must be an integer")
             }
             return .hello(protocolVersion: version, name: try v.optionalName(.name))
@@ -152,7 +152,7 @@ public enum MessageDecoder {
             }
             var priority = Limits.defaultPriority
             if let f = v.optional(.priority) {
-                guard let p = v.scanner.integer(of: f), let p32 = Int32(exactly: p) else {
+                guard let p = v.scanner.wholeNumber(of: f), let p32 = Int32(exactly: p) else {
                     throw v.bad("'priority' must be an integer in [-2^31, 2^31-1]")
                 }
                 priority = p32
@@ -199,7 +199,7 @@ public enum MessageDecoder {
             let slot = try v.requiredName(.slot)
             var wait: Int64? = nil
             if let f = v.optional(.wait) {
-                guard let w = v.scanner.integer(of: f), (0...Limits.maxTakeWaitMs).contains(w) else {
+                guard let w = v.scanner.wholeNumber(of: f), (0...Limits.maxTakeWaitMs).contains(w) else {
                     throw v.bad("'wait' must be an integer from 0 to \(Limits.maxTakeWaitMs)")
                 }
                 wait = w
@@ -447,6 +447,25 @@ extension JSONScanner {
         return PackedName(base + field.keyStart, field.keyEnd - field.keyStart, limit: base + count)
     }
 
+    /// `integer(of:)` for a number field the scan has validated, in one pass when it is at
+    /// most 18 digits (which cannot overflow); longer numbers go through `integer(of:)`.
+    @inline(__always)
+    func wholeNumber(of field: JSONField) -> Int64? {
+        guard field.kind == .number else { return nil }
+        var p = field.start
+        let negative = base[p] == UInt8(ascii: "-")
+        if negative { p += 1 }
+        guard field.end - p <= 18 else { return integer(of: field) }
+        var value: Int64 = 0
+        while p < field.end {
+            let d = base[p] &- 0x30
+            guard d < 10 else { return nil }  // a fraction or an exponent
+            value = value &* 10 &+ Int64(d)
+            p += 1
+        }
+        return negative ? -value : value
+    }
+
     /// The op a string field names, or nil for any other text.
     @inline(__always)
     func opName(of field: JSONField) -> OpName? {
@@ -549,7 +568,7 @@ struct FieldView {
         guard let f = field(.id) else { return nil }
         switch f.kind {
         case .number:
-            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.integer(of: f), i < Limits.maxIntegerID else {
+            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
                 return nil
             }
             return .integer(i)
