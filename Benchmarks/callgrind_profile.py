@@ -39,7 +39,7 @@ CATEGORIES = [
     ("String creation", r"_uncheckedFromUTF8|_allASCII|_fromUTF8Repairing|String\.init\(decoding|"
                         r"_StringGuts\.init|_SmallString|validateUTF8"),
     ("JSON scanner", r"JSONScanner|parseInt64|skipValue|skipScalar|scanObjectMembers"),
-    ("field checks", r"FieldView|checkFields|requestFields|answerFields|MessageDecoder|_stringCompare|"
+    ("field checks", r"FieldView|FrameFields|PackedName|FieldName|OpName|checkFields|requestFields|answerFields|MessageDecoder|_stringCompare|"
                      r"\bmemcmp|__memcmp|==|StaticString|isValid|_findStringSwitchCase"),
     ("hashing/dictionaries", r"Hasher|_RawDictionaryStorage|_NativeDictionary|_NativeSet|Dictionary|Set<|"
                              r"hashValue|hash\(into|_rawHashValue|Set\._Variant"),

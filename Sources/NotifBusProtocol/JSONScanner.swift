@@ -1,6 +1,6 @@
-// Validates JSON over borrowed bytes and locates values without copying them. Containers
-// are skipped with an explicit stack, so nesting depth costs heap bits, never call stack.
-// It does no I/O and never retains the buffer past a call.
+// Validates JSON over borrowed bytes and locates values without copying them: strings and
+// digit runs eight bytes at a time, containers with an explicit stack (nesting costs heap
+// bits, never call stack). It does no I/O and never retains the buffer past a call.
 import Glibc
 
 /// The kind of a JSON value, known from its first byte.
@@ -28,6 +28,21 @@ public struct JSONField: Sendable {
         self.start = start
         self.end = end
         self.kind = kind
+    }
+}
+
+/// Receives the members of an object, in order, as `JSONScanner` validates them.
+protocol JSONMemberSink {
+    mutating func member(_ field: JSONField)
+}
+
+/// Collects members into an array.
+struct JSONFieldList: JSONMemberSink {
+    var fields: [JSONField] = []
+
+    mutating func member(_ field: JSONField) {
+        if fields.isEmpty { fields.reserveCapacity(8) }
+        fields.append(field)
     }
 }
 
@@ -81,19 +96,71 @@ public struct JSONScanner {
         JSONError(offset: offset ?? position, reason: reason)
     }
 
+    // MARK: Wide steps
+    //
+    // The hot loops test eight bytes at once in a UInt64 (SWAR): each test sets bit 7 of every
+    // byte that ends a run, so the first such byte is the lowest set bit. A borrow or carry
+    // between bytes starts only at a byte that is itself flagged, so bytes above the first one
+    // may be flagged wrongly, but the first one never is. Words are read only when all eight
+    // bytes lie inside the buffer; the last few bytes go through the byte loops.
+
+    static let ones: UInt64 = 0x0101_0101_0101_0101
+    static let highs: UInt64 = 0x8080_8080_8080_8080
+    /// Bit n set for each JSON whitespace byte n (space, tab, line feed, carriage return).
+    static let whitespaceBits: UInt64 = 1 << 0x20 | 1 << 0x09 | 1 << 0x0A | 1 << 0x0D
+
+    /// The eight bytes at `p`, the first in the lowest byte. `p + 8` must be at most `count`.
+    @inline(__always) func word(at p: Int) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(base + p).loadUnaligned(as: UInt64.self))
+    }
+
+    /// Bit 7 set in each byte of `w` that ends a run of plain string bytes: `"`, `\`, a
+    /// control byte (below 0x20) or a byte of a multi-byte UTF-8 sequence (0x80 and above).
+    @inline(__always) static func stringStops(_ w: UInt64) -> UInt64 {
+        let quote = w ^ 0x2222_2222_2222_2222
+        let backslash = w ^ 0x5C5C_5C5C_5C5C_5C5C
+        return ((quote &- ones) | (backslash &- ones) | (w &- 0x2020_2020_2020_2020) | w) & highs
+    }
+
+    /// Bit 7 set in each byte of `w` that is not an ASCII digit.
+    @inline(__always) static func nonDigits(_ w: UInt64) -> UInt64 {
+        ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030) | w) & highs
+    }
+
+    @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
+
+    /// The end of the run of digits that starts at `p`.
+    @inline(__always) func digitRunEnd(_ start: Int) -> Int {
+        var p = start
+        while p &+ 8 <= count {
+            let stops = JSONScanner.nonDigits(word(at: p))
+            if stops != 0 { return p &+ stops.trailingZeroBitCount &>> 3 }
+            p &+= 8
+        }
+        while p < count, isDigit(base[p]) { p &+= 1 }
+        return p
+    }
+
     @inline(__always) mutating func skipWhitespace() {
         var p = position
         while p < count {
             let b = base[p]
-            guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { break }
-            p += 1
+            guard b <= 0x20, JSONScanner.whitespaceBits &>> UInt64(b) & 1 != 0 else { break }
+            p &+= 1
         }
         position = p
     }
 
     /// Scans a whole document that must be an object and returns its members in order.
-    /// Duplicate keys are reported through `duplicateKey`.
+    /// Duplicate keys are kept: judging them is the reader's business.
     public mutating func scanTopLevelObject() throws(JSONError) -> [JSONField] {
+        var list = JSONFieldList()
+        try scanTopLevelObject(into: &list)
+        return list.fields
+    }
+
+    /// Scans a whole document that must be an object, handing each member to `sink` in order.
+    mutating func scanTopLevelObject<Sink: JSONMemberSink>(into sink: inout Sink) throws(JSONError) {
         skipWhitespace()
         guard position < count else { throw fail("empty document") }
         guard base[position] == UInt8(ascii: "{") else {
@@ -102,10 +169,9 @@ public struct JSONScanner {
             if position != count { throw fail("trailing bytes after the value") }
             throw fail("top-level value is not an object", at: 0)
         }
-        let fields = try scanObjectMembers()
+        try scanObjectMembers(into: &sink)
         skipWhitespace()
         if position != count { throw fail("trailing bytes after the value") }
-        return fields
     }
 
     /// Whether `bytes` are one JSON value of any kind and depth, by the same rules the wire's
@@ -122,15 +188,22 @@ public struct JSONScanner {
 
     /// Reads the members of the object that starts at `position`, validating every value.
     public mutating func scanObjectMembers() throws(JSONError) -> [JSONField] {
+        var list = JSONFieldList()
+        try scanObjectMembers(into: &list)
+        return list.fields
+    }
+
+    /// Reads the members of the object that starts at `position`, validating every value and
+    /// handing each member to `sink` in order.
+    @inline(__always)
+    mutating func scanObjectMembers<Sink: JSONMemberSink>(into sink: inout Sink) throws(JSONError) {
         guard position < count, base[position] == UInt8(ascii: "{") else { throw fail("expected an object") }
         position += 1
-        var fields: [JSONField] = []
         skipWhitespace()
         if position < count, base[position] == UInt8(ascii: "}") {
             position += 1
-            return fields
+            return
         }
-        fields.reserveCapacity(8)
         while true {
             skipWhitespace()
             guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
@@ -143,13 +216,13 @@ public struct JSONScanner {
             skipWhitespace()
             let start = position
             let kind = try skipValue()
-            fields.append(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
+            sink.member(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
             skipWhitespace()
             guard position < count else { throw fail("unterminated object") }
             let b = base[position]
             position += 1
             if b == UInt8(ascii: ",") { continue }
-            if b == UInt8(ascii: "}") { return fields }
+            if b == UInt8(ascii: "}") { return }
             throw fail("expected ',' or '}'", at: position - 1)
         }
     }
@@ -161,11 +234,15 @@ public struct JSONScanner {
         guard position < count else { throw fail("expected a value") }
         let first = base[position]
         let kind: JSONKind
-        switch first {
-        case UInt8(ascii: "{"): kind = .object
-        case UInt8(ascii: "["): kind = .array
-        default:
-            return try skipScalar()
+        if first == UInt8(ascii: "{") {
+            kind = .object
+        } else if first == UInt8(ascii: "[") {
+            kind = .array
+        } else if first == UInt8(ascii: "\"") {
+            try skipString()
+            return .string
+        } else {
+            return try skipPlainScalar()
         }
         // Containers: an explicit stack of "is object" bits.
         var stack = BitStack()
@@ -173,7 +250,9 @@ public struct JSONScanner {
             skipWhitespace()
             guard position < count else { throw fail("unterminated value") }
             let b = base[position]
-            if b == UInt8(ascii: "{") {
+            if b == UInt8(ascii: "\"") {
+                try skipString()
+            } else if b == UInt8(ascii: "{") {
                 position += 1
                 skipWhitespace()
                 if position < count, base[position] == UInt8(ascii: "}") {
@@ -193,7 +272,7 @@ public struct JSONScanner {
                     continue valueLoop
                 }
             } else {
-                try skipScalar()
+                try skipPlainScalar()
             }
             // After a value: close containers or move to the next element.
             while !stack.isEmpty {
@@ -219,9 +298,9 @@ public struct JSONScanner {
         }
     }
 
+    /// Reads `"key" :` at `position`, where whitespace has been skipped already.
     @inline(__always)
     private mutating func readKeyAndColon() throws(JSONError) {
-        skipWhitespace()
         guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
         try skipString()
         skipWhitespace()
@@ -229,42 +308,44 @@ public struct JSONScanner {
         position += 1
     }
 
-    @discardableResult @inline(__always)
-    private mutating func skipScalar() throws(JSONError) -> JSONKind {
-        guard position < count else { throw fail("expected a value") }
-        switch base[position] {
-        case UInt8(ascii: "\""):
-            try skipString()
-            return .string
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+    /// The four bytes at `p`, the first in the lowest byte. `p + 4` must be at most `count`.
+    @inline(__always) private func word32(at p: Int) -> UInt32 {
+        UInt32(littleEndian: UnsafeRawPointer(base + p).loadUnaligned(as: UInt32.self))
+    }
+
+    /// Skips a number or literal at `position` (which is inside the buffer and not a string).
+    /// Transparent (like `skipNumber`) so that it is inlined into `skipValue`'s loop, which
+    /// `@inline(__always)` did not achieve: the call cost a third of a small number's scan.
+    @discardableResult @_transparent
+    mutating func skipPlainScalar() throws(JSONError) -> JSONKind {
+        let b = base[position]
+        if isDigit(b) || b == UInt8(ascii: "-") {
             _ = try skipNumber()
             return .number
+        }
+        switch b {
         case UInt8(ascii: "t"):
-            try expectLiteral("true")
+            guard position + 4 <= count else { throw fail("truncated literal") }
+            guard word32(at: position) == 0x6575_7274 else { throw fail("invalid literal") }  // "true"
+            position += 4
             return .bool
         case UInt8(ascii: "f"):
-            try expectLiteral("false")
+            guard position + 5 <= count else { throw fail("truncated literal") }
+            guard word32(at: position + 1) == 0x6573_6C61 else { throw fail("invalid literal") }  // "alse"
+            position += 5
             return .bool
         case UInt8(ascii: "n"):
-            try expectLiteral("null")
+            guard position + 4 <= count else { throw fail("truncated literal") }
+            guard word32(at: position) == 0x6C6C_756E else { throw fail("invalid literal") }  // "null"
+            position += 4
             return .null
         default:
             throw fail("unexpected byte")
         }
     }
 
-    private mutating func expectLiteral(_ word: StaticString) throws(JSONError) {
-        let n = word.utf8CodeUnitCount
-        guard position + n <= count else { throw fail("truncated literal") }
-        let p = word.utf8Start
-        for i in 0..<n where base[position + i] != p[i] {
-            throw fail("invalid literal")
-        }
-        position += n
-    }
-
     /// Skips a number and says whether it was an integer (no fraction, no exponent).
-    @inline(__always)
+    @_transparent
     mutating func skipNumber() throws(JSONError) -> Bool {
         var integral = true
         var p = position
@@ -275,32 +356,44 @@ public struct JSONScanner {
         if lead == UInt8(ascii: "0") {
             p += 1
         } else if lead >= UInt8(ascii: "1") && lead <= UInt8(ascii: "9") {
-            p += 1
-            while p < count, isDigit(base[p]) { p += 1 }
+            p = digitRunEnd(p + 1)
         } else {
             throw fail("invalid number", at: p)
         }
-        if p < count, base[p] == UInt8(ascii: ".") {
+        guard p < count else { return integral }
+        if base[p] == UInt8(ascii: ".") {
             integral = false
-            p += 1
-            let digitsStart = p
-            while p < count, isDigit(base[p]) { p += 1 }
+            let digitsStart = p + 1
+            p = digitRunEnd(digitsStart)
             if p == digitsStart { throw fail("digits expected after '.'", at: p) }
+            guard p < count else { return integral }
         }
-        if p < count, base[p] == UInt8(ascii: "e") || base[p] == UInt8(ascii: "E") {
+        if base[p] | 0x20 == UInt8(ascii: "e") {
             integral = false
             p += 1
             if p < count, base[p] == UInt8(ascii: "+") || base[p] == UInt8(ascii: "-") {
                 p += 1
             }
             let digitsStart = p
-            while p < count, isDigit(base[p]) { p += 1 }
+            p = digitRunEnd(digitsStart)
             if p == digitsStart { throw fail("digits expected in exponent", at: p) }
         }
         return integral
     }
 
-    @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+    /// Whether `b` may stand in a string as itself.
+    @inline(__always) static func isPlainStringByte(_ b: UInt8) -> Bool {
+        b >= 0x20 && b < 0x80 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\")
+    }
+
+    /// Whether `\` followed by `e` is a complete escape: `\"`, `\\`, `\/`, `\b`, `\f`,
+    /// `\n`, `\r` or `\t`.
+    @inline(__always) static func isOneByteEscape(_ e: UInt8) -> Bool {
+        let below64: UInt64 = 1 << 0x22 | 1 << 0x2F
+        let from64: UInt64 = 1 << (0x5C - 64) | 1 << (0x62 - 64) | 1 << (0x66 - 64) | 1 << (0x6E - 64) | 1 << (0x72 - 64) | 1 << (0x74 - 64)
+        if e < 64 { return below64 &>> UInt64(e) & 1 != 0 }
+        return e < 128 && from64 &>> UInt64(e &- 64) & 1 != 0
+    }
 
     /// Skips a string (at its opening quote), validating escapes and UTF-8.
     /// Returns whether it contained escapes.
@@ -308,29 +401,43 @@ public struct JSONScanner {
     mutating func skipString() throws(JSONError) -> Bool {
         var p = position + 1
         var escaped = false
-        while p < count {
+        while true {
+            // Plain bytes: eight at a time while a whole word is left, then one at a time.
+            if p &+ 8 <= count {
+                let stops = JSONScanner.stringStops(word(at: p))
+                if stops == 0 {
+                    p &+= 8
+                    continue
+                }
+                p &+= stops.trailingZeroBitCount &>> 3
+            } else {
+                while p < count, JSONScanner.isPlainStringByte(base[p]) { p &+= 1 }
+                guard p < count else {
+                    position = p
+                    throw fail("unterminated string")
+                }
+            }
             let b = base[p]
             if b == UInt8(ascii: "\"") {
-                position = p + 1
+                position = p &+ 1
                 return escaped
             }
-            if b >= 0x20 && b < 0x80 && b != UInt8(ascii: "\\") {
-                p += 1
+            if b == UInt8(ascii: "\\") {
+                escaped = true
+                if p &+ 1 < count, JSONScanner.isOneByteEscape(base[p &+ 1]) {
+                    p &+= 2
+                    continue
+                }
+                position = p
+                try skipEscape()
+                p = position
                 continue
             }
             position = p
-            if b == UInt8(ascii: "\\") {
-                escaped = true
-                try skipEscape()
-            } else if b < 0x20 {
-                throw fail("control character in string")
-            } else {
-                try skipUTF8Sequence()
-            }
+            if b < 0x20 { throw fail("control character in string") }
+            try skipUTF8Sequence()
             p = position
         }
-        position = p
-        throw fail("unterminated string")
     }
 
     private mutating func skipEscape() throws(JSONError) {
@@ -359,30 +466,35 @@ public struct JSONScanner {
         }
     }
 
-    /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates,
-    /// nothing above U+10FFFF).
+    /// Validates the multi-byte UTF-8 sequences from `position` on (RFC 3629: no overlongs,
+    /// no surrogates, nothing above U+10FFFF), stopping at the first ASCII byte.
     private mutating func skipUTF8Sequence() throws(JSONError) {
-        let b0 = base[position]
-        let length: Int
-        var low: UInt8 = 0x80
-        var high: UInt8 = 0xBF
-        switch b0 {
-        case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; low = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; high = 0x9F
-        case 0xF0: length = 4; low = 0x90
-        case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; high = 0x8F
-        default: throw fail("invalid UTF-8")
-        }
-        guard position + length <= count else { throw fail("truncated UTF-8") }
-        let b1 = base[position + 1]
-        guard b1 >= low && b1 <= high else { throw fail("invalid UTF-8") }
-        for i in 2..<length where base[position + i] & 0xC0 != 0x80 {
-            throw fail("invalid UTF-8")
-        }
-        position += length
+        var p = position
+        defer { position = p }
+        repeat {
+            let b0 = base[p]
+            let length: Int
+            var low: UInt8 = 0x80
+            var high: UInt8 = 0xBF
+            switch b0 {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; low = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; high = 0x9F
+            case 0xF0: length = 4; low = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; high = 0x8F
+            default: throw fail("invalid UTF-8", at: p)
+            }
+            guard p + length <= count else { throw fail("truncated UTF-8", at: p) }
+            let b1 = base[p + 1]
+            guard b1 >= low && b1 <= high else { throw fail("invalid UTF-8", at: p) }
+            if length > 2 {
+                guard base[p + 2] & 0xC0 == 0x80 else { throw fail("invalid UTF-8", at: p) }
+                if length > 3, base[p + 3] & 0xC0 != 0x80 { throw fail("invalid UTF-8", at: p) }
+            }
+            p += length
+        } while p < count && base[p] >= 0x80
     }
 
     /// Reads a string (at its opening quote) into a Swift `String`, decoding escapes.
@@ -443,7 +555,8 @@ public struct JSONScanner {
     }
 }
 
-/// Stack of booleans for container nesting: 64 levels inline, more on the heap.
+/// Stack of booleans for container nesting: the innermost 64 levels in a word (the top in
+/// its lowest bit, so reading it is one test), deeper levels on the heap.
 struct BitStack {
     private var inline: UInt64 = 0
     private var depth = 0
@@ -451,23 +564,17 @@ struct BitStack {
 
     var isEmpty: Bool { depth == 0 }
 
-    mutating func push(_ value: Bool) {
-        if depth < 64 {
-            if value { inline |= (1 << UInt64(depth)) } else { inline &= ~(1 << UInt64(depth)) }
-        } else {
-            overflow.append(value)
-        }
+    @inline(__always) mutating func push(_ value: Bool) {
+        if depth >= 64 { overflow.append(inline >> 63 != 0) }
+        inline = inline << 1 | (value ? 1 : 0)
         depth += 1
     }
 
-    mutating func pop() {
+    @inline(__always) mutating func pop() {
         depth -= 1
-        if depth >= 64 { overflow.removeLast() }
+        inline >>= 1
+        if depth >= 64, let bit = overflow.popLast(), bit { inline |= 1 << 63 }
     }
 
-    var top: Bool {
-        let d = depth - 1
-        if d < 64 { return inline & (1 << UInt64(d)) != 0 }
-        return overflow[d - 64]
-    }
+    var top: Bool { inline & 1 != 0 }
 }

@@ -1,53 +1,29 @@
 // Turns one frame body into a typed message or a precise rejection, in the order §3
 // prescribes: id, then op, unknown op, unknown fields, then the op's own fields.
-// One scan validates the whole frame; user data is copied out as raw bytes, never re-encoded.
+// One scan validates the whole frame and finds its fields; user data is copied out as raw bytes, never re-encoded.
 
 /// Decodes frame bodies sent by clients.
 public enum MessageDecoder {
-    static let helloFields: [StaticString] = ["op", "id", "protocol", "name"]
-    static let bareFields: [StaticString] = ["op", "id"]
-    static let statusFields: [StaticString] = ["op", "id", "page"]
-    static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key", "resume"]
-    static let unsubscribeFields: [StaticString] = ["op", "id", "observer", "key"]
-    static let postFields: [StaticString] = ["op", "id", "name", "payload"]
-    static let handleFields: [StaticString] = ["op", "id", "channel", "method", "resume"]
-    static let unhandleFields: [StaticString] = ["op", "id", "handler"]
-    static let invokeFields: [StaticString] = ["op", "id", "channel", "method", "arguments"]
-    static let putFields: [StaticString] = ["op", "id", "slot", "value"]
-    static let takeFields: [StaticString] = ["op", "id", "slot", "wait"]
-    static let peekFields: [StaticString] = ["op", "id", "slot"]
-    static let setCategoriesFields: [StaticString] = ["op", "id", "categories"]
-    static let nextFields: [StaticString] = ["op", "event"]
-    static let completeFields: [StaticString] = ["op", "event", "value"]
-    static let returnFields: [StaticString] = ["op", "call", "result", "error"]
-
-    /// Fields each request op accepts, `op` and `id` included; nil for an unknown op.
-    static func requestFields(_ op: String) -> [StaticString]? {
+    /// Fields each op accepts, `op` and `id` included for requests, as masks of `FieldName` bits.
+    static func allowedFields(_ op: OpName) -> UInt32 {
+        let base: FieldSet = [.op, .id]
         switch op {
-        case Op.invoke: return invokeFields
-        case Op.post: return postFields
-        case Op.ping, Op.getCategories, Op.monitor: return bareFields
-        case Op.status: return statusFields
-        case Op.hello: return helloFields
-        case Op.subscribe: return subscribeFields
-        case Op.unsubscribe: return unsubscribeFields
-        case Op.handle: return handleFields
-        case Op.unhandle: return unhandleFields
-        case Op.put: return putFields
-        case Op.take: return takeFields
-        case Op.peek: return peekFields
-        case Op.setCategories: return setCategoriesFields
-        default: return nil
-        }
-    }
-
-    /// Fields each answer op accepts; nil when `op` is not an answer.
-    static func answerFields(_ op: String) -> [StaticString]? {
-        switch op {
-        case Op.next, Op.stop: return nextFields
-        case Op.complete: return completeFields
-        case Op.return: return returnFields
-        default: return nil
+        case .invoke: return base.union([.channel, .method, .arguments]).rawValue
+        case .post: return base.union([.name, .payload]).rawValue
+        case .ping, .getCategories, .monitor: return base.rawValue
+        case .status: return base.union([.page]).rawValue
+        case .hello: return base.union([.protocolVersion, .name]).rawValue
+        case .subscribe: return base.union([.events, .priority, .key, .resume]).rawValue
+        case .unsubscribe: return base.union([.observer, .key]).rawValue
+        case .handle: return base.union([.channel, .method, .resume]).rawValue
+        case .unhandle: return base.union([.handler]).rawValue
+        case .put: return base.union([.slot, .value]).rawValue
+        case .take: return base.union([.slot, .wait]).rawValue
+        case .peek: return base.union([.slot]).rawValue
+        case .setCategories: return base.union([.categories]).rawValue
+        case .next, .stop: return ([.op, .event] as FieldSet).rawValue
+        case .complete: return ([.op, .event, .value] as FieldSet).rawValue
+        case .return: return ([.op, .call, .result, .error] as FieldSet).rawValue
         }
     }
 
@@ -56,21 +32,36 @@ public enum MessageDecoder {
     }
 
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
-        var scanner = JSONScanner(body)
-        let fields: [JSONField]
-        do {
-            fields = try scanner.scanTopLevelObject()
-        } catch {
-            return .badJSON(error.description)
+        withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
+            var scanner = JSONScanner(body)
+            var fields = FrameFields(slots: slots.baseAddress.unsafelyUnwrapped, scanning: scanner)
+            do throws(JSONError) {
+                try scanner.scanTopLevelObject(into: &fields)
+            } catch {
+                return .badJSON(error.description)
+            }
+            var view = FieldView(fields: fields)
+            return decode(&view)
         }
-        var view = FieldView(scanner: scanner, fields: fields)
-        let opField = view.field("op")
-        let op = opField.flatMap { scanner.string(of: $0) }
-        let isHello = op == Op.hello
+    }
 
-        if let op, let allowed = answerFields(op) {
+    /// Classifies a scanned frame; `view` is borrowed, not copied (it is a few hundred bytes).
+    static func decode(_ view: inout FieldView) -> DecodeResult {
+        let scanner = view.scanner
+        // `op` as the frame wrote it: nil when absent or not a string; its name when known.
+        var opText: String? = nil
+        var op: OpName? = nil
+        var opIsString = false
+        if let f = view.field(.op), f.kind == .string {
+            opIsString = true
+            op = scanner.opName(of: f)
+            if op == nil { opText = scanner.string(of: f) }
+        }
+        let isHello = op == .hello
+
+        if let op, op.isAnswer {
             do {
-                try view.checkFields(allowed: allowed, id: nil)
+                try view.checkFields(allowed: allowedFields(op), id: nil)
                 return .decoded(try decodeAnswer(op: op, view), isHello: false)
             } catch {
                 return .rejected(error, isHello: false)
@@ -80,27 +71,27 @@ public enum MessageDecoder {
         guard let id = view.requestID() else {
             return .rejected(Rejection(id: nil, code: .badRequest, message: "missing or unusable 'id'"), isHello: isHello)
         }
-        guard let op else {
+        guard opIsString else {
             return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
         }
-        guard let allowed = requestFields(op) else {
-            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(op)'"), isHello: isHello)
+        guard let op else {
+            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText ?? "")'"), isHello: isHello)
         }
         do {
-            try view.checkFields(allowed: allowed, id: id)
+            try view.checkFields(allowed: allowedFields(op), id: id)
             return .decoded(.request(id: id, try decodeRequest(op: op, id: id, view)), isHello: isHello)
         } catch {
             return .rejected(error, isHello: isHello)
         }
     }
 
-    static func decodeAnswer(op: String, _ v: FieldView) throws(Rejection) -> Inbound {
-        if op == Op.return {
-            guard let call = v.field("call").flatMap({ v.scanner.integer(of: $0) }) else {
+    static func decodeAnswer(op: OpName, _ v: FieldView) throws(Rejection) -> Inbound {
+        if op == .return {
+            guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
                 throw v.bad("'call' must be an integer")
             }
-            let errorField = v.optional("error")
-            let resultField = v.field("result")
+            let errorField = v.optional(.error)
+            let resultField = v.field(.result)
             if let errorField {
                 if resultField != nil { throw v.bad("a return carries exactly one of 'result' and 'error'") }
                 try validateErrorObject(errorField, v)
@@ -109,13 +100,13 @@ public enum MessageDecoder {
             guard let resultField else { throw v.bad("a return needs 'result' or 'error'") }
             return .callReturn(CallReturn(call: call, body: .result(v.scanner.raw(of: resultField))))
         }
-        guard let event = v.field("event").flatMap({ v.scanner.integer(of: $0) }) else {
+        guard let event = v.field(.event).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
             throw v.bad("'event' must be an integer")
         }
         switch op {
-        case Op.next: return .answer(.next(event: event))
-        case Op.stop: return .answer(.stop(event: event))
-        default: return .answer(.complete(event: event, value: v.optional("value").map { v.scanner.raw(of: $0) }))
+        case .next: return .answer(.next(event: event))
+        case .stop: return .answer(.stop(event: event))
+        default: return .answer(.complete(event: event, value: v.optional(.value).map { v.scanner.raw(of: $0) }))
         }
     }
 
@@ -135,16 +126,16 @@ public enum MessageDecoder {
         guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
-    static func decodeRequest(op: String, id: RequestID, _ v: FieldView) throws(Rejection) -> Request {
+    static func decodeRequest(op: OpName, id: RequestID, _ v: FieldView) throws(Rejection) -> Request {
         switch op {
-        case Op.hello:
-            guard let f = v.field("protocol"), let version = v.scanner.integer(of: f) else {
+        case .hello:
+            guard let f = v.field(.protocolVersion), let version = v.scanner.wholeNumber(of: f) else {
                 throw v.bad("'protocol' must be an integer")
             }
-            return .hello(protocolVersion: version, name: try v.optionalName("name"))
-        case Op.ping: return .ping
-        case Op.subscribe:
-            guard let f = v.optional("events"), let elements = v.scanner.elements(of: f) else {
+            return .hello(protocolVersion: version, name: try v.optionalName(.name))
+        case .ping: return .ping
+        case .subscribe:
+            guard let f = v.optional(.events), let elements = v.scanner.elements(of: f) else {
                 throw v.bad("'events' must be an array of names")
             }
             guard (1...Limits.maxEventsPerSubscription).contains(elements.count) else {
@@ -160,26 +151,28 @@ public enum MessageDecoder {
                 events.append(name)
             }
             var priority = Limits.defaultPriority
-            if let f = v.optional("priority") {
-                guard let p = v.scanner.integer(of: f), let p32 = Int32(exactly: p) else {
+            if let f = v.optional(.priority) {
+                guard let p = v.scanner.wholeNumber(of: f), let p32 = Int32(exactly: p) else {
                     throw v.bad("'priority' must be an integer in [-2^31, 2^31-1]")
                 }
                 priority = p32
             }
-            return .subscribe(events: events, priority: priority, key: try v.optionalName("key"), resume: try v.optionalBool("resume") ?? false)
-        case Op.unsubscribe:
-            let observer = try v.optionalString("observer")
-            let key = try v.optionalName("key")
+            return .subscribe(events: events, priority: priority, key: try v.optionalName(.key), resume: try v.optionalBool(.resume) ?? false)
+        case .unsubscribe:
+            let observer = try v.optionalString(.observer)
+            let key = try v.optionalName(.key)
             switch (observer, key) {
             case (let o?, nil): return .unsubscribe(.observer(o))
             case (nil, let k?): return .unsubscribe(.key(k))
             default: throw v.bad("give exactly one of 'observer' and 'key'")
             }
-        case Op.post:
-            let name = try v.requiredName("name")
-            let payloadField = v.optional("payload")
+        case .post:
+            let name = try v.requiredName(.name)
+            let payloadField = v.optional(.payload)
             var profile: ProfilePayload? = nil
-            if let kind = ProfileEvent(rawValue: name) {
+            // The profile's names are 10 to 12 bytes: most posts are told apart by length
+            // alone, without a string switch.
+            if (10...12).contains(name.utf8.count), let kind = ProfileEvent(rawValue: name) {
                 do {
                     profile = try ProfilePayload.check(kind, payloadField, v.scanner)
                 } catch {
@@ -187,50 +180,50 @@ public enum MessageDecoder {
                 }
             }
             return .post(name: name, payload: payloadField.map { v.scanner.raw(of: $0) }, profile: profile)
-        case Op.handle:
-            let channel = try v.requiredName("channel")
-            let method = try v.optionalName("method")
-            return .handle(channel: channel, method: method, resume: try v.optionalBool("resume") ?? false)
-        case Op.unhandle:
-            guard let handler = try v.optionalString("handler") else { throw v.bad("missing field 'handler'") }
+        case .handle:
+            let channel = try v.requiredName(.channel)
+            let method = try v.optionalName(.method)
+            return .handle(channel: channel, method: method, resume: try v.optionalBool(.resume) ?? false)
+        case .unhandle:
+            guard let handler = try v.optionalString(.handler) else { throw v.bad("missing field 'handler'") }
             return .unhandle(handler: handler)
-        case Op.invoke:
-            let channel = try v.requiredName("channel")
-            let method = try v.requiredName("method")
-            return .invoke(channel: channel, method: method, arguments: v.optional("arguments").map { v.scanner.raw(of: $0) })
-        case Op.put:
-            let slot = try v.requiredName("slot")
-            guard let f = v.field("value") else { throw v.bad("missing field 'value'") }
+        case .invoke:
+            let channel = try v.requiredName(.channel)
+            let method = try v.requiredName(.method)
+            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.raw(of: $0) })
+        case .put:
+            let slot = try v.requiredName(.slot)
+            guard let f = v.field(.value) else { throw v.bad("missing field 'value'") }
             return .put(slot: slot, value: f.kind == .null ? nil : v.scanner.raw(of: f))
-        case Op.take:
-            let slot = try v.requiredName("slot")
+        case .take:
+            let slot = try v.requiredName(.slot)
             var wait: Int64? = nil
-            if let f = v.optional("wait") {
-                guard let w = v.scanner.integer(of: f), (0...Limits.maxTakeWaitMs).contains(w) else {
+            if let f = v.optional(.wait) {
+                guard let w = v.scanner.wholeNumber(of: f), (0...Limits.maxTakeWaitMs).contains(w) else {
                     throw v.bad("'wait' must be an integer from 0 to \(Limits.maxTakeWaitMs)")
                 }
                 wait = w
             }
             return .take(slot: slot, waitMs: wait)
-        case Op.peek:
-            return .peek(slot: try v.requiredName("slot"))
-        case Op.setCategories:
-            guard let f = v.optional("categories") else { throw v.bad("missing field 'categories'") }
+        case .peek:
+            return .peek(slot: try v.requiredName(.slot))
+        case .setCategories:
+            guard let f = v.optional(.categories) else { throw v.bad("missing field 'categories'") }
             do {
                 return .setCategories(try CategorySet.parse(f, v.scanner))
             } catch {
                 throw v.bad(error.message)
             }
-        case Op.getCategories: return .getCategories
-        case Op.status:
-            guard let text = try v.optionalString("page") else { return .status(page: nil) }
+        case .getCategories: return .getCategories
+        case .status:
+            guard let text = try v.optionalString(.page) else { return .status(page: nil) }
             guard let page = StatusPage(cursor: text) else {
                 throw v.bad("'page' must be the 'next' of an earlier status reply")
             }
             return .status(page: page)
-        case Op.monitor: return .monitor
-        default:
-            preconditionFailure("op '\(op)' is in requestFields but has no decoder")
+        case .monitor: return .monitor
+        case .next, .complete, .stop, .return:
+            preconditionFailure("answer op '\(op)' decoded as a request")
         }
     }
 }
@@ -244,24 +237,324 @@ public enum Names {
     }
 }
 
+/// The top-level names the decoder knows, each a bit of a `FieldSet`.
+enum FieldName: Int, CaseIterable {
+    case op, id, protocolVersion, name, page, events, priority, key, resume, observer, payload, channel, method
+    case handler, arguments, slot, value, wait, categories, event, call, result, error
+
+    static let count = 23
+
+    /// The name as the wire spells it.
+    var text: String {
+        switch self {
+        case .op: "op"
+        case .id: "id"
+        case .protocolVersion: "protocol"
+        case .name: "name"
+        case .page: "page"
+        case .events: "events"
+        case .priority: "priority"
+        case .key: "key"
+        case .resume: "resume"
+        case .observer: "observer"
+        case .payload: "payload"
+        case .channel: "channel"
+        case .method: "method"
+        case .handler: "handler"
+        case .arguments: "arguments"
+        case .slot: "slot"
+        case .value: "value"
+        case .wait: "wait"
+        case .categories: "categories"
+        case .event: "event"
+        case .call: "call"
+        case .result: "result"
+        case .error: "error"
+        }
+    }
+
+    /// The known name whose UTF-8 bytes, packed by `PackedName`, are `name`.
+    @inline(__always)
+    init?(_ name: PackedName) {
+        // The constants are the names' bytes, the first in the lowest byte (see PackedName).
+        if name.high == 0 {
+            switch name.low {
+            case 0x0000_0000_0000_706f: self = .op
+            case 0x0000_0000_0000_6469: self = .id
+            case 0x6c6f_636f_746f_7270: self = .protocolVersion
+            case 0x0000_0000_656d_616e: self = .name
+            case 0x0000_0000_6567_6170: self = .page
+            case 0x0000_7374_6e65_7665: self = .events
+            case 0x7974_6972_6f69_7270: self = .priority
+            case 0x0000_0000_0079_656b: self = .key
+            case 0x0000_656d_7573_6572: self = .resume
+            case 0x7265_7672_6573_626f: self = .observer
+            case 0x0064_616f_6c79_6170: self = .payload
+            case 0x006c_656e_6e61_6863: self = .channel
+            case 0x0000_646f_6874_656d: self = .method
+            case 0x0072_656c_646e_6168: self = .handler
+            case 0x0000_0000_746f_6c73: self = .slot
+            case 0x0000_0065_756c_6176: self = .value
+            case 0x0000_0000_7469_6177: self = .wait
+            case 0x0000_0074_6e65_7665: self = .event
+            case 0x0000_0000_6c6c_6163: self = .call
+            case 0x0000_746c_7573_6572: self = .result
+            case 0x0000_0072_6f72_7265: self = .error
+            default: return nil
+            }
+        } else if name.low == 0x746e_656d_7567_7261 && name.high == 0x0000_0000_0000_0073 {
+            self = .arguments
+        } else if name.low == 0x6972_6f67_6574_6163 && name.high == 0x0000_0000_0000_7365 {
+            self = .categories
+        } else {
+            return nil
+        }
+    }
+}
+
+/// A set of `FieldName`s as a bit mask.
+struct FieldSet: OptionSet {
+    let rawValue: UInt32
+
+    init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    static let op = FieldSet(rawValue: 1 << 0)
+    static let id = FieldSet(rawValue: 1 << 1)
+    static let protocolVersion = FieldSet(rawValue: 1 << 2)
+    static let name = FieldSet(rawValue: 1 << 3)
+    static let page = FieldSet(rawValue: 1 << 4)
+    static let events = FieldSet(rawValue: 1 << 5)
+    static let priority = FieldSet(rawValue: 1 << 6)
+    static let key = FieldSet(rawValue: 1 << 7)
+    static let resume = FieldSet(rawValue: 1 << 8)
+    static let observer = FieldSet(rawValue: 1 << 9)
+    static let payload = FieldSet(rawValue: 1 << 10)
+    static let channel = FieldSet(rawValue: 1 << 11)
+    static let method = FieldSet(rawValue: 1 << 12)
+    static let handler = FieldSet(rawValue: 1 << 13)
+    static let arguments = FieldSet(rawValue: 1 << 14)
+    static let slot = FieldSet(rawValue: 1 << 15)
+    static let value = FieldSet(rawValue: 1 << 16)
+    static let wait = FieldSet(rawValue: 1 << 17)
+    static let categories = FieldSet(rawValue: 1 << 18)
+    static let event = FieldSet(rawValue: 1 << 19)
+    static let call = FieldSet(rawValue: 1 << 20)
+    static let result = FieldSet(rawValue: 1 << 21)
+    static let error = FieldSet(rawValue: 1 << 22)
+}
+
+/// The ops a client may send.
+enum OpName: Equatable {
+    case hello, ping, subscribe, unsubscribe, post, handle, unhandle, invoke, put, take, peek
+    case setCategories, getCategories, status, monitor
+    case next, complete, stop, `return`
+
+    /// An answer carries no id.
+    var isAnswer: Bool {
+        switch self {
+        case .next, .complete, .stop, .return: true
+        default: false
+        }
+    }
+
+    /// The op whose UTF-8 bytes, packed by `PackedName`, are `name`.
+    @inline(__always)
+    init?(_ name: PackedName) {
+        if name.high == 0 {
+            switch name.low {
+            case 0x0000_0000_676e_6970: self = .ping
+            case 0x0000_656b_6f76_6e69: self = .invoke
+            case 0x0000_6e72_7574_6572: self = .return
+            case 0x0000_0000_7473_6f70: self = .post
+            case 0x0000_0000_7478_656e: self = .next
+            case 0x6574_656c_706d_6f63: self = .complete
+            case 0x0000_0000_706f_7473: self = .stop
+            case 0x0000_006f_6c6c_6568: self = .hello
+            case 0x0000_656c_646e_6168: self = .handle
+            case 0x656c_646e_6168_6e75: self = .unhandle
+            case 0x0000_0000_0074_7570: self = .put
+            case 0x0000_0000_656b_6174: self = .take
+            case 0x0000_0000_6b65_6570: self = .peek
+            case 0x0000_7375_7461_7473: self = .status
+            case 0x0072_6f74_696e_6f6d: self = .monitor
+            default: return nil
+            }
+            return
+        }
+        switch (name.low, name.high) {
+        case (0x6269_7263_7362_7573, 0x0000_0000_0000_0065): self = .subscribe
+        case (0x7263_7362_7573_6e75, 0x0000_0000_0065_6269): self = .unsubscribe
+        case (0x6765_7461_4374_6573, 0x0000_0073_6569_726f): self = .setCategories
+        case (0x6765_7461_4374_6567, 0x0000_0073_6569_726f): self = .getCategories
+        default: return nil
+        }
+    }
+}
+
+/// Up to 16 bytes of a name packed into two words, the first byte in the lowest byte of
+/// `low`, unused bytes zero. Names are JSON string contents, which hold no zero byte, so two
+/// names of at most 16 bytes are equal exactly when their packings are; longer names pack as
+/// `tooLong`, which no known name equals.
+struct PackedName {
+    let low: UInt64
+    let high: UInt64
+
+    static let tooLong = PackedName(low: ~0, high: ~0)
+
+    init(low: UInt64, high: UInt64) {
+        self.low = low
+        self.high = high
+    }
+
+    /// Packs the `n` bytes at `start`; `limit` is the end of the readable buffer.
+    @inline(__always)
+    init(_ start: UnsafePointer<UInt8>, _ n: Int, limit: UnsafePointer<UInt8>) {
+        guard n <= 16 else {
+            self = .tooLong
+            return
+        }
+        if n <= 8 && start + 8 <= limit {
+            let w = UInt64(littleEndian: UnsafeRawPointer(start).loadUnaligned(as: UInt64.self))
+            low = n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1)
+            high = 0
+            return
+        }
+        var lo: UInt64 = 0
+        var hi: UInt64 = 0
+        for i in 0..<n {
+            let b = UInt64(start[i])
+            if i < 8 { lo |= b << UInt64(i &* 8) } else { hi |= b << UInt64((i &- 8) &* 8) }
+        }
+        low = lo
+        high = hi
+    }
+
+    /// Packs the bytes of `text`.
+    init(_ text: String) {
+        var copy = text
+        self = copy.withUTF8 { u in
+            guard let p = u.baseAddress else { return PackedName(low: 0, high: 0) }
+            return PackedName(p, u.count, limit: p)
+        }
+    }
+}
+
+extension JSONScanner {
+    /// The packed text of a member's key (escapes decoded).
+    @inline(__always)
+    func packedKey(_ field: JSONField) -> PackedName {
+        if field.keyEscaped { return PackedName(key(of: field)) }
+        return PackedName(base + field.keyStart, field.keyEnd - field.keyStart, limit: base + count)
+    }
+
+    /// `integer(of:)` for a number field the scan has validated, in one pass when it is at
+    /// most 18 digits (which cannot overflow); longer numbers go through `integer(of:)`.
+    @inline(__always)
+    func wholeNumber(of field: JSONField) -> Int64? {
+        guard field.kind == .number else { return nil }
+        var p = field.start
+        let negative = base[p] == UInt8(ascii: "-")
+        if negative { p += 1 }
+        guard field.end - p <= 18 else { return integer(of: field) }
+        var value: Int64 = 0
+        while p < field.end {
+            let d = base[p] &- 0x30
+            guard d < 10 else { return nil }  // a fraction or an exponent
+            value = value &* 10 &+ Int64(d)
+            p += 1
+        }
+        return negative ? -value : value
+    }
+
+    /// The op a string field names, or nil for any other text.
+    @inline(__always)
+    func opName(of field: JSONField) -> OpName? {
+        let start = field.start + 1
+        let end = field.end - 1
+        // An escape inside needs decoding first; the bytes then are not the text.
+        var p = start
+        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
+        if p < end {
+            guard let text = string(of: field) else { return nil }
+            return OpName(PackedName(text))
+        }
+        return OpName(PackedName(base + start, end - start, limit: base + count))
+    }
+}
+
+/// The top-level members of one frame, collected in one pass: the first occurrence of each
+/// known name (in caller-provided storage, so a frame allocates nothing), and the first
+/// member that is unknown or repeats a known name, each with its place in the frame.
+struct FrameFields: JSONMemberSink {
+    /// Where a known name's first value lies. Small (32 bytes), so that the table of all
+    /// known names fits the stack without a heap fallback. A known name's key needs no
+    /// offsets: its text is the name's.
+    struct Slot {
+        var start: Int
+        var end: Int
+        /// Which member of the frame it is (0 for the first).
+        var ordinal: Int
+        var kind: JSONKind
+    }
+
+    /// Indexed by `FieldName.rawValue`; a slot is initialised when its bit is in `present`.
+    let slots: UnsafeMutablePointer<Slot>
+    /// The scanner of the frame, for the keys that hold escapes.
+    let scanner: JSONScanner
+    var present: UInt32 = 0
+    var members = 0
+    /// The first member whose name is not known, and its place.
+    var firstUnknown: (field: JSONField, ordinal: Int)? = nil
+    /// The first repeat of a known name, and its place.
+    var firstDuplicate: (name: FieldName, ordinal: Int)? = nil
+
+    init(slots: UnsafeMutablePointer<Slot>, scanning scanner: JSONScanner) {
+        self.slots = slots
+        self.scanner = scanner
+    }
+
+    @inline(__always)
+    mutating func member(_ field: JSONField) {
+        let ordinal = members
+        members &+= 1
+        guard let name = FieldName(scanner.packedKey(field)) else {
+            if firstUnknown == nil { firstUnknown = (field, ordinal) }
+            return
+        }
+        let bit: UInt32 = 1 << UInt32(name.rawValue)
+        if present & bit != 0 {
+            if firstDuplicate == nil { firstDuplicate = (name, ordinal) }
+            return
+        }
+        present |= bit
+        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind))
+    }
+
+    func field(_ name: FieldName) -> JSONField? {
+        guard present & (1 << UInt32(name.rawValue)) != 0 else { return nil }
+        let slot = slots[name.rawValue]
+        return JSONField(start: slot.start, end: slot.end, kind: slot.kind)
+    }
+}
+
 /// The top-level fields of one frame with typed, rule-checking accessors.
 struct FieldView {
-    let scanner: JSONScanner
-    let fields: [JSONField]
+    let fields: FrameFields
     var id: RequestID? = nil
 
-    init(scanner: JSONScanner, fields: [JSONField]) {
-        self.scanner = scanner
+    init(fields: FrameFields) {
         self.fields = fields
     }
 
-    func field(_ name: StaticString) -> JSONField? {
-        for f in fields where scanner.keyIs(f, name) { return f }
-        return nil
+    var scanner: JSONScanner { fields.scanner }
+
+    @inline(__always)
+    func field(_ name: FieldName) -> JSONField? {
+        fields.field(name)
     }
 
     /// The field, or nil when absent or null.
-    func optional(_ name: StaticString) -> JSONField? {
+    func optional(_ name: FieldName) -> JSONField? {
         guard let f = field(name), f.kind != .null else { return nil }
         return f
     }
@@ -272,10 +565,10 @@ struct FieldView {
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.
     func requestID() -> RequestID? {
-        guard let f = field("id") else { return nil }
+        guard let f = field(.id) else { return nil }
         switch f.kind {
         case .number:
-            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.integer(of: f), i < Limits.maxIntegerID else {
+            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
                 return nil
             }
             return .integer(i)
@@ -288,35 +581,51 @@ struct FieldView {
         }
     }
 
-    /// Rejects unknown and duplicate fields, naming the first.
-    mutating func checkFields(allowed: [StaticString], id: RequestID?) throws(Rejection) {
+    /// Rejects the first member, in frame order, that is not in `allowed` or repeats an
+    /// earlier member's name, naming it.
+    mutating func checkFields(allowed: UInt32, id: RequestID?) throws(Rejection) {
         self.id = id
-        for (i, f) in fields.enumerated() {
-            guard allowed.contains(where: { scanner.keyIs(f, $0) }) else { throw bad("unknown field '\(scanner.key(of: f))'") }
-            for g in fields[..<i] where scanner.sameKey(g, f) { throw bad("duplicate field '\(scanner.key(of: f))'") }
+        // The first offender is the earliest of: the first unknown name, the first
+        // occurrence of a known name the op does not take, the first repeat of a known name
+        // (a repeat of a name the op does not take comes after that name's first occurrence).
+        var offender = fields.firstUnknown?.ordinal ?? Int.max
+        var message = fields.firstUnknown.map { "unknown field '\(scanner.key(of: $0.field))'" }
+        var notAllowed = fields.present & ~allowed
+        while notAllowed != 0 {
+            let index = notAllowed.trailingZeroBitCount
+            let ordinal = fields.slots[index].ordinal
+            if ordinal < offender, let name = FieldName(rawValue: index) {
+                offender = ordinal
+                message = "unknown field '\(name.text)'"
+            }
+            notAllowed &= notAllowed &- 1
         }
+        if let d = fields.firstDuplicate, d.ordinal < offender {
+            message = "duplicate field '\(d.name.text)'"
+        }
+        if let message { throw bad(message) }
     }
 
-    func optionalString(_ name: StaticString) throws(Rejection) -> String? {
+    func optionalString(_ name: FieldName) throws(Rejection) -> String? {
         guard let f = optional(name) else { return nil }
-        guard let s = scanner.string(of: f) else { throw bad("'\(name)' must be a string") }
+        guard let s = scanner.string(of: f) else { throw bad("'\(name.text)' must be a string") }
         return s
     }
 
-    func optionalBool(_ name: StaticString) throws(Rejection) -> Bool? {
+    func optionalBool(_ name: FieldName) throws(Rejection) -> Bool? {
         guard let f = optional(name) else { return nil }
-        guard let b = scanner.bool(of: f) else { throw bad("'\(name)' must be a boolean") }
+        guard let b = scanner.bool(of: f) else { throw bad("'\(name.text)' must be a boolean") }
         return b
     }
 
-    func optionalName(_ name: StaticString) throws(Rejection) -> String? {
+    func optionalName(_ name: FieldName) throws(Rejection) -> String? {
         guard let s = try optionalString(name) else { return nil }
-        guard Names.isValid(s) else { throw bad("'\(name)' must be 1 to \(Limits.maxNameBytes) bytes") }
+        guard Names.isValid(s) else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return s
     }
 
-    func requiredName(_ name: StaticString) throws(Rejection) -> String {
-        guard let s = try optionalName(name) else { throw bad("missing field '\(name)'") }
+    func requiredName(_ name: FieldName) throws(Rejection) -> String {
+        guard let s = try optionalName(name) else { throw bad("missing field '\(name.text)'") }
         return s
     }
 }

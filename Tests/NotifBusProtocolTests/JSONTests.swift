@@ -106,3 +106,185 @@ func scanTop(_ text: String) -> Result<[JSONField], JSONError> {
         #expect(String(decoding: frame[4...], as: UTF8.self) == "{\"op\":\"ping\",\"id\":7}")
     }
 }
+
+// MARK: The wide-step scanner against the byte-at-a-time reference
+
+/// What a scan of a whole document came to, comparable between the two scanners.
+enum ScanOutcome: Equatable, CustomStringConvertible {
+    case members([[Int]])
+    case failed(JSONError)
+
+    var description: String {
+        switch self {
+        case .members(let m): "members \(m)"
+        case .failed(let e): "failed: \(e)"
+        }
+    }
+}
+
+func kindCode(_ kind: JSONKind) -> Int {
+    switch kind {
+    case .object: 0
+    case .array: 1
+    case .string: 2
+    case .number: 3
+    case .bool: 4
+    case .null: 5
+    }
+}
+
+/// The product scanner's outcome and the reference's for the same bytes, by
+/// `scanTopLevelObject` and by `isValidDocument`.
+func bothScans(_ bytes: [UInt8]) -> (fast: ScanOutcome, reference: ScanOutcome, fastValid: Bool, referenceValid: Bool) {
+    bytes.withUnsafeBytes { buffer in
+        var fast = JSONScanner(buffer)
+        var reference = ReferenceScanner(buffer)
+        let a: ScanOutcome
+        do throws(JSONError) {
+            a = .members(try fast.scanTopLevelObject().map { [$0.keyStart, $0.keyEnd, $0.keyEscaped ? 1 : 0, $0.start, $0.end, kindCode($0.kind)] })
+        } catch {
+            a = .failed(error)
+        }
+        let b: ScanOutcome
+        do throws(JSONError) {
+            b = .members(try reference.scanTopLevelObject().map { [$0.keyStart, $0.keyEnd, $0.keyEscaped ? 1 : 0, $0.start, $0.end, kindCode($0.kind)] })
+        } catch {
+            b = .failed(error)
+        }
+        var r = ReferenceScanner(buffer)
+        r.skipWhitespace()
+        var referenceValid = (try? r.skipValue()) != nil
+        r.skipWhitespace()
+        referenceValid = referenceValid && r.position == buffer.count
+        return (a, b, JSONScanner.isValidDocument(bytes), referenceValid)
+    }
+}
+
+func expectSameScan(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+    let r = bothScans(bytes)
+    #expect(r.fast == r.reference, "\(bytes)", sourceLocation: sourceLocation)
+    #expect(r.fastValid == r.referenceValid, "\(bytes)", sourceLocation: sourceLocation)
+}
+
+/// A small deterministic generator (SplitMix64), so that a failing case repeats.
+struct SplitMix {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+@Suite struct WideStepScannerTests {
+    /// Bytes that end a run of plain string bytes, or look like they might.
+    static let stringSpecials: [[UInt8]] = [
+        [0x22], [0x5C, 0x6E], [0x5C, 0x75, 0x30, 0x30, 0x65, 0x39], [0x5C], [0x5C, 0x78], [0x5C, 0x75, 0x31, 0x32],
+        [0x00], [0x1F], [0x0A], [0x09], [0x20], [0x7F], [0x21], [0x23], [0x5B], [0x5D],
+        [0xC3, 0xA9], [0xE6, 0x97, 0xA5], [0xF0, 0x9F, 0x98, 0x80], [0xF4, 0x8F, 0xBF, 0xBF], [0xEF, 0xBF, 0xBF],
+        [0xC0, 0xAF], [0xC1, 0xBF], [0xE0, 0x80, 0xAF], [0xE0, 0x9F, 0xBF], [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF],
+        [0xF0, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xFF], [0x80], [0xBF],
+        [0xC3], [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0xC3, 0x28], [0xE2, 0x28, 0xA1], [0xF0, 0x9F, 0x28, 0x80],
+    ]
+
+    @Test func everySpecialByteAtEveryPositionOfAWord() {
+        for special in WideStepScannerTests.stringSpecials {
+            for before in 0..<19 {
+                let plain = Array(repeating: UInt8(ascii: "x"), count: before)
+                let head = Array(#"{"a":""#.utf8) + plain + special
+                // Closed normally, cut at the special bytes (end of buffer), and closed after
+                // a few more plain bytes so that the special bytes sit inside a word.
+                expectSameScan(head + Array(#""}"#.utf8))
+                expectSameScan(head)
+                expectSameScan(head + Array("yyyyyyyyy\"}".utf8))
+                // The same in a key, and nested in user data.
+                expectSameScan(Array(#"{""#.utf8) + plain + special + Array(#"":1}"#.utf8))
+                expectSameScan(Array(#"{"a":[{"b":""#.utf8) + plain + special + Array(#""}]}"#.utf8))
+            }
+        }
+    }
+
+    @Test func knownAnswersAtWordEdges() {
+        for before in 0..<17 {
+            let plain = String(repeating: "x", count: before)
+            #expect(JSONScanner.isValidDocument(Array("\"\(plain)\"".utf8)))
+            #expect(JSONScanner.isValidDocument(Array("\"\(plain)é日😀\\n\(plain)\"".utf8)))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)".utf8)))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)\u{1}\"".utf8)))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)".utf8) + [0xED, 0xA0, 0x80, 0x22]))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)".utf8) + [0xE0, 0x80, 0xAF, 0x22]))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)".utf8) + [0xC3]))
+            #expect(!JSONScanner.isValidDocument(Array("\"\(plain)\\".utf8)))
+        }
+    }
+
+    @Test func numbersOfEveryLengthAndEnd() {
+        let terminators = ["", "}", ",\"b\":1}", " }", "x}", ".}", "e}", ".5}", "e+}", "E-7}", ".25e1}", "0}"]
+        for length in 1..<20 {
+            let digits = (0..<length).map { String(($0 * 7 + 1) % 10) }.joined()
+            for sign in ["", "-", "-0", "0"] {
+                for end in terminators {
+                    expectSameScan(Array("{\"a\":\(sign)\(digits)\(end)".utf8))
+                    expectSameScan(Array("{\"a\":1.\(digits)\(end)".utf8))
+                    expectSameScan(Array("{\"a\":1e\(digits)\(end)".utf8))
+                }
+            }
+        }
+        for text in ["{\"a\":-}", "{\"a\":-", "{\"a\":1.", "{\"a\":1e", "{\"a\":tru", "{\"a\":true", "{\"a\":fals}", "{\"a\":nul}", "{\"a\":nulL}"] {
+            expectSameScan(Array(text.utf8))
+        }
+    }
+
+    @Test func deepNestingAroundTheInlineStack() {
+        for depth in [1, 2, 62, 63, 64, 65, 66, 127, 128, 129, 300] {
+            let open = (0..<depth).map { $0 % 3 == 0 ? "{\"k\":" : "[" }
+            let close = (0..<depth).reversed().map { $0 % 3 == 0 ? "}" : "]" }
+            let good = "{\"a\":" + open.joined() + "1" + close.joined() + ",\"b\":2}"
+            #expect(JSONScanner.isValidDocument(Array(good.utf8)))
+            expectSameScan(Array(good.utf8))
+            // One closer of the wrong kind at each depth near the edges of the inline word.
+            for wrong in [0, 1, depth / 2, max(0, depth - 64), max(0, depth - 65), depth - 1] where wrong < depth {
+                var bad = close
+                bad[wrong] = bad[wrong] == "}" ? "]" : "}"
+                let text = "{\"a\":" + open.joined() + "1" + bad.joined() + "}"
+                #expect(!JSONScanner.isValidDocument(Array(text.utf8)), "depth \(depth) wrong \(wrong)")
+                expectSameScan(Array(text.utf8))
+            }
+            expectSameScan(Array(("{\"a\":" + open.joined() + "1" + close.dropLast().joined()).utf8))
+        }
+    }
+
+    @Test func randomDocumentsAndMutations() {
+        var random = SplitMix(state: 0x5EED)
+        let pieces: [[UInt8]] = [
+            Array(#"{"op":"post","id":1,"name":"n","payload":"#.utf8), Array("{".utf8), Array("}".utf8), Array("[".utf8),
+            Array("]".utf8), Array(",".utf8), Array(":".utf8), Array(" ".utf8), Array("\n\t\r".utf8),
+            Array(#""key""#.utf8), Array(#""a longer string of plain ASCII text""#.utf8), Array(#""esc \" \\ \/ \n \u00e9""#.utf8),
+            Array("\"é日本😀\"".utf8), Array("123456789012".utf8), Array("-0.5e-3".utf8), Array("true".utf8), Array("false".utf8),
+            Array("null".utf8), Array("\"".utf8), Array("\\".utf8), [0xC3], [0xA9], [0xED, 0xA0, 0x80], [0xF0, 0x9F], [0x01], [0xFF],
+        ]
+        let valid = Array(#"{"op":"post","id":1,"name":"n","payload":{"m":[{"s":"Re: \"x\" \u00e9té","t":["a@b.org"],"n":-3.25e1,"r":true,"z":null},[],{}]}}"#.utf8)
+        for _ in 0..<20000 {
+            var doc: [UInt8]
+            if random.below(2) == 0 {
+                doc = valid
+                for _ in 0..<(1 + random.below(3)) {
+                    let at = random.below(doc.count + 1)
+                    switch random.below(3) {
+                    case 0: if at < doc.count { doc.remove(at: at) }
+                    case 1: doc.insert(contentsOf: pieces[random.below(pieces.count)], at: at)
+                    default: if at < doc.count { doc[at] = UInt8(truncatingIfNeeded: random.next()) }
+                    }
+                }
+                if random.below(4) == 0 { doc = Array(doc[..<random.below(doc.count + 1)]) }
+            } else {
+                doc = []
+                for _ in 0..<(1 + random.below(12)) { doc += pieces[random.below(pieces.count)] }
+            }
+            expectSameScan(doc)
+        }
+    }
+}
