@@ -71,6 +71,7 @@ let package = Package(
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
     ],
     swiftLanguageModes: [.v6]

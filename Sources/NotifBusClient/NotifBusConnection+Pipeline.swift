@@ -1,6 +1,7 @@
 // Pipelined requests on the Swift client: several requests written to the socket in one
 // write, in the caller's order, whose replies are awaited later. It must not reorder
-// requests, and it never waits for a reply before the whole group is written.
+// requests, and it never waits for a reply before the whole group is written. The group's
+// one timer is cancelled when its last reply comes.
 import Dispatch
 import NotifBusProtocol
 
@@ -14,6 +15,8 @@ public final class PipelinedReplies: @unchecked Sendable {
     private var waiters: [Int: [CheckedContinuation<Reply, Never>]] = [:]
     /// Signalled once, when the last reply came: a thread in `waitAll` wakes once per group.
     private let allDone = DispatchSemaphore(value: 0)
+    /// Fails the replies still missing at the group's timeout; cancelled by the last reply.
+    var timer: DispatchWorkItem? = nil
 
     init(count: Int) {
         results = Array(repeating: nil, count: count)
@@ -29,7 +32,19 @@ public final class PipelinedReplies: @unchecked Sendable {
             return (waiters.removeValue(forKey: index) ?? [], remaining == 0)
         }
         for waiter in resume { waiter.resume(returning: result) }
-        if last { allDone.signal() }
+        if last {
+            lock.withLock { timer }?.cancel()
+            allDone.signal()
+        }
+    }
+
+    /// Keeps the group's timer, or cancels it at once when every reply came already.
+    func arm(_ timer: DispatchWorkItem) {
+        let done = lock.withLock { () -> Bool in
+            self.timer = timer
+            return remaining == 0
+        }
+        if done { timer.cancel() }
     }
 
     /// The number of requests in the group.
@@ -87,7 +102,8 @@ extension NotifBusConnection {
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                pending[id] = { result in replies.fill(index, result) }
+                pending[id] = PendingRequest(completion: { result in replies.fill(index, result.map { JSONValue(validated: $0) }) },
+                                             timer: nil)
             }
             return (ids, nil)
         }
@@ -102,15 +118,16 @@ extension NotifBusConnection {
             message["id"] = .integer(ids[index])
             bytes += NotifBusConnection.frame(.object(message))
         }
+        let timer = DispatchWorkItem { [weak self] in
+            for (index, id) in ids.enumerated() {
+                self?.complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")), byTimer: true)
+            }
+        }
+        replies.arm(timer)
+        lock.withLock { onTimerArmed }?(timer)
+        DispatchQueue.global().asyncAfter(deadline: .now() + NotifBusConnection.dispatchInterval(bound), execute: timer)
         if let error = send(bytes) {
             for id in ids { complete(id, .failure(error)) }
-            return replies
-        }
-        let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
-            for (index, id) in ids.enumerated() {
-                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")))
-            }
         }
         return replies
     }
