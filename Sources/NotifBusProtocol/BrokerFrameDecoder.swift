@@ -18,6 +18,7 @@ public enum BrokerFrame: Sendable, Equatable {
 
     /// A request id as the broker echoes it.
     public enum ID: Sendable, Hashable {
+        /// An integer id, as this package's clients send.
         case integer(Int64)
         /// The id's decoded text.
         case string(String)
@@ -30,6 +31,7 @@ public enum BrokerFrame: Sendable, Equatable {
         /// The `result`, or the `error`.
         public let outcome: Outcome
 
+        /// A reply to `id` (nil: an error frame).
         public init(id: ID?, outcome: Outcome) {
             self.id = id
             self.outcome = outcome
@@ -40,6 +42,7 @@ public enum BrokerFrame: Sendable, Equatable {
     public enum Outcome: Sendable, Equatable {
         /// The `result` member's bytes (`null` included).
         case result(RawJSON)
+        /// The `error` member.
         case error(Failure)
     }
 
@@ -47,10 +50,12 @@ public enum BrokerFrame: Sendable, Equatable {
     public struct Failure: Sendable, Equatable {
         /// The wire code; a handler's own codes pass through.
         public let code: String
+        /// What went wrong, for a person.
         public let message: String
         /// nil when `details` was absent; the bytes `null` when it was null.
         public let details: RawJSON?
 
+        /// An error with its members.
         public init(code: String, message: String, details: RawJSON?) {
             self.code = code
             self.message = message
@@ -60,12 +65,16 @@ public enum BrokerFrame: Sendable, Equatable {
 
     /// An `event` frame.
     public struct Event: Sendable, Equatable {
+        /// The broker's event id, to answer with.
         public let event: Int64
+        /// The observer this hop is for (`"o4"`).
         public let observer: String
+        /// The event's name, as posted.
         public let name: String
         /// The poster's payload, byte for byte (`null` when it sent none).
         public let payload: RawJSON
 
+        /// An event with its members.
         public init(event: Int64, observer: String, name: String, payload: RawJSON) {
             self.event = event
             self.observer = observer
@@ -76,15 +85,20 @@ public enum BrokerFrame: Sendable, Equatable {
 
     /// A `call` frame.
     public struct Call: Sendable, Equatable {
+        /// The broker's call id, to return with.
         public let call: Int64
+        /// The handler called (`"h2"`).
         public let handler: String
+        /// The channel invoked on.
         public let channel: String
+        /// The method invoked.
         public let method: String
         /// The invoker's arguments, byte for byte (`null` when it sent none).
         public let arguments: RawJSON
         /// The invoking client (`"c9"`).
         public let from: String
 
+        /// A call with its members.
         public init(call: Int64, handler: String, channel: String, method: String, arguments: RawJSON, from: String) {
             self.call = call
             self.handler = handler
@@ -97,7 +111,9 @@ public enum BrokerFrame: Sendable, Equatable {
 
     /// An `evicted` frame: whose registration went, and to whom.
     public enum Evicted: Sendable, Equatable {
+        /// Observer (id) lost its key to observer `by`.
         case observer(String, by: String)
+        /// Handler (id) was replaced by handler `by`.
         case handler(String, by: String)
     }
 
@@ -105,16 +121,20 @@ public enum BrokerFrame: Sendable, Equatable {
     public struct Seen: Sendable, Equatable {
         /// Whether the broker read the frame (`in`) or wrote it (`out`).
         public enum Direction: String, Sendable {
+            /// The broker read it from the other connection.
             case inbound = "in"
+            /// The broker wrote it to the other connection.
             case outbound = "out"
         }
 
+        /// Which way the frame went.
         public let direction: Direction
         /// The other connection (`"c7"`).
         public let client: String
         /// The mirrored frame's bytes: always a JSON object.
         public let frame: RawJSON
 
+        /// A mirrored frame with its members.
         public init(direction: Direction, client: String, frame: RawJSON) {
             self.direction = direction
             self.client = client
@@ -147,6 +167,7 @@ public enum BrokerFrameError: Error, Sendable, Equatable, CustomStringConvertibl
     /// Members that exclude each other, or of which one is required, are both or neither there.
     case conflictingMembers(op: String, members: String)
 
+    /// What was wrong, to end "the broker sent ..." with.
     public var description: String {
         switch self {
         case .zeroLength: return "a frame of length 0"
@@ -169,13 +190,16 @@ public enum BrokerFrameError: Error, Sendable, Equatable, CustomStringConvertibl
 public struct BrokerFrameDecoder: Sendable {
     private var framer = FrameDecoder()
 
+    /// A decoder at the start of a stream.
     public init() {}
 
     /// Bytes received but not yet returned as frames.
     public var pendingByteCount: Int { framer.pendingByteCount }
 
+    /// Takes bytes read from the broker.
     public mutating func append(_ bytes: some Sequence<UInt8>) { framer.append(bytes) }
 
+    /// Takes bytes read from the broker, from a borrowed buffer.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) { framer.append(bytes) }
 
     /// The next whole frame, or nil when more bytes are needed. After an error the stream
