@@ -16,7 +16,7 @@ public final class PipelinedReplies: @unchecked Sendable {
     /// Signalled once, when the last reply came: a thread in `waitAll` wakes once per group.
     private let allDone = DispatchSemaphore(value: 0)
     /// Fails the replies still missing at the group's timeout; cancelled by the last reply.
-    var timer: DispatchWorkItem? = nil
+    var timer: RequestTimer? = nil
 
     init(count: Int) {
         results = Array(repeating: nil, count: count)
@@ -39,7 +39,7 @@ public final class PipelinedReplies: @unchecked Sendable {
     }
 
     /// Keeps the group's timer, or cancels it at once when every reply came already.
-    func arm(_ timer: DispatchWorkItem) {
+    func arm(_ timer: RequestTimer) {
         let done = lock.withLock { () -> Bool in
             self.timer = timer
             return remaining == 0
@@ -118,14 +118,13 @@ extension NotifBusConnection {
             message["id"] = .integer(ids[index])
             bytes += NotifBusConnection.frame(.object(message))
         }
-        let timer = DispatchWorkItem { [weak self] in
+        let timer = RequestTimer(after: bound) { [weak self] in
             for (index, id) in ids.enumerated() {
                 self?.complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")), byTimer: true)
             }
         }
         replies.arm(timer)
         lock.withLock { onTimerArmed }?(timer)
-        DispatchQueue.global().asyncAfter(deadline: .now() + NotifBusConnection.dispatchInterval(bound), execute: timer)
         if let error = send(bytes) {
             for id in ids { complete(id, .failure(error)) }
         }

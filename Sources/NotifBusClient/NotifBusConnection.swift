@@ -24,7 +24,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     struct PendingRequest {
         let completion: Completion
         /// nil for requests of a pipeline, whose group shares one timer.
-        let timer: DispatchWorkItem?
+        let timer: RequestTimer?
     }
 
     /// Sends block at most this long when the broker does not read.
@@ -50,7 +50,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     var nextRequestID: Int64 = 1
     var pending: [Int64: PendingRequest] = [:]
     /// Sees every request timer as it is armed; for tests that check it is cancelled.
-    var onTimerArmed: (@Sendable (DispatchWorkItem) -> Void)? = nil
+    var onTimerArmed: (@Sendable (RequestTimer) -> Void)? = nil
     var observerHandlers: [String: ObserverHandler] = [:]
     var observerEvictionHandlers: [String: @Sendable (Eviction) -> Void] = [:]
     var callHandlers: [String: MethodChannel.Handler] = [:]
@@ -253,36 +253,31 @@ public final class NotifBusConnection: @unchecked Sendable {
         message["id"] = .integer(id)
         let frame = NotifBusConnection.frame(.object(message))
         let result: Result<RawJSON, NotifBusError> = await withCheckedContinuation { continuation in
-            // Armed before the request is registered, so that no reply can come before its timer exists.
-            let timer = DispatchWorkItem { [weak self] in
-                self?.complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")), byTimer: true)
-            }
-            let (registered, on, hook) = lock.withLock { () -> (String?, Int, (@Sendable (DispatchWorkItem) -> Void)?) in
-                if let reason = closedReason { return (reason, generation, nil) }
-                if let wanted, wanted != generation { return ("the connection was replaced", generation, nil) }
-                if fd < 0 { return (NotifBusConnection.notSent, generation, nil) }
+            let (registered, on) = lock.withLock { () -> (String?, Int) in
+                if let reason = closedReason { return (reason, generation) }
+                if let wanted, wanted != generation { return ("the connection was replaced", generation) }
+                if fd < 0 { return (NotifBusConnection.notSent, generation) }
+                // Started under the lock with the request's entry: its handler takes the lock, so
+                // it cannot find the entry missing; and a reply cannot come before the timer exists.
+                let timer = RequestTimer(after: bound) { [weak self] in
+                    self?.complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")), byTimer: true)
+                }
                 pending[id] = PendingRequest(completion: { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
                     continuation.resume(returning: result)
                 }, timer: timer)
-                return (nil, generation, onTimerArmed)
+                onTimerArmed?(timer)
+                return (nil, generation)
             }
             if let reason = registered {
                 continuation.resume(returning: .failure(.connectionLost(reason)))
                 return
             }
-            hook?(timer)
-            DispatchQueue.global().asyncAfter(deadline: .now() + NotifBusConnection.dispatchInterval(bound), execute: timer)
             if let error = send(frame, generation: on) {
                 complete(id, .failure(error))
             }
         }
         return try result.get()
-    }
-
-    /// `bound` for Dispatch, to the nanosecond.
-    static func dispatchInterval(_ bound: Duration) -> DispatchTimeInterval {
-        .nanoseconds(Int(bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000))
     }
 
     /// Finishes request `id` with `result`, once: a reply, its timer or a failure, whichever

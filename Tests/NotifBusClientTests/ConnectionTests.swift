@@ -114,7 +114,7 @@ final class Collected<T>: @unchecked Sendable {
     @Test func aReplyCancelsItsTimer() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<DispatchWorkItem>()
+        let timers = Collected<RequestTimer>()
         connection.onTimerArmed = { timers.add($0) }
         async let ping = connection.request(Op.ping, timeout: .seconds(30))
         #expect(await broker.answer("{}")?["op"] == "ping")
@@ -142,7 +142,7 @@ final class Collected<T>: @unchecked Sendable {
     @Test func aTimerWithoutReplyFailsItsRequest() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<DispatchWorkItem>()
+        let timers = Collected<RequestTimer>()
         connection.onTimerArmed = { timers.add($0) }
         do {
             _ = try await connection.request(Op.ping, timeout: .milliseconds(50))
@@ -159,7 +159,7 @@ final class Collected<T>: @unchecked Sendable {
     @Test func aLostConnectionCancelsEveryTimer() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<DispatchWorkItem>()
+        let timers = Collected<RequestTimer>()
         connection.onTimerArmed = { timers.add($0) }
         async let ping = connection.request(Op.ping, timeout: .seconds(30))
         #expect(await broker.read()?["op"] == "ping")
