@@ -118,9 +118,9 @@ extension NotifBusConnection {
             message["id"] = .integer(ids[index])
             bytes += NotifBusConnection.frame(.object(message))
         }
-        let timer = RequestTimer(after: bound) { [weak self] in
+        let timer = RequestTimer(after: bound) { [self] in
             for (index, id) in ids.enumerated() {
-                self?.complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")), byTimer: true)
+                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")), byTimer: true)
             }
         }
         replies.arm(timer)

@@ -259,8 +259,10 @@ public final class NotifBusConnection: @unchecked Sendable {
                 if fd < 0 { return (NotifBusConnection.notSent, generation) }
                 // Started under the lock with the request's entry: its handler takes the lock, so
                 // it cannot find the entry missing; and a reply cannot come before the timer exists.
-                let timer = RequestTimer(after: bound) { [weak self] in
-                    self?.complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")), byTimer: true)
+                // A strong capture: the timer drops its handler once cancelled or fired, and a weak
+                // one would leave the connection a side table that outlives every weak reference.
+                let timer = RequestTimer(after: bound) { [self] in
+                    complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")), byTimer: true)
                 }
                 pending[id] = PendingRequest(completion: { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
