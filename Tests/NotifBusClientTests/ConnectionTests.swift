@@ -23,9 +23,13 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 final class ScriptedBroker: @unchecked Sendable {
     let fd: Int32
     private var decoder = FrameDecoder()
+    /// Bounds every wait of these tests. Only a hang reaches it: all suites share one process,
+    /// whose cooperative threads the blocking integration tests may hold for a long while,
+    /// and the client's tasks need them.
+    static let bound = Duration.seconds(120)
 
     /// A connection whose socket is the other end of this peer's.
-    static func pair(requestTimeout: Duration = .seconds(30)) throws -> (NotifBusConnection, ScriptedBroker) {
+    static func pair(requestTimeout: Duration = ScriptedBroker.bound) throws -> (NotifBusConnection, ScriptedBroker) {
         var fds: [Int32] = [0, 0]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw TestError("socketpair: \(errno)") }
         let connection = NotifBusConnection(fd: fds[0], requestTimeout: requestTimeout)
@@ -37,7 +41,7 @@ final class ScriptedBroker: @unchecked Sendable {
     deinit { close(fd) }
 
     /// The client's next frame, or nil at the bound or at its end of the stream.
-    func read(timeout: Duration = .seconds(20)) async -> JSONValue? {
+    func read(timeout: Duration = ScriptedBroker.bound) async -> JSONValue? {
         await offPool { self.readBlocking(timeout: timeout) }
     }
 
@@ -57,7 +61,7 @@ final class ScriptedBroker: @unchecked Sendable {
     }
 
     /// Whether the client closed its end within the bound (frames before that are skipped).
-    func seesClose(timeout: Duration = .seconds(10)) async -> Bool {
+    func seesClose(timeout: Duration = ScriptedBroker.bound) async -> Bool {
         await offPool { self.seesCloseBlocking(timeout: timeout) }
     }
 
@@ -110,19 +114,19 @@ final class Collected<T>: @unchecked Sendable {
     var all: [T] { lock.withLock { items } }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct ConnectionTests {
+@Suite(.timeLimit(.minutes(10))) struct ConnectionTests {
     @Test func aReplyCancelsItsTimer() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
         let timers = Collected<RequestTimer>()
         connection.onTimerArmed = { timers.add($0) }
-        async let ping = connection.request(Op.ping, timeout: .seconds(30))
+        async let ping = connection.request(Op.ping, timeout: ScriptedBroker.bound)
         #expect(await broker.answer("{}")?["op"] == "ping")
         #expect(try await ping == [:])
         #expect(timers.all.map(\.isCancelled) == [true])
 
         // An error reply cancels it too.
-        async let peek = connection.request(Op.peek, ["slot": "s"], timeout: .seconds(30))
+        async let peek = connection.request(Op.peek, ["slot": "s"], timeout: ScriptedBroker.bound)
         let request = try #require(await broker.read())
         await broker.write("{\"op\":\"reply\",\"id\":\(request["id"]!),\"error\":{\"code\":\"not_found\",\"message\":\"m\"}}")
         let peeked: Result<JSONValue, NotifBusError>
@@ -131,7 +135,7 @@ final class Collected<T>: @unchecked Sendable {
         #expect(timers.all.map(\.isCancelled) == [true, true])
 
         // A pipeline's one timer goes when its last reply comes.
-        let replies = connection.pipeline([(Op.ping, [:]), (Op.ping, [:])], timeout: .seconds(30))
+        let replies = connection.pipeline([(Op.ping, [:]), (Op.ping, [:])], timeout: ScriptedBroker.bound)
         await broker.answer("1")
         await broker.answer("2")
         #expect(await replies.wait().map { try? $0.get() } == [1, 2])
@@ -161,7 +165,7 @@ final class Collected<T>: @unchecked Sendable {
         defer { connection.close() }
         let timers = Collected<RequestTimer>()
         connection.onTimerArmed = { timers.add($0) }
-        async let ping = connection.request(Op.ping, timeout: .seconds(30))
+        async let ping = connection.request(Op.ping, timeout: ScriptedBroker.bound)
         #expect(await broker.read()?["op"] == "ping")
         shutdown(broker.fd, Int32(SHUT_RDWR))
         let pinged: Result<JSONValue, NotifBusError>
