@@ -1,7 +1,7 @@
 // Pipelined requests on the Swift client: several requests written to the socket in one
 // write, in the caller's order, whose replies are awaited later. It must not reorder
-// requests, and it never waits for a reply before the whole group is written. The group's
-// one timer is cancelled when its last reply comes.
+// requests, and it never waits for a reply before the whole group is written. Each request
+// has the group's deadline, taken out with it when its reply comes.
 import Dispatch
 import NotifBusProtocol
 
@@ -15,8 +15,6 @@ public final class PipelinedReplies: @unchecked Sendable {
     private var waiters: [Int: [CheckedContinuation<Reply, Never>]] = [:]
     /// Signalled once, when the last reply came: a thread in `waitAll` wakes once per group.
     private let allDone = DispatchSemaphore(value: 0)
-    /// Fails the replies still missing at the group's timeout; cancelled by the last reply.
-    var timer: RequestTimer? = nil
 
     init(count: Int) {
         results = Array(repeating: nil, count: count)
@@ -32,19 +30,7 @@ public final class PipelinedReplies: @unchecked Sendable {
             return (waiters.removeValue(forKey: index) ?? [], remaining == 0)
         }
         for waiter in resume { waiter.resume(returning: result) }
-        if last {
-            lock.withLock { timer }?.cancel()
-            allDone.signal()
-        }
-    }
-
-    /// Keeps the group's timer, or cancels it at once when every reply came already.
-    func arm(_ timer: RequestTimer) {
-        let done = lock.withLock { () -> Bool in
-            self.timer = timer
-            return remaining == 0
-        }
-        if done { timer.cancel() }
+        if last { allDone.signal() }
     }
 
     /// The number of requests in the group.
@@ -95,6 +81,7 @@ extension NotifBusConnection {
         let replies = PipelinedReplies(count: requests.count)
         guard !requests.isEmpty else { return replies }
         let bound = timeout ?? requestTimeout
+        let deadline = NotifBusConnection.deadline(after: bound)
         let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
             if let reason = closedReason { return ([], reason) }
             var ids: [Int64] = []
@@ -102,8 +89,9 @@ extension NotifBusConnection {
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                pending[id] = PendingRequest(completion: { result in replies.fill(index, result.map { JSONValue(validated: $0) }) },
-                                             timer: nil)
+                registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(requests[index].op)' within \(bound)") { result in
+                    replies.fill(index, result.map { JSONValue(validated: $0) })
+                }
             }
             return (ids, nil)
         }
@@ -118,13 +106,6 @@ extension NotifBusConnection {
             message["id"] = .integer(ids[index])
             bytes += NotifBusConnection.frame(.object(message))
         }
-        let timer = RequestTimer(after: bound) { [self] in
-            for (index, id) in ids.enumerated() {
-                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")), byTimer: true)
-            }
-        }
-        replies.arm(timer)
-        lock.withLock { onTimerArmed }?(timer)
         if let error = send(bytes) {
             for id in ids { complete(id, .failure(error)) }
         }

@@ -1,8 +1,9 @@
 // The Swift client's connection to a broker: one socket, one reader thread that decodes
 // frames with NotifBusProtocol's BrokerFrameDecoder and routes them (replies to waiting calls,
 // events to observers, calls to method handlers), and blocking writes under a lock. Every
-// wait is bounded by a timer that its reply cancels; a lost connection fails every pending
-// call at once. User data is never parsed into a tree on the reader thread.
+// wait is bounded by a deadline that its reply takes out (NotifBusConnection+Deadlines); a
+// lost connection fails every pending call at once. User data is never parsed into a tree
+// on the reader thread.
 import Dispatch
 import Glibc
 import NotifBusProtocol
@@ -19,12 +20,13 @@ public final class NotifBusConnection: @unchecked Sendable {
     public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
     typealias Completion = (Result<RawJSON, NotifBusError>) -> Void
 
-    /// A request waiting for its reply, and the timer that fails it if none comes; whoever
-    /// takes the entry out of `pending` (the reply, the timer, a lost connection) finishes it.
+    /// A request waiting for its reply, and when it times out; whoever takes the entry out
+    /// of `pending` (the reply, the deadline timer, a lost connection) finishes it.
     struct PendingRequest {
         let completion: Completion
-        /// nil for requests of a pipeline, whose group shares one timer.
-        let timer: RequestTimer?
+        let deadline: DispatchTime
+        /// The `timedOut` text it fails with at its deadline.
+        let timeoutMessage: String
     }
 
     /// Sends block at most this long when the broker does not read.
@@ -49,8 +51,11 @@ public final class NotifBusConnection: @unchecked Sendable {
     let writeLock = Lock()
     var nextRequestID: Int64 = 1
     var pending: [Int64: PendingRequest] = [:]
-    /// Sees every request timer as it is armed; for tests that check it is cancelled.
-    var onTimerArmed: (@Sendable (RequestTimer) -> Void)? = nil
+    /// The one timer of every pending request's deadline, and the deadline it is armed for.
+    var deadlineTimer: DispatchSourceTimer? = nil
+    var armedDeadline: DispatchTime? = nil
+    /// How often the timer was armed; tests check that replies cost it nothing.
+    var timerArmings = 0
     var observerHandlers: [String: ObserverHandler] = [:]
     var observerEvictionHandlers: [String: @Sendable (Eviction) -> Void] = [:]
     var callHandlers: [String: MethodChannel.Handler] = [:]
@@ -207,6 +212,7 @@ public final class NotifBusConnection: @unchecked Sendable {
         finishStates()
         let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
             readerFinished = true
+            stopDeadlines()
             defer { closeWaiters.removeAll() }
             return closeWaiters
         }
@@ -257,18 +263,11 @@ public final class NotifBusConnection: @unchecked Sendable {
                 if let reason = closedReason { return (reason, generation) }
                 if let wanted, wanted != generation { return ("the connection was replaced", generation) }
                 if fd < 0 { return (NotifBusConnection.notSent, generation) }
-                // Started under the lock with the request's entry: its handler takes the lock, so
-                // it cannot find the entry missing; and a reply cannot come before the timer exists.
-                // A strong capture: the timer drops its handler once cancelled or fired, and a weak
-                // one would leave the connection a side table that outlives every weak reference.
-                let timer = RequestTimer(after: bound) { [self] in
-                    complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")), byTimer: true)
-                }
-                pending[id] = PendingRequest(completion: { result in
+                registerPending(id, deadline: NotifBusConnection.deadline(after: bound),
+                                timeoutMessage: "no reply to '\(op)' within \(bound)") { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
                     continuation.resume(returning: result)
-                }, timer: timer)
-                onTimerArmed?(timer)
+                }
                 return (nil, generation)
             }
             if let reason = registered {
@@ -282,12 +281,10 @@ public final class NotifBusConnection: @unchecked Sendable {
         return try result.get()
     }
 
-    /// Finishes request `id` with `result`, once: a reply, its timer or a failure, whichever
-    /// comes first. Unless the timer itself is what fires, it is cancelled, so that it does
-    /// not fire later.
-    func complete(_ id: Int64, _ result: Result<RawJSON, NotifBusError>, byTimer: Bool = false) {
+    /// Finishes request `id` with `result`, once: a reply or a failure, unless its deadline
+    /// came first. Taking it out of `pending` takes out its deadline, so nothing fires for it.
+    func complete(_ id: Int64, _ result: Result<RawJSON, NotifBusError>) {
         let entry = lock.withLock { pending.removeValue(forKey: id) }
-        if !byTimer { entry?.timer?.cancel() }
         entry?.completion(result)
     }
 
@@ -372,7 +369,6 @@ public final class NotifBusConnection: @unchecked Sendable {
             if next != .finish && self.fd == fd { self.fd = -1 }
             let all = Array(pending.values)
             pending.removeAll()
-            for entry in all { entry.timer?.cancel() }
             observerHandlers.removeAll()
             observerEvictionHandlers.removeAll()
             callHandlers.removeAll()

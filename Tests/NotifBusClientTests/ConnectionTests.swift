@@ -1,5 +1,5 @@
-// NotifBusConnection against a scripted peer on a socket pair, no broker: a reply cancels
-// its request's timer, a frame that is not protocol v1 closes the connection with a clear
+// NotifBusConnection against a scripted peer on a socket pair, no broker: a reply takes its
+// request's deadline out, a frame that is not protocol v1 closes the connection with a clear
 // error, user data of any depth reaches observers and handlers and goes back unchanged, and
 // the reconnect delays follow their schedule.
 import Dispatch
@@ -115,39 +115,49 @@ final class Collected<T>: @unchecked Sendable {
 }
 
 @Suite(.timeLimit(.minutes(10))) struct ConnectionTests {
-    @Test func aReplyCancelsItsTimer() async throws {
+    /// What the deadline timer is armed for, how often it was armed, and the deadlines pending.
+    static func timerState(_ c: NotifBusConnection) -> (armed: DispatchTime?, armings: Int, pending: Int) {
+        c.lock.withLock { (c.armedDeadline, c.timerArmings, c.pending.count) }
+    }
+
+    /// A reply takes its request's deadline out: nothing is left to fire for it, and a stream
+    /// of requests and replies costs the timer nothing (it stays armed for the first deadline).
+    @Test func aReplyTakesItsDeadlineOut() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<RequestTimer>()
-        connection.onTimerArmed = { timers.add($0) }
         async let ping = connection.request(Op.ping, timeout: ScriptedBroker.bound)
-        #expect(await broker.answer("{}")?["op"] == "ping")
-        #expect(try await ping == [:])
-        #expect(timers.all.map(\.isCancelled) == [true])
-
-        // An error reply cancels it too.
-        async let peek = connection.request(Op.peek, ["slot": "s"], timeout: ScriptedBroker.bound)
         let request = try #require(await broker.read())
-        await broker.write("{\"op\":\"reply\",\"id\":\(request["id"]!),\"error\":{\"code\":\"not_found\",\"message\":\"m\"}}")
+        let first = Self.timerState(connection)
+        #expect(first.armed != nil && first.armings == 1 && first.pending == 1)
+        #expect(connection.lock.withLock { connection.pending[request["id"]!.intValue!]?.deadline } == first.armed)
+        await broker.write("{\"op\":\"reply\",\"id\":\(request["id"]!),\"result\":{}}")
+        #expect(try await ping == [:])
+        #expect(Self.timerState(connection).pending == 0)
+
+        // An error reply takes it out too, and later requests do not re-arm the timer.
+        async let peek = connection.request(Op.peek, ["slot": "s"], timeout: ScriptedBroker.bound)
+        let second = try #require(await broker.read())
+        await broker.write("{\"op\":\"reply\",\"id\":\(second["id"]!),\"error\":{\"code\":\"not_found\",\"message\":\"m\"}}")
         let peeked: Result<JSONValue, NotifBusError>
         do { peeked = .success(try await peek) } catch { peeked = .failure(error as! NotifBusError) }
         #expect(peeked == .failure(.broker(BrokerError(code: "not_found", message: "m"))))
-        #expect(timers.all.map(\.isCancelled) == [true, true])
 
-        // A pipeline's one timer goes when its last reply comes.
+        // A pipeline's requests have the group's deadline, each taken out by its reply.
         let replies = connection.pipeline([(Op.ping, [:]), (Op.ping, [:])], timeout: ScriptedBroker.bound)
         await broker.answer("1")
         await broker.answer("2")
         #expect(await replies.wait().map { try? $0.get() } == [1, 2])
-        #expect(timers.all.map(\.isCancelled) == [true, true, true])
-        #expect(connection.lock.withLock { connection.pending.isEmpty })
+        let after = Self.timerState(connection)
+        #expect(after.pending == 0 && after.armings == 1 && after.armed == first.armed)
     }
 
-    @Test func aTimerWithoutReplyFailsItsRequest() async throws {
+    /// A request whose reply does not come fails at its deadline; the timer is then armed
+    /// for the next pending deadline, and a later reply still finds its request.
+    @Test func aDeadlineWithoutReplyFailsItsRequest() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<RequestTimer>()
-        connection.onTimerArmed = { timers.add($0) }
+        async let slow = connection.request(Op.status, timeout: ScriptedBroker.bound)
+        let waiting = try #require(await broker.read())
         do {
             _ = try await connection.request(Op.ping, timeout: .milliseconds(50))
             Issue.record("a request without reply succeeded")
@@ -156,22 +166,25 @@ final class Collected<T>: @unchecked Sendable {
             #expect(why.contains("'ping'"))
         }
         #expect(await broker.read()?["op"] == "ping")
-        #expect(timers.all.map(\.isCancelled) == [false])
-        #expect(connection.lock.withLock { connection.pending.isEmpty })
+        let state = Self.timerState(connection)
+        #expect(state.pending == 1 && state.armings == 3)  // the status, the earlier ping, the status again
+        #expect(state.armed == connection.lock.withLock { connection.pending[waiting["id"]!.intValue!]?.deadline })
+        await broker.write("{\"op\":\"reply\",\"id\":\(waiting["id"]!),\"result\":{\"ok\":true}}")
+        #expect(try await slow == ["ok": true])
     }
 
-    @Test func aLostConnectionCancelsEveryTimer() async throws {
+    @Test func aLostConnectionTakesEveryDeadlineOut() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
-        let timers = Collected<RequestTimer>()
-        connection.onTimerArmed = { timers.add($0) }
         async let ping = connection.request(Op.ping, timeout: ScriptedBroker.bound)
         #expect(await broker.read()?["op"] == "ping")
         shutdown(broker.fd, Int32(SHUT_RDWR))
         let pinged: Result<JSONValue, NotifBusError>
         do { pinged = .success(try await ping) } catch { pinged = .failure(error as! NotifBusError) }
         #expect(pinged == .failure(.connectionLost("the broker closed the connection")))
-        #expect(timers.all.map(\.isCancelled) == [true])
+        _ = await connection.waitForClose()
+        let state = Self.timerState(connection)
+        #expect(state.pending == 0 && state.armed == nil && connection.lock.withLock { connection.deadlineTimer == nil })
     }
 
     /// Frames that are not protocol v1 end the connection: pending requests fail naming the
