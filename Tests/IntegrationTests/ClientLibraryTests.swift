@@ -111,8 +111,10 @@ final class Recorder: @unchecked Sendable {
         } catch let error as NotifBusError {
             guard case .connectionLost = error else { Issue.record("unexpected \(error)"); return }
         }
-        // Far below their own bounds, however slow the machine (3 s was measured under TSan).
-        #expect(ContinuousClock.now - start < .seconds(25))
+        // Lost, not timed out (the error says so), and before the earliest bound of their own,
+        // the post's 60 s request timeout: generous, since a sanitized run on a busy machine is
+        // slow (3 s was measured under TSan).
+        #expect(ContinuousClock.now - start < .seconds(55))
         do {
             _ = try await client.status()
             Issue.record("a closed connection still answered")
