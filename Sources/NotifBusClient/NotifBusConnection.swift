@@ -228,14 +228,22 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Sends a request built from `fields` and returns its `result`, or throws its error.
     /// `onReply` runs on the reader thread before any later frame is handled, so that state
     /// a reply creates (an observer's handler) is in place before frames that depend on it.
+    /// For a result that may be nested tens of thousands of levels deep, use `rawRequest`.
     public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
                         onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
+        JSONValue(validated: try await rawRequest(op, fields, timeout: timeout, onReply: onReply))
+    }
+
+    /// As `request`, but returns the `result`'s bytes exactly as the broker sent them, of any
+    /// depth, with no tree built.
+    public func rawRequest(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
+                           onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> RawJSON {
         let bound = timeout ?? requestTimeout
         var waited = Duration.zero
         while true {
             waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: waited)
             do {
-                return JSONValue(validated: try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil))
+                return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
             } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
                 // Refused before it was written: the connection is being made again, so wait.
                 continue

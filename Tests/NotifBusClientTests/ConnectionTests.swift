@@ -218,7 +218,8 @@ final class Collected<T>: @unchecked Sendable {
 
     /// A 10,000-deep payload reaches an observer as a tree and comes back as its value; a
     /// 10,000-deep argument comes back as a handler's result; one as deep as a 1 MiB frame
-    /// (what the broker forwards) reaches the observer as bytes, and the connection stays up.
+    /// (what the broker forwards) reaches the observer as bytes, the connection stays up, and
+    /// a result as deep comes back from `rawRequest` as bytes.
     @Test func deepUserDataReachesObserversAndHandlers() async throws {
         let (connection, broker) = try ScriptedBroker.pair()
         defer { connection.close() }
@@ -258,6 +259,12 @@ final class Collected<T>: @unchecked Sendable {
         async let ping = connection.request(Op.ping)
         await broker.answer("{}")
         #expect(try await ping == [:])
+
+        // A result as deep comes back as its bytes.
+        async let taken = connection.rawRequest(Op.take, ["slot": "deep"])
+        let request = try #require(await broker.read())
+        await broker.write(Array("{\"op\":\"reply\",\"id\":\(request["id"]!),\"result\":".utf8) + huge + Array("}".utf8))
+        #expect(try await taken == huge)
     }
 
     /// The delays between reconnection attempts: at once, then 10 ms growing by half each
