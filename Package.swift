@@ -74,6 +74,7 @@ let package = Package(
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,5 +1,6 @@
 // Values the Swift client hands to and receives from its users: observer events and
-// replies, post results, evictions, broker status.
+// replies, post results, evictions, monitored frames. User data they carry is kept as the
+// broker's bytes, of any depth, and becomes a JSONValue tree only when it is read.
 import NotifBusProtocol
 
 /// An event delivered to an observer: one hop of a chain.
@@ -10,8 +11,13 @@ public struct ObserverEvent: Sendable {
     public let observer: String
     /// The event's name, as posted (`"willPresent"`).
     public let name: String
-    /// The poster's payload; `.null` when it sent none.
-    public let payload: JSONValue
+    /// The poster's payload as the broker forwarded it, byte for byte, however deeply nested.
+    public let rawPayload: RawJSON
+
+    /// The poster's payload; `.null` when it sent none. Built from `rawPayload` on each read;
+    /// for a payload nested tens of thousands of levels deep read `rawPayload` instead, since
+    /// Swift frees a tree by recursion.
+    public var payload: JSONValue { JSONValue(validated: rawPayload) }
 }
 
 /// What an observer answers: pass it on, handle it with a value, or end the chain.
@@ -103,6 +109,20 @@ public struct SeenFrame: Sendable {
     public let direction: String
     /// The other connection (`"c7"`).
     public let client: String
-    /// The frame itself, decoded.
-    public let frame: JSONValue
+    /// The frame itself, byte for byte as the broker mirrored it.
+    public let rawFrame: RawJSON
+
+    /// The frame itself, decoded (built from `rawFrame` on each read).
+    public var frame: JSONValue { JSONValue(validated: rawFrame) }
+}
+
+extension JSONValue {
+    /// The tree of bytes the frame decoder has validated already, so parsing cannot fail.
+    init(validated bytes: RawJSON) {
+        do {
+            self = try JSONValue(parsingAnyDepth: bytes)
+        } catch {
+            preconditionFailure("bytes validated by BrokerFrameDecoder do not parse: \(error)")
+        }
+    }
 }

@@ -45,12 +45,15 @@ public struct MethodCall: Sendable {
     public let channel: String
     /// The method invoked.
     public let method: String
-    /// The invoker's arguments; `.null` when it sent none.
-    public let arguments: JSONValue
+    /// The invoker's arguments as the broker forwarded them, byte for byte, however deeply nested.
+    public let rawArguments: RawJSON
     /// The invoking client (`"c9"`).
     public let from: String
     /// The broker's call id.
     public let call: Int64
+
+    /// The invoker's arguments; `.null` when it sent none. Built from `rawArguments` on each read.
+    public var arguments: JSONValue { JSONValue(validated: rawArguments) }
 }
 
 /// A named channel on one connection.
@@ -136,16 +139,15 @@ extension NotifBusConnection {
         }
     }
 
-    func deliverCall(_ message: JSONValue, generation gen: Int = 0) {
-        guard let call = message["call"]?.intValue, let handlerID = message["handler"]?.stringValue else { return }
-        let handler = lock.withLock { callHandlers[handlerID] }
+    func deliverCall(_ frame: BrokerFrame.Call, generation gen: Int = 0) {
+        let call = frame.call
+        let handler = lock.withLock { callHandlers[frame.handler] }
         guard let handler else {
             sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call),
                          "error": ["code": .string(ErrorCode.notImplemented.rawValue), "message": "no handler here any more"]])
             return
         }
-        let received = MethodCall(channel: message["channel"]?.stringValue ?? "", method: message["method"]?.stringValue ?? "",
-                                  arguments: message["arguments"] ?? .null, from: message["from"]?.stringValue ?? "", call: call)
+        let received = MethodCall(channel: frame.channel, method: frame.method, rawArguments: frame.arguments, from: frame.from, call: call)
         Task { [self] in
             do {
                 let result = try await handler(received)

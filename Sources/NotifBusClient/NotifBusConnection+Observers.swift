@@ -101,15 +101,14 @@ extension NotifBusConnection {
         lock.withLock { resumption.monitoring = true }
     }
 
-    func deliverEvent(_ message: JSONValue, generation gen: Int = 0) {
-        guard let event = message["event"]?.intValue, let observer = message["observer"]?.stringValue else { return }
+    func deliverEvent(_ frame: BrokerFrame.Event, generation gen: Int = 0) {
+        let event = frame.event, observer = frame.observer
         let handler = lock.withLock { observerHandlers[observer] }
         guard let handler else {
             sendMessage(generation: gen, ["op": .string(Op.next), "event": .integer(event)])
             return
         }
-        let delivered = ObserverEvent(event: event, observer: observer, name: message["name"]?.stringValue ?? "",
-                                      payload: message["payload"] ?? .null)
+        let delivered = ObserverEvent(event: event, observer: observer, name: frame.name, rawPayload: frame.payload)
         Task { [self] in
             let reply = await handler(delivered)
             switch reply {

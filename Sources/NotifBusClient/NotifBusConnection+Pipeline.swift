@@ -1,6 +1,7 @@
 // Pipelined requests on the Swift client: several requests written to the socket in one
 // write, in the caller's order, whose replies are awaited later. It must not reorder
-// requests, and it never waits for a reply before the whole group is written.
+// requests, and it never waits for a reply before the whole group is written. Each request
+// has the group's deadline, taken out with it when its reply comes.
 import Dispatch
 import NotifBusProtocol
 
@@ -80,6 +81,7 @@ extension NotifBusConnection {
         let replies = PipelinedReplies(count: requests.count)
         guard !requests.isEmpty else { return replies }
         let bound = timeout ?? requestTimeout
+        let deadline = NotifBusConnection.deadline(after: bound)
         let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
             if let reason = closedReason { return ([], reason) }
             var ids: [Int64] = []
@@ -87,7 +89,9 @@ extension NotifBusConnection {
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                pending[id] = { result in replies.fill(index, result) }
+                registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(requests[index].op)' within \(bound)") { result in
+                    replies.fill(index, result.map { JSONValue(validated: $0) })
+                }
             }
             return (ids, nil)
         }
@@ -104,13 +108,6 @@ extension NotifBusConnection {
         }
         if let error = send(bytes) {
             for id in ids { complete(id, .failure(error)) }
-            return replies
-        }
-        let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
-            for (index, id) in ids.enumerated() {
-                complete(id, .failure(.timedOut("no reply to '\(requests[index].op)' within \(bound)")))
-            }
         }
         return replies
     }

@@ -32,12 +32,15 @@ struct RetryDelays {
     static let growth = 1.5
     /// A restarted broker is found within a second.
     static let maxMs = 1000.0
+    /// The range each delay is scaled by.
+    static let jitter = 0.75...1.0
     var nextMs = 0.0
 
-    mutating func next() -> Duration {
+    /// The delay before the next attempt; `jitter` (75-100 %, random by default) scales it.
+    mutating func next(jitter: Double = Double.random(in: RetryDelays.jitter)) -> Duration {
         let current = nextMs
         nextMs = nextMs == 0 ? RetryDelays.firstMs : min(RetryDelays.maxMs, nextMs * RetryDelays.growth)
-        return .microseconds(Int64(current * 1000 * Double.random(in: 0.75...1.0)))
+        return .microseconds(Int64(current * 1000 * jitter))
     }
 }
 

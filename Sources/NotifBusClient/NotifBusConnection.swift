@@ -1,7 +1,9 @@
 // The Swift client's connection to a broker: one socket, one reader thread that decodes
-// frames and routes them (replies to waiting calls, events to observers, calls to method
-// handlers), and blocking writes under a lock. Every wait is bounded by a timeout; a lost
-// connection fails every pending call at once.
+// frames with NotifBusProtocol's BrokerFrameDecoder and routes them (replies to waiting calls,
+// events to observers, calls to method handlers), and blocking writes under a lock. Every
+// wait is bounded by a deadline that its reply takes out (NotifBusConnection+Deadlines); a
+// lost connection fails every pending call at once. User data is never parsed into a tree
+// on the reader thread.
 import Dispatch
 import Glibc
 import NotifBusProtocol
@@ -16,7 +18,16 @@ import NotifBusProtocol
 public final class NotifBusConnection: @unchecked Sendable {
     /// Answers one event delivered to an observer.
     public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
-    typealias Completion = (Result<JSONValue, NotifBusError>) -> Void
+    typealias Completion = (Result<RawJSON, NotifBusError>) -> Void
+
+    /// A request waiting for its reply, and when it times out; whoever takes the entry out
+    /// of `pending` (the reply, the deadline timer, a lost connection) finishes it.
+    struct PendingRequest {
+        let completion: Completion
+        let deadline: DispatchTime
+        /// The `timedOut` text it fails with at its deadline.
+        let timeoutMessage: String
+    }
 
     /// Sends block at most this long when the broker does not read.
     static let sendTimeoutSeconds = 10
@@ -39,7 +50,12 @@ public final class NotifBusConnection: @unchecked Sendable {
     let lock = Lock()
     let writeLock = Lock()
     var nextRequestID: Int64 = 1
-    var pending: [Int64: Completion] = [:]
+    var pending: [Int64: PendingRequest] = [:]
+    /// The one timer of every pending request's deadline, and the deadline it is armed for.
+    var deadlineTimer: DispatchSourceTimer? = nil
+    var armedDeadline: DispatchTime? = nil
+    /// How often the timer was armed; tests check that replies cost it nothing.
+    var timerArmings = 0
     var observerHandlers: [String: ObserverHandler] = [:]
     var observerEvictionHandlers: [String: @Sendable (Eviction) -> Void] = [:]
     var callHandlers: [String: MethodChannel.Handler] = [:]
@@ -91,9 +107,8 @@ public final class NotifBusConnection: @unchecked Sendable {
         let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout,
                                             resumption: Resumption(path: path, name: name, policy: .never))
         connection.startReader()
-        let result: JSONValue
         do {
-            result = try await connection.greet()
+            _ = try await connection.greet()
         } catch {
             connection.close()
             if case .connectionLost = error, let refusal = connection.lock.withLock({ connection.lastErrorFrame }) {
@@ -102,7 +117,6 @@ public final class NotifBusConnection: @unchecked Sendable {
             throw error
         }
         connection.lock.withLock { connection.resumption.policy = reconnect }
-        _ = result
         return connection
     }
 
@@ -110,7 +124,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     func greet(generation: Int? = nil) async throws(NotifBusError) -> JSONValue {
         var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
         if let name = resumption.name { fields["name"] = .string(name) }
-        let result = try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation)
+        let result = JSONValue(validated: try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation))
         lock.withLock {
             clientID = result["client"]?.stringValue ?? ""
             server = result["server"]?.stringValue ?? ""
@@ -198,6 +212,7 @@ public final class NotifBusConnection: @unchecked Sendable {
         finishStates()
         let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
             readerFinished = true
+            stopDeadlines()
             defer { closeWaiters.removeAll() }
             return closeWaiters
         }
@@ -213,8 +228,16 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Sends a request built from `fields` and returns its `result`, or throws its error.
     /// `onReply` runs on the reader thread before any later frame is handled, so that state
     /// a reply creates (an observer's handler) is in place before frames that depend on it.
+    /// For a result that may be nested tens of thousands of levels deep, use `rawRequest`.
     public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
                         onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
+        JSONValue(validated: try await rawRequest(op, fields, timeout: timeout, onReply: onReply))
+    }
+
+    /// As `request`, but returns the `result`'s bytes exactly as the broker sent them, of any
+    /// depth, with no tree built.
+    public func rawRequest(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
+                           onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> RawJSON {
         let bound = timeout ?? requestTimeout
         var waited = Duration.zero
         while true {
@@ -231,9 +254,10 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Why a request was refused before anything of it was written, while the socket is gone.
     static let notSent = "the connection to the broker was lost"
 
-    /// Sends one request on the present socket, or on socket `generation` only.
+    /// Sends one request on the present socket, or on socket `generation` only, and returns
+    /// its result's bytes. `onReply` gets the result as a tree, on the reader thread.
     func exchange(_ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
-                  generation wanted: Int?) async throws(NotifBusError) -> JSONValue {
+                  generation wanted: Int?) async throws(NotifBusError) -> RawJSON {
         let id = lock.withLock { () -> Int64 in
             defer { nextRequestID += 1 }
             return nextRequestID
@@ -242,13 +266,14 @@ public final class NotifBusConnection: @unchecked Sendable {
         message["op"] = .string(op)
         message["id"] = .integer(id)
         let frame = NotifBusConnection.frame(.object(message))
-        let result: Result<JSONValue, NotifBusError> = await withCheckedContinuation { continuation in
+        let result: Result<RawJSON, NotifBusError> = await withCheckedContinuation { continuation in
             let (registered, on) = lock.withLock { () -> (String?, Int) in
                 if let reason = closedReason { return (reason, generation) }
                 if let wanted, wanted != generation { return ("the connection was replaced", generation) }
                 if fd < 0 { return (NotifBusConnection.notSent, generation) }
-                pending[id] = { result in
-                    if case .success(let value) = result { onReply?(value) }
+                registerPending(id, deadline: NotifBusConnection.deadline(after: bound),
+                                timeoutMessage: "no reply to '\(op)' within \(bound)") { result in
+                    if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
                     continuation.resume(returning: result)
                 }
                 return (nil, generation)
@@ -259,21 +284,19 @@ public final class NotifBusConnection: @unchecked Sendable {
             }
             if let error = send(frame, generation: on) {
                 complete(id, .failure(error))
-                return
-            }
-            let ns = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [self] in
-                complete(id, .failure(.timedOut("no reply to '\(op)' within \(bound)")))
             }
         }
         return try result.get()
     }
 
-    func complete(_ id: Int64, _ result: Result<JSONValue, NotifBusError>) {
-        let callback = lock.withLock { pending.removeValue(forKey: id) }
-        callback?(result)
+    /// Finishes request `id` with `result`, once: a reply or a failure, unless its deadline
+    /// came first. Taking it out of `pending` takes out its deadline, so nothing fires for it.
+    func complete(_ id: Int64, _ result: Result<RawJSON, NotifBusError>) {
+        let entry = lock.withLock { pending.removeValue(forKey: id) }
+        entry?.completion(result)
     }
 
+    /// A length-prefixed frame of `message`, written without recursion (user data in it may be deep).
     static func frame(_ message: JSONValue) -> [UInt8] {
         let body = message.encoded
         return FrameHeader.encode(length: body.count) + body
@@ -320,7 +343,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     }
 
     func readLoop(fd: Int32, generation readerGeneration: Int) {
-        var decoder = FrameDecoder()
+        var decoder = BrokerFrameDecoder()
         var buffer = [UInt8](repeating: 0, count: 65536)
         var reason = "the broker closed the connection"
         reading: while true {
@@ -332,17 +355,14 @@ public final class NotifBusConnection: @unchecked Sendable {
             }
             decoder.append(buffer[0..<n])
             while true {
-                let body: [UInt8]?
-                do { body = try decoder.next() } catch {
-                    reason = "the broker sent an impossible frame length"
+                let frame: BrokerFrame?
+                do { frame = try decoder.next() } catch {
+                    // The stream cannot be trusted past a frame that is not protocol v1 (PROTOCOL.md §13).
+                    reason = "the broker sent \(error)"
                     break reading
                 }
-                guard let body else { break }
-                guard let message = try? JSONValue(parsing: body) else {
-                    reason = "the broker sent a frame that is not JSON"
-                    break reading
-                }
-                dispatch(message, generation: readerGeneration)
+                guard let frame else { break }
+                dispatch(frame, generation: readerGeneration)
             }
         }
         let stale = lock.withLock { readerGeneration != generation }
@@ -351,7 +371,7 @@ public final class NotifBusConnection: @unchecked Sendable {
             Glibc.close(fd)
             return
         }
-        let (callbacks, finalReason, next) = lock.withLock { () -> ([Completion], String, Resumption.Next) in
+        let (callbacks, finalReason, next) = lock.withLock { () -> ([PendingRequest], String, Resumption.Next) in
             let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))
             if next == .finish && closedReason == nil { closedReason = reason }
             if next != .finish && self.fd == fd { self.fd = -1 }
@@ -363,7 +383,7 @@ public final class NotifBusConnection: @unchecked Sendable {
             channelRegistrations.removeAll()
             return (all, closedReason ?? reason, next)
         }
-        for callback in callbacks { callback(.failure(.connectionLost(finalReason))) }
+        for entry in callbacks { entry.completion(.failure(.connectionLost(finalReason))) }
         Glibc.close(fd)
         switch next {
         case .finish:
@@ -376,32 +396,33 @@ public final class NotifBusConnection: @unchecked Sendable {
         }
     }
 
-    func dispatch(_ message: JSONValue, generation: Int = 0) {
-        switch message["op"]?.stringValue {
-        case Op.reply?:
-            let error = message["error"].flatMap(NotifBusConnection.brokerError)
-            guard let id = message["id"]?.intValue else {
-                if let error { lock.withLock { lastErrorFrame = error } }
-                if let error, let handler = onErrorFrame { handler(error) }
-                return
+    func dispatch(_ frame: BrokerFrame, generation: Int = 0) {
+        switch frame {
+        case .reply(let reply):
+            switch (reply.id, reply.outcome) {
+            case (.integer(let id)?, .result(let result)):
+                complete(id, .success(result))
+            case (.integer(let id)?, .error(let failure)):
+                complete(id, .failure(.broker(BrokerError(failure))))
+            case (nil, .error(let failure)):
+                let error = BrokerError(failure)
+                let handler = lock.withLock { () -> (@Sendable (BrokerError) -> Void)? in
+                    lastErrorFrame = error
+                    return errorFrameHandler
+                }
+                handler?(error)
+            case (.string?, _), (nil, .result):
+                break  // this client sends integer ids only, and the decoder gives a result an id
             }
-            if let error {
-                complete(id, .failure(.broker(error)))
-            } else {
-                complete(id, .success(message["result"] ?? .null))
-            }
-        case Op.event?:
-            deliverEvent(message, generation: generation)
-        case Op.call?:
-            deliverCall(message, generation: generation)
-        case Op.evicted?:
+        case .event(let event):
+            deliverEvent(event, generation: generation)
+        case .call(let call):
+            deliverCall(call, generation: generation)
+        case .evicted(let evicted):
             let eviction: Eviction
-            if let o = message["observer"]?.stringValue {
-                eviction = .observer(o, by: message["by"]?.stringValue ?? "")
-            } else if let h = message["handler"]?.stringValue {
-                eviction = .handler(h, by: message["by"]?.stringValue ?? "")
-            } else {
-                return
+            switch evicted {
+            case .observer(let o, let by): eviction = .observer(o, by: by)
+            case .handler(let h, let by): eviction = .handler(h, by: by)
             }
             let (general, specific) = lock.withLock { () -> ((@Sendable (Eviction) -> Void)?, (@Sendable (Eviction) -> Void)?) in
                 switch eviction {
@@ -415,17 +436,16 @@ public final class NotifBusConnection: @unchecked Sendable {
             }
             specific?(eviction)
             general?(eviction)
-        case Op.seen?:
+        case .seen(let seen):
             guard let handler = lock.withLock({ monitorHandler }) else { return }
-            handler(SeenFrame(direction: message["dir"]?.stringValue ?? "", client: message["client"]?.stringValue ?? "",
-                              frame: message["frame"] ?? .null))
-        default:
-            break
+            handler(SeenFrame(direction: seen.direction.rawValue, client: seen.client, rawFrame: seen.frame))
         }
     }
+}
 
-    static func brokerError(_ json: JSONValue) -> BrokerError? {
-        guard case .object(let o) = json else { return nil }
-        return BrokerError(code: o["code"]?.stringValue ?? "", message: o["message"]?.stringValue ?? "", details: o["details"])
+extension BrokerError {
+    /// The error of a reply, its `details` as a tree.
+    init(_ failure: BrokerFrame.Failure) {
+        self.init(code: failure.code, message: failure.message, details: failure.details.map { JSONValue(validated: $0) })
     }
 }

@@ -5,30 +5,54 @@
 /// JSON output of a `JSONValue` tree (clients, tests, the CLI). The broker's frames are
 /// written by `OutboundFrame` through `FrameBuilder` directly, never through a tree.
 public enum JSONWriter {
-    /// Appends `value`, object keys sorted.
+    /// Appends `value`, object keys sorted. Trees of any depth: containers are walked with
+    /// an explicit stack, so the call stack never grows with the input.
     public static func append(_ value: JSONValue, to out: inout FrameBuilder) {
-        switch value {
-        case .null: out.literal("null")
-        case .bool(let b): out.literal(b ? "true" : "false")
-        case .integer(let i): out.int(i)
-        case .double(let d): appendDouble(d, to: &out)
-        case .string(let s): out.string(s)
-        case .array(let elements):
-            out.byte(UInt8(ascii: "["))
-            for (i, e) in elements.enumerated() {
-                if i > 0 { out.byte(UInt8(ascii: ",")) }
-                append(e, to: &out)
+        // Each open container: its remaining elements, or its remaining sorted keys and members.
+        enum Open {
+            case array(IndexingIterator<[JSONValue]>, first: Bool)
+            case object(IndexingIterator<[String]>, [String: JSONValue], first: Bool)
+        }
+        var stack: [Open] = []
+        var next: JSONValue? = value
+        while true {
+            if let value = next {
+                next = nil
+                switch value {
+                case .null: out.literal("null")
+                case .bool(let b): out.literal(b ? "true" : "false")
+                case .integer(let i): out.int(i)
+                case .double(let d): appendDouble(d, to: &out)
+                case .string(let s): out.string(s)
+                case .array(let elements):
+                    out.byte(UInt8(ascii: "["))
+                    stack.append(.array(elements.makeIterator(), first: true))
+                case .object(let members):
+                    out.byte(UInt8(ascii: "{"))
+                    stack.append(.object(members.keys.sorted().makeIterator(), members, first: true))
+                }
             }
-            out.byte(UInt8(ascii: "]"))
-        case .object(let members):
-            out.byte(UInt8(ascii: "{"))
-            for (i, key) in members.keys.sorted().enumerated() {
-                if i > 0 { out.byte(UInt8(ascii: ",")) }
-                out.string(key)
-                out.byte(UInt8(ascii: ":"))
-                append(members[key]!, to: &out)
+            guard let top = stack.popLast() else { return }
+            switch top {
+            case .array(var elements, let first):
+                if let element = elements.next() {
+                    if !first { out.byte(UInt8(ascii: ",")) }
+                    stack.append(.array(elements, first: false))
+                    next = element
+                } else {
+                    out.byte(UInt8(ascii: "]"))
+                }
+            case .object(var keys, let members, let first):
+                if let key = keys.next() {
+                    if !first { out.byte(UInt8(ascii: ",")) }
+                    out.string(key)
+                    out.byte(UInt8(ascii: ":"))
+                    stack.append(.object(keys, members, first: false))
+                    next = members[key]!
+                } else {
+                    out.byte(UInt8(ascii: "}"))
+                }
             }
-            out.byte(UInt8(ascii: "}"))
         }
     }
 

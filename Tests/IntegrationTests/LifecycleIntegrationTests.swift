@@ -39,7 +39,7 @@ import Testing
         #expect(RawClient.canConnect(broker.socket))
 
         let plain = folder.path + "/plain"
-        FileManager.default.createFile(atPath: plain, contents: Data("keep me".utf8))
+        _ = FileManager.default.createFile(atPath: plain, contents: Data("keep me".utf8))
         let refused = try Child(Binaries.notifbus, ["broker", "--socket", plain])
         #expect(refused.waitExit() == 1)
         #expect(try String(contentsOfFile: plain, encoding: .utf8) == "keep me")

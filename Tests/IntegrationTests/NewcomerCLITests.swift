@@ -75,7 +75,7 @@ import Testing
         var (status, _, err) = try run(["ping", "--socket", folder.path])
         #expect(status == 1 && err.contains("is a folder, not a socket"), "\(err)")
         let file = folder.path + "/plain"
-        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
         (status, _, err) = try run(["status", "--socket", file])
         #expect(status == 1 && err.contains("\(file): is not a socket"), "\(err)")
     }

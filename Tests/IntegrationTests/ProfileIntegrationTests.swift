@@ -723,9 +723,12 @@ private final class Gate: @unchecked Sendable {
 
     // MARK: CLI
 
+    /// Runs the CLI and waits for it. The bound only catches a hang: one run takes well under
+    /// a second even sanitized (1000 ASan runs of a usage error, four at a time on a loaded
+    /// machine: at most 0.73 s), but a whole sanitized test run on a busy machine is slower.
     func run(_ args: [String]) throws -> (Int32, String, String) {
         let c = try Child(Binaries.notifbus, args)
-        guard let status = c.waitExit() else { throw TestFailure("notifbus \(args) hung") }
+        guard let status = c.waitExit(.seconds(60)) else { throw TestFailure("notifbus \(args) hung") }
         return (status, c.stdout, c.stderr)
     }
 
