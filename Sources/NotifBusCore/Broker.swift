@@ -127,6 +127,15 @@ public struct Broker {
         refuse(id, nil, .session(.frameOutOfRange(length: length, max: configuration.maxFrame)), now: now)
     }
 
+    /// The input and output the transport buffers across all connections passed `limit`
+    /// (`--max-buffered-bytes`), and `id` holds the most of them (`held` bytes): it is
+    /// refused `overloaded` and closed, so that its buffers are freed.
+    public mutating func overBudget(_ id: ConnectionID, held: Int, limit: Int, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
+        refuse(id, nil, .session(.overBudget(held: held, limit: limit)), now: now)
+    }
+
     /// The peer closed `id`, or the transport gave up on it.
     public mutating func disconnected(_ id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
