@@ -74,7 +74,7 @@ extension Broker {
         if section == 0 {
             var after = -1
             if case .client(let n)? = page { after = n }
-            for (id, c) in sessions.records.sorted(by: { $0.key < $1.key }) where id > after {
+            for (id, c) in sessions.records.sortedEntries where id > after {
                 guard c.greeted else { continue }
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed

@@ -103,18 +103,18 @@ public struct Broker {
             guard client.greeted || isHello else { return refuse(id, rejection.id, .session(.helloRequired), now: now) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
-                return admit(.rejected(rid, .session(.alreadyGreeted)), from: id, now: now)
+                return admit(.rejected(rid, .session(.alreadyGreeted)), from: client, now: now)
             }
-            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: id, now: now)
+            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: client, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
             switch inbound {
-            case .request(let requestID, let request): admit(.request(requestID, request), from: id, now: now)
+            case .request(let requestID, let request): admit(.request(requestID, request), from: client, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
-            case .callReturn(let ret): handleReturn(ret, from: id)
+            case .callReturn(let ret): handleReturn(ret, from: client)
             }
         }
     }
@@ -165,9 +165,9 @@ public struct Broker {
             refuse(c, nil, .session(.helloTimedOut(ms: configuration.helloTimeoutMs)), now: now)
         }
         hopTimedOut(now: now)
-        while let (id, call) = channels.popExpiredCall(now: now) {
+        while let (_, call) = channels.popExpiredCall(now: now) {
             counters.callTimeouts += 1
-            sessions[call.handlerClient]?.callsReceived.remove(id)
+            sessions[call.handlerClient]?.callsReceived -= 1
             sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.timedOut(ms: configuration.callTimeoutMs)), now: now)
         }
@@ -228,13 +228,15 @@ public struct Broker {
 
     // MARK: Dispatch
 
-    mutating func handle(_ request: Request, id rid: RequestID, from c: ConnectionID, now: Instant) {
+    /// Carries out one request of `client` (which the sessions hold).
+    mutating func handle(_ request: Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
+        let c = client.id
         switch request {
         case .hello(let version, let name):
-            guard sessions[c]?.greeted == false else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
+            guard !client.greeted else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
             guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }
-            sessions[c]?.greeted = true
-            sessions[c]?.name = name
+            client.greeted = true
+            client.name = name
             send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
         case .ping:
             send(.reply(rid, .empty), to: c)
@@ -249,7 +251,7 @@ public struct Broker {
         case .unhandle(let handler):
             unhandle(handler, rid: rid, from: c, now: now)
         case .invoke(let channel, let method, let arguments):
-            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: c, now: now)
+            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: client, now: now)
         case .put(let slot, let value):
             put(slot: slot, value: value, rid: rid, from: c, now: now)
         case .take(let slot, let wait):
@@ -285,8 +287,7 @@ public struct Broker {
     mutating func dropClient(_ c: ConnectionID, now: Instant) {
         guard let client = sessions.remove(c) else { return }
         for h in client.handlers { _ = channels.remove(h) }
-        for callID in client.callsReceived.sorted() {
-            guard let call = channels.removeCall(callID) else { continue }
+        for call in client.callsReceived > 0 ? channels.removeCalls(servedBy: c) : [] {
             sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.handlerGone), now: now)
         }
