@@ -66,7 +66,7 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            var f = FrameBuilder(capacity: 96 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4))
+            var f = FrameBuilder(capacity: 160 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4))
             f.literal("{\"op\":\"call\",\"call\":")
             f.int(call)
             f.literal(",\"handler\":")
@@ -152,7 +152,7 @@ public enum ReplyResult {
     var capacityHint: Int {
         switch self {
         case .posted(let post): 128 + post.trace.count * 36 + (post.value?.count ?? 0)
-        case .value(let raw): 40 + (raw?.count ?? 4)
+        case .value(let raw): 64 + (raw?.count ?? 4)
         case .categories(let raw): 64 + raw.count
         case .hello(let server, _, _): 96 + server.utf8.count
         default: 96
