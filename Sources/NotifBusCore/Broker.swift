@@ -52,6 +52,9 @@ public struct Broker {
     /// out before the input returns): between inputs it is empty, so every action reaches
     /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
+    /// Where outgoing frames are built, one at a time, before each is copied out as its
+    /// own array.
+    let frameScratch = FrameScratch()
 
     /// A broker starting at `now`, with slots and categories restored from disk.
     public init(configuration: BrokerConfiguration, now: Instant,

@@ -39,9 +39,25 @@ public enum JSONWriter {
     }
 }
 
+/// Memory that `FrameBuilder`s write into one after another (16 KiB), so that building a
+/// frame allocates only the array `finish` returns. A frame that outgrows it moves to memory
+/// of its own. One builder at a time: the owner encodes its frames one by one.
+public final class FrameScratch {
+    static let bytes = 16 << 10
+    let base: UnsafeMutablePointer<UInt8>
+
+    public init() {
+        base = .allocate(capacity: FrameScratch.bytes)
+    }
+
+    deinit {
+        base.deallocate()
+    }
+}
+
 /// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it (or,
 /// with `lengthPrefix: false`, just the JSON text).
-/// It writes into memory of its own through a pointer (each append is a bounds check and
+/// It writes into memory of its own (or a `FrameScratch`) through a pointer (each append is a bounds check and
 /// a copy, not a trip through Array's generic append), and `finish` hands the bytes over
 /// as one exactly sized array. Noncopyable, so its memory has exactly one owner.
 public struct FrameBuilder: ~Copyable {
@@ -49,17 +65,28 @@ public struct FrameBuilder: ~Copyable {
     private var capacity: Int
     private var count: Int
     private let prefixed: Bool
+    /// Whether `base` is this builder's own memory (not a `FrameScratch`'s).
+    private var owned: Bool
 
-    public init(capacity: Int = 128, lengthPrefix: Bool = true) {
+    /// A builder that reserves `capacity` bytes at first; with `scratch`, it writes there
+    /// while the frame fits.
+    public init(capacity: Int = 128, lengthPrefix: Bool = true, scratch: FrameScratch? = nil) {
         let size = Swift.max(capacity, 32)
-        base = .allocate(capacity: size)
-        self.capacity = size
+        if let scratch, size <= FrameScratch.bytes {
+            base = scratch.base
+            self.capacity = FrameScratch.bytes
+            owned = false
+        } else {
+            base = .allocate(capacity: size)
+            self.capacity = size
+            owned = true
+        }
         prefixed = lengthPrefix
         count = lengthPrefix ? Limits.headerBytes : 0
     }
 
     deinit {
-        base.deallocate()
+        if owned { base.deallocate() }
     }
 
     /// Bytes written so far, the length prefix (if any) included.
@@ -75,8 +102,9 @@ public struct FrameBuilder: ~Copyable {
         while size < needed { size *= 2 }
         let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
         bigger.update(from: base, count: count)
-        base.deallocate()
+        if owned { base.deallocate() }
         base = bigger
+        owned = true
         capacity = size
     }
 
