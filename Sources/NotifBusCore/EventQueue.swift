@@ -38,11 +38,12 @@ final class RunningEvent {
     var trace: [TraceHop] = []
     /// Time each connection's ended hops in this event took together; a connection whose
     /// total reached the hop timeout gets no further hop in this event.
-    var spent: [ConnectionID: UInt64] = [:]
+    var spent = IDTable<UInt64>()
 
     init(post: QueuedPost, chain: [Int]) {
         self.post = post
         self.chain = chain
+        trace.reserveCapacity(chain.count)
     }
 }
 
@@ -143,7 +144,7 @@ struct EventQueue {
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
         guard case .awaiting(let event, let hop) = state else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
-        event.spent[hop.client, default: 0] += now >= hop.startedAt ? now - hop.startedAt : 0
+        event.spent[hop.client] = (event.spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
         state = .between(event)
         return true
     }

@@ -7,16 +7,13 @@
 /// any peer, so a multiplicative (Fibonacci) hash spreads them well enough, and a lookup
 /// costs a multiply, a shift and usually one compare.
 struct IDTable<Value> {
-    /// Slots of a power-of-two count; nil is empty. Kept at most half full, so probe runs
-    /// stay short.
-    private var slots: [(key: Int, value: Value)?]
-    private var shift: Int
+    /// Slots of a power-of-two count (none until the first insert); nil is empty. Kept at
+    /// most half full, so probe runs stay short.
+    private var slots: [(key: Int, value: Value)?] = []
+    private var shift = 64 - 4
     private(set) var count = 0
 
-    init() {
-        slots = Array(repeating: nil, count: 16)
-        shift = 64 - 4
-    }
+    init() {}
 
     var isEmpty: Bool { count == 0 }
 
@@ -27,6 +24,7 @@ struct IDTable<Value> {
 
     @inline(__always)
     private func index(of key: Int) -> Int? {
+        guard count > 0 else { return nil }
         let mask = slots.count - 1
         var i = home(key)
         while let entry = slots[i] {
@@ -51,7 +49,11 @@ struct IDTable<Value> {
             slots[i] = (key, value)
             return
         }
-        if (count + 1) * 2 > slots.count { grow() }
+        if slots.isEmpty {
+            slots = Array(repeating: nil, count: 16)
+        } else if (count + 1) * 2 > slots.count {
+            grow()
+        }
         let mask = slots.count - 1
         var i = home(key)
         while slots[i] != nil { i = (i + 1) & mask }
@@ -84,7 +86,7 @@ struct IDTable<Value> {
     }
 
     mutating func removeAll() {
-        slots = Array(repeating: nil, count: 16)
+        slots = []
         shift = 64 - 4
         count = 0
     }
