@@ -164,6 +164,7 @@ public struct FrameBuilder: ~Copyable {
         }
     }
 
+    /// The decimal form of `value`, two digits per division.
     public mutating func int(_ value: Int64) {
         reserve(20)
         var magnitude = value.magnitude
@@ -176,16 +177,39 @@ public struct FrameBuilder: ~Copyable {
             count += 1
             return
         }
-        var digits = 0
-        var probe = magnitude
-        while probe > 0 { digits += 1; probe /= 10 }
-        var p = count + digits - 1
-        while magnitude > 0 {
-            base[p] = UInt8(truncatingIfNeeded: magnitude % 10) &+ 0x30
-            magnitude /= 10
-            p -= 1
+        let digits = FrameBuilder.decimalDigits(magnitude)
+        let pairs = FrameBuilder.digitPairs.utf8Start
+        var p = count + digits
+        while magnitude >= 100 {
+            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
+            magnitude /= 100
+            p -= 2
+            base[p] = pairs[pair]
+            base[p + 1] = pairs[pair + 1]
+        }
+        if magnitude >= 10 {
+            let pair = Int(truncatingIfNeeded: magnitude) &* 2
+            base[p - 2] = pairs[pair]
+            base[p - 1] = pairs[pair + 1]
+        } else {
+            base[p - 1] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
         }
         count += digits
+    }
+
+    /// "00" through "99", for writing two digits at a time.
+    static let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+    /// How many decimal digits `value` has (1...20), by comparison rather than division.
+    static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var bound: UInt64 = 10
+        while value >= bound {
+            digits += 1
+            if digits == 20 { break }
+            bound &*= 10
+        }
+        return digits
     }
 
     public mutating func raw(_ value: [UInt8]) {

@@ -25,4 +25,18 @@ struct OutboundScratchTests {
         }
         #expect(seen.0 == seen.1)
     }
+
+    @Test func integersAreWrittenAsTheirDecimalForm() {
+        var values: [Int64] = [0, 9, 10, 99, 100, 101, 999, 1000, 12_345, Int64.max, Int64.min, Int64.min + 1, -1, -10, -99, -100]
+        var p: Int64 = 1
+        for _ in 0..<18 {
+            p *= 10
+            values += [p - 1, p, p + 1, -p, -(p - 1)]
+        }
+        for value in values {
+            var f = FrameBuilder(capacity: 8, lengthPrefix: false)
+            f.int(value)
+            #expect(String(decoding: f.finish(), as: UTF8.self) == String(value))
+        }
+    }
 }
