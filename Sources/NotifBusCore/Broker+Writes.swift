@@ -108,6 +108,15 @@ extension Broker {
         return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
     }
 
+    /// Whether `canStart` must ask the slots about `request`: a value must not pass a take
+    /// held behind its own connection's requests.
+    static func touchesSlot(_ request: Request) -> Bool {
+        switch request {
+        case .put(_, _?), .take: true
+        default: false
+        }
+    }
+
     /// Posts and invokes are answered later in any case: once every earlier request of
     /// their connection has started, they need not wait for that connection's writes.
     static func answersLater(_ request: Request) -> Bool {

@@ -115,7 +115,14 @@ public struct Broker {
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
             switch inbound {
-            case .request(let requestID, let request): admit(.request(requestID, request), from: client, now: now)
+            case .request(let requestID, let request):
+                // Nothing of this connection waits and no write is in flight: `admit` would
+                // start it at once (a put or take still asks it, for takers held back).
+                if client.waiting.isEmpty && writes.isEmpty && !Broker.touchesSlot(request) {
+                    arrivals += 1
+                    return handle(request, id: requestID, from: client, now: now)
+                }
+                admit(.request(requestID, request), from: client, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
             case .callReturn(let ret): handleReturn(ret, from: client)
             }
