@@ -91,6 +91,15 @@ struct IDTable<Value> {
         count = 0
     }
 
+    /// Empties the table; its slots are kept for reuse while there are few of them (64), so
+    /// that one large use does not make every later emptying slow.
+    mutating func removeAllKeepingSmallCapacity() {
+        guard count > 0 else { return }
+        guard slots.count <= 64 else { return removeAll() }
+        for i in slots.indices { slots[i] = nil }
+        count = 0
+    }
+
     private mutating func grow() {
         let old = slots
         slots = Array(repeating: nil, count: old.count * 2)
