@@ -1,8 +1,9 @@
+import Testing
+
 // IDTable on its own: every insert, lookup and removal agrees with a Dictionary, through
 // growth and through removals that shift probe runs back (wrapping the end of the table),
 // and emptying for reuse.
 @testable import NotifBusCore
-import Testing
 
 struct IDTableTests {
     @Test func agreesWithADictionaryThroughGrowthAndRemovals() {

@@ -20,8 +20,10 @@ struct OutboundScratchTests {
         }
         let body = Array("{\"op\":\"ping\",\"id\":1}".utf8)
         let seen = body.withUnsafeBytes { bytes in
-            (OutboundFrame.seen(inbound: true, client: 3, frame: bytes, scratch: scratch),
-             OutboundFrame.seen(inbound: true, client: 3, frame: bytes))
+            (
+                OutboundFrame.seen(inbound: true, client: 3, frame: bytes, scratch: scratch),
+                OutboundFrame.seen(inbound: true, client: 3, frame: bytes)
+            )
         }
         #expect(seen.0 == seen.1)
     }
