@@ -29,9 +29,10 @@ extension Broker {
         send(.reply(rid, .handlerRemoved(id)), to: c)
     }
 
-    mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from c: ConnectionID, now: Instant) {
+    mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from client: ClientRecord, now: Instant) {
+        let c = client.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
-        guard (sessions[c]?.callsInvoked ?? 0) < configuration.maxCallsPerConnection else {
+        guard client.callsInvoked < configuration.maxCallsPerConnection else {
             return refuse(c, rid, .channel(.tooManyCalls(max: configuration.maxCallsPerConnection)), now: now)
         }
         counters.invokes += 1
@@ -40,16 +41,16 @@ extension Broker {
         }
         let call = channels.startCall(PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
                                       deadline: now &+ UInt64(configuration.callTimeoutMs) * 1_000_000)
-        sessions[c]?.callsInvoked += 1
-        sessions[handler.client]?.callsReceived.insert(call)
+        client.callsInvoked += 1
+        sessions[handler.client]?.callsReceived += 1
         send(.call(call: call, handler: handler.id, channel: channel, method: method, arguments: arguments, from: c),
              to: handler.client)
     }
 
     /// Only the connection that received the call may return it; anything else is ignored.
-    mutating func handleReturn(_ ret: CallReturn, from c: ConnectionID) {
-        guard let call = channels.returnCall(ret.call, from: c) else { return }
-        sessions[c]?.callsReceived.remove(ret.call)
+    mutating func handleReturn(_ ret: CallReturn, from client: ClientRecord) {
+        guard let call = channels.returnCall(ret.call, from: client.id) else { return }
+        client.callsReceived -= 1
         guard let invoker = sessions[call.invoker] else { return }
         invoker.callsInvoked -= 1
         switch ret.body {

@@ -7,7 +7,7 @@ import NotifBusProtocol
 extension Broker {
     /// Encodes `frame` and queues it for `c`.
     mutating func send(_ frame: OutboundFrame, to c: ConnectionID) {
-        emit(to: c, frame.encoded())
+        emit(to: c, frame.encoded(using: frameScratch))
     }
 
     /// Queues a frame for `c` and mirrors it to every other monitor.
@@ -27,7 +27,7 @@ extension Broker {
 
     mutating func mirror(_ body: UnsafeRawBufferPointer, client c: ConnectionID, inbound: Bool) {
         for m in sessions.monitors where m != c {
-            actions.append(.send(m, OutboundFrame.seen(inbound: inbound, client: c, frame: body)))
+            actions.append(.send(m, OutboundFrame.seen(inbound: inbound, client: c, frame: body, scratch: frameScratch)))
         }
     }
 
@@ -74,7 +74,7 @@ extension Broker {
         if section == 0 {
             var after = -1
             if case .client(let n)? = page { after = n }
-            for (id, c) in sessions.records.sorted(by: { $0.key < $1.key }) where id > after {
+            for (id, c) in sessions.records.sortedEntries where id > after {
                 guard c.greeted else { continue }
                 if listed > 0 && w.byteCount >= budget {
                     next = lastListed

@@ -22,12 +22,12 @@ import NotifBusProtocol
 
 extension Broker {
     /// Handles a request now, or holds it back behind the durable writes it depends on.
-    mutating func admit(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
-        guard let client = sessions[c] else { return }
-        if case .rejected(nil, _) = input { return start(input, from: c, now: now) }  // an error frame answers nothing in order
+    mutating func admit(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
+        let c = client.id
+        if case .rejected(nil, _) = input { return start(input, from: client, now: now) }  // an error frame answers nothing in order
         arrivals += 1
         let arrival = arrivals
-        if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: c, now: now) }
+        if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: client, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
             return answerShuttingDown(input, from: c, now: now)
@@ -57,9 +57,10 @@ extension Broker {
         sessions[c]?.waiting.count ?? 0
     }
 
-    mutating func start(_ input: WaitingInput, from c: ConnectionID, now: Instant) {
+    mutating func start(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
+        let c = client.id
         switch input {
-        case .request(let rid, let request): handle(request, id: rid, from: c, now: now)
+        case .request(let rid, let request): handle(request, id: rid, from: client, now: now)
         case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, let slot, let waitMs, let place):
             guard slots[slot] == nil, !shuttingDown else {
@@ -105,6 +106,15 @@ extension Broker {
         guard !writes.isEmpty else { return true }
         if let key = Broker.stateKey(of: request), writes.isBusy(key) { return false }
         return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
+    }
+
+    /// Whether `canStart` must ask the slots about `request`: a value must not pass a take
+    /// held behind its own connection's requests.
+    static func touchesSlot(_ request: Request) -> Bool {
+        switch request {
+        case .put(_, _?), .take: true
+        default: false
+        }
     }
 
     /// Posts and invokes are answered later in any case: once every earlier request of
@@ -238,7 +248,7 @@ extension Broker {
                     while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
                         _ = client.waiting.popFirst()
                         progressed = true
-                        start(held.input, from: c, now: now)
+                        start(held.input, from: client, now: now)
                         if sessions[c] == nil { break }
                     }
                 }

@@ -52,6 +52,9 @@ public struct Broker {
     /// out before the input returns): between inputs it is empty, so every action reaches
     /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
+    /// Where outgoing frames are built, one at a time, before each is copied out as its
+    /// own array.
+    let frameScratch = FrameScratch()
 
     /// A broker starting at `now`, with slots and categories restored from disk.
     public init(configuration: BrokerConfiguration, now: Instant,
@@ -103,18 +106,25 @@ public struct Broker {
             guard client.greeted || isHello else { return refuse(id, rejection.id, .session(.helloRequired), now: now) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
-                return admit(.rejected(rid, .session(.alreadyGreeted)), from: id, now: now)
+                return admit(.rejected(rid, .session(.alreadyGreeted)), from: client, now: now)
             }
-            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: id, now: now)
+            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: client, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
             switch inbound {
-            case .request(let requestID, let request): admit(.request(requestID, request), from: id, now: now)
+            case .request(let requestID, let request):
+                // Nothing of this connection waits and no write is in flight: `admit` would
+                // start it at once (a put or take still asks it, for takers held back).
+                if client.waiting.isEmpty && writes.isEmpty && !Broker.touchesSlot(request) {
+                    arrivals += 1
+                    return handle(request, id: requestID, from: client, now: now)
+                }
+                admit(.request(requestID, request), from: client, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
-            case .callReturn(let ret): handleReturn(ret, from: id)
+            case .callReturn(let ret): handleReturn(ret, from: client)
             }
         }
     }
@@ -125,6 +135,15 @@ public struct Broker {
         defer { swap(&self.actions, &actions) }
         guard sessions[id] != nil else { return }
         refuse(id, nil, .session(.frameOutOfRange(length: length, max: configuration.maxFrame)), now: now)
+    }
+
+    /// The input and output the transport buffers across all connections passed `limit`
+    /// (`--max-buffered-bytes`), and `id` holds the most of them (`held` bytes): it is
+    /// refused `overloaded` and closed, so that its buffers are freed.
+    public mutating func overBudget(_ id: ConnectionID, held: Int, limit: Int, now: Instant, into actions: inout [BrokerAction]) {
+        swap(&self.actions, &actions)
+        defer { swap(&self.actions, &actions) }
+        refuse(id, nil, .session(.overBudget(held: held, limit: limit)), now: now)
     }
 
     /// The peer closed `id`, or the transport gave up on it.
@@ -156,9 +175,9 @@ public struct Broker {
             refuse(c, nil, .session(.helloTimedOut(ms: configuration.helloTimeoutMs)), now: now)
         }
         hopTimedOut(now: now)
-        while let (id, call) = channels.popExpiredCall(now: now) {
+        while let (_, call) = channels.popExpiredCall(now: now) {
             counters.callTimeouts += 1
-            sessions[call.handlerClient]?.callsReceived.remove(id)
+            sessions[call.handlerClient]?.callsReceived -= 1
             sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.timedOut(ms: configuration.callTimeoutMs)), now: now)
         }
@@ -219,13 +238,15 @@ public struct Broker {
 
     // MARK: Dispatch
 
-    mutating func handle(_ request: Request, id rid: RequestID, from c: ConnectionID, now: Instant) {
+    /// Carries out one request of `client` (which the sessions hold).
+    mutating func handle(_ request: Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
+        let c = client.id
         switch request {
         case .hello(let version, let name):
-            guard sessions[c]?.greeted == false else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
+            guard !client.greeted else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
             guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }
-            sessions[c]?.greeted = true
-            sessions[c]?.name = name
+            client.greeted = true
+            client.name = name
             send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
         case .ping:
             send(.reply(rid, .empty), to: c)
@@ -240,7 +261,7 @@ public struct Broker {
         case .unhandle(let handler):
             unhandle(handler, rid: rid, from: c, now: now)
         case .invoke(let channel, let method, let arguments):
-            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: c, now: now)
+            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: client, now: now)
         case .put(let slot, let value):
             put(slot: slot, value: value, rid: rid, from: c, now: now)
         case .take(let slot, let wait):
@@ -276,8 +297,7 @@ public struct Broker {
     mutating func dropClient(_ c: ConnectionID, now: Instant) {
         guard let client = sessions.remove(c) else { return }
         for h in client.handlers { _ = channels.remove(h) }
-        for callID in client.callsReceived.sorted() {
-            guard let call = channels.removeCall(callID) else { continue }
+        for call in client.callsReceived > 0 ? channels.removeCalls(servedBy: c) : [] {
             sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.handlerGone), now: now)
         }

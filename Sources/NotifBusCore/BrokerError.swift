@@ -17,6 +17,9 @@ enum SessionError: Error, Equatable {
     /// The length prefix was 0 or above `--max-frame`.
     case frameOutOfRange(length: UInt32, max: Int)
     case shuttingDown
+    /// The transport's buffers across all connections passed `limit`
+    /// (`--max-buffered-bytes`), and this connection held the most of them.
+    case overBudget(held: Int, limit: Int)
 
     var message: String {
         switch self {
@@ -28,6 +31,8 @@ enum SessionError: Error, Equatable {
         case .unsupportedProtocol(let version): "this broker speaks protocol 1, not \(version)"
         case .frameOutOfRange(let length, let max): "frame length \(length) is outside 1...\(max)"
         case .shuttingDown: "the broker is shutting down"
+        case .overBudget(let held, let limit):
+            "cut off: the broker's buffers are full (--max-buffered-bytes \(limit)) and this connection held the most (\(held) bytes)"
         }
     }
 }
@@ -145,6 +150,7 @@ enum BrokerError: Error, Equatable {
         case .session(.unsupportedProtocol): .unsupportedProtocol
         case .session(.frameOutOfRange): .frameTooLarge
         case .session(.shuttingDown): .shuttingDown
+        case .session(.overBudget): .overloaded
         case .chain(.tooManyObservers), .chain(.invalidCompletion): .badRequest
         case .chain(.keyHeld), .channel(.routeHeld): .superseded
         case .chain(.noSuchObserver), .channel(.noSuchHandler): .notFound

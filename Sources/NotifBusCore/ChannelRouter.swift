@@ -22,16 +22,20 @@ struct PendingCall {
 
 /// Handlers by id and route, and calls by id with their deadlines.
 struct ChannelRouter {
-    private(set) var handlers: [Int: HandlerRecord] = [:]
-    private var routes: [HandlerKey: Int] = [:]
+    private(set) var handlers = IDTable<HandlerRecord>()
+    /// Each route's handler, its record kept here too so that routing an invoke is one lookup.
+    private var routes: [HandlerKey: HandlerRecord] = [:]
+    /// The last method routed and where it went, so that a stream of invokes of one method
+    /// compares two names instead of hashing them; forgotten whenever a route changes.
+    private var lastRoute: (channel: String, method: String, handler: HandlerRecord?)? = nil
     private var nextHandlerID = 1
-    private var calls: [Int64: PendingCall] = [:]
+    private var calls = IDTable<PendingCall>()
     /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
     private var callDeadlines = FIFO<(deadline: Instant, call: Int64)>()
     private var nextCallID: Int64 = 1
 
     /// The handler holding exactly this route, if any.
-    func holder(of key: HandlerKey) -> Int? { routes[key] }
+    func holder(of key: HandlerKey) -> Int? { routes[key]?.id }
 
     /// The live handler a wire id (`"h3"`) names.
     func find(_ text: String) -> Int? {
@@ -45,49 +49,62 @@ struct ChannelRouter {
         let id = nextHandlerID
         nextHandlerID += 1
         var replaced: HandlerRecord? = nil
-        if let old = routes[key] { replaced = handlers.removeValue(forKey: old) }
-        handlers[id] = HandlerRecord(id: id, client: client, key: key)
-        routes[key] = id
+        if let old = routes[key] { replaced = handlers.removeValue(forKey: old.id) }
+        let record = HandlerRecord(id: id, client: client, key: key)
+        handlers.insert(id, record)
+        routes[key] = record
+        lastRoute = nil
         return (id, replaced)
     }
 
     mutating func remove(_ id: Int) -> HandlerRecord? {
         guard let record = handlers.removeValue(forKey: id) else { return nil }
-        if routes[record.key] == id { routes[record.key] = nil }
+        if routes[record.key]?.id == id { routes[record.key] = nil }
+        lastRoute = nil
         return record
     }
 
     /// The handler for `method` on `channel`: the method's own route, else the whole channel's.
-    func route(channel: String, method: String) -> HandlerRecord? {
-        guard let id = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)] else {
-            return nil
-        }
-        return handlers[id]
+    mutating func route(channel: String, method: String) -> HandlerRecord? {
+        if let last = lastRoute, last.method == method, last.channel == channel { return last.handler }
+        let handler = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)]
+        lastRoute = (channel, method, handler)
+        return handler
     }
 
     /// Records a call and returns its id.
     mutating func startCall(_ call: PendingCall, deadline: Instant) -> Int64 {
         let id = nextCallID
         nextCallID += 1
-        calls[id] = call
+        calls.insert(Int(id), call)
         callDeadlines.append((deadline, id))
         return id
     }
 
     /// Ends call `id` if `c` is the connection it was routed to; nil for anyone else.
     mutating func returnCall(_ id: Int64, from c: ConnectionID) -> PendingCall? {
-        guard let call = calls[id], call.handlerClient == c else { return nil }
-        calls[id] = nil
+        guard let call = calls.removeValue(forKey: Int(id)) else { return nil }
+        guard call.handlerClient == c else {
+            calls.insert(Int(id), call)
+            return nil
+        }
         return call
     }
 
-    mutating func removeCall(_ id: Int64) -> PendingCall? { calls.removeValue(forKey: id) }
+    mutating func removeCall(_ id: Int64) -> PendingCall? { calls.removeValue(forKey: Int(id)) }
+
+    /// The calls routed to `c` and not yet returned, in creation order, removed.
+    mutating func removeCalls(servedBy c: ConnectionID) -> [PendingCall] {
+        let served = calls.sortedEntries.filter { $0.value.handlerClient == c }
+        for entry in served { calls.removeValue(forKey: entry.key) }
+        return served.map(\.value)
+    }
 
     /// The oldest call whose deadline is at or before `now`, removed.
     mutating func popExpiredCall(now: Instant) -> (id: Int64, call: PendingCall)? {
         while let front = callDeadlines.first, front.deadline <= now {
             _ = callDeadlines.popFirst()
-            if let call = calls.removeValue(forKey: front.call) { return (front.call, call) }
+            if let call = calls.removeValue(forKey: Int(front.call)) { return (front.call, call) }
         }
         return nil
     }
@@ -96,7 +113,7 @@ struct ChannelRouter {
 
     /// Every call in flight, in creation order, removed.
     mutating func removeAllCalls() -> [PendingCall] {
-        let all = calls.sorted { $0.key < $1.key }.map(\.value)
+        let all = calls.sortedEntries.map(\.value)
         calls.removeAll()
         callDeadlines.removeAll()
         return all

@@ -20,8 +20,8 @@ final class ClientRecord {
     /// Its posts waiting in the queue (not the running one), and their payload bytes.
     var queuedPosts = 0
     var queuedBytes = 0
-    /// Calls delivered to this connection and not yet returned.
-    var callsReceived: Set<Int64> = []
+    /// Calls delivered to this connection and not yet returned (ChannelRouter holds them).
+    var callsReceived = 0
     var callsInvoked = 0
     var takes: Set<Int> = []
     /// Durable writes this connection asked for whose outcome is not known yet.
@@ -38,7 +38,7 @@ final class ClientRecord {
 
 /// Connections by id, greeting deadlines in accept order, and monitors.
 struct ClientSessions {
-    private(set) var records: [ConnectionID: ClientRecord] = [:]
+    private(set) var records = IDTable<ClientRecord>()
     /// Greeting deadlines in accept order (one timeout for all keeps them sorted).
     private var helloDeadlines = FIFO<(deadline: Instant, connection: ConnectionID)>()
     /// Connections that asked to `monitor`, in that order.
@@ -51,7 +51,7 @@ struct ClientSessions {
 
     /// Registers an accepted connection that must greet by `helloDeadline`.
     mutating func add(_ c: ConnectionID, credentials: PeerCredentials, helloDeadline: Instant) {
-        records[c] = ClientRecord(id: c, credentials: credentials)
+        records.insert(c, ClientRecord(id: c, credentials: credentials))
         helloDeadlines.append((helloDeadline, c))
     }
 

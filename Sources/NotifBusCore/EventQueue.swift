@@ -36,13 +36,11 @@ final class RunningEvent {
     let chain: [Int]
     var nextIndex = 0
     var trace: [TraceHop] = []
-    /// Time each connection's ended hops in this event took together; a connection whose
-    /// total reached the hop timeout gets no further hop in this event.
-    var spent: [ConnectionID: UInt64] = [:]
 
     init(post: QueuedPost, chain: [Int]) {
         self.post = post
         self.chain = chain
+        trace.reserveCapacity(chain.count)
     }
 }
 
@@ -67,6 +65,10 @@ struct EventQueue {
     private(set) var waitingBytes = 0
     private var nextEventID: Int64 = 1
     private(set) var state = ChainState.idle
+    /// Time each connection's ended hops in the running event took together; a connection
+    /// whose total reached the hop timeout gets no further hop in this event. Kept here
+    /// and emptied for each event, so that an event allocates no table of its own.
+    private var spent = IDTable<UInt64>()
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
@@ -111,6 +113,7 @@ struct EventQueue {
     /// idle → between: `post` starts down `chain`.
     mutating func begin(_ post: QueuedPost, chain: [Int]) {
         guard case .idle = state else { preconditionFailure("an event started while another runs") }
+        spent.removeAllKeepingSmallCapacity()
         state = .between(RunningEvent(post: post, chain: chain))
     }
 
@@ -123,7 +126,7 @@ struct EventQueue {
     }
 
     /// Time `client`'s hops in the running event took so far.
-    func spent(by client: ConnectionID) -> UInt64 { running?.spent[client] ?? 0 }
+    func spent(by client: ConnectionID) -> UInt64 { isRunning ? spent[client] ?? 0 : 0 }
 
     /// Traces `observer` as `skipped` (between hops only).
     mutating func skip(_ observer: Int) {
@@ -143,7 +146,7 @@ struct EventQueue {
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
         guard case .awaiting(let event, let hop) = state else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
-        event.spent[hop.client, default: 0] += now >= hop.startedAt ? now - hop.startedAt : 0
+        spent[hop.client] = (spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
         state = .between(event)
         return true
     }

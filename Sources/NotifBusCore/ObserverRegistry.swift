@@ -13,7 +13,7 @@ struct ObserverRecord {
 
 /// Observers by id, chains by event name, and which observer holds each key.
 struct ObserverRegistry {
-    private(set) var records: [Int: ObserverRecord] = [:]
+    private(set) var records = IDTable<ObserverRecord>()
     /// Per event name, observer ids in chain order. Ids grow with subscription order, so
     /// (priority, id) is the chain order.
     private var chains: [String: [Int]] = [:]
@@ -43,7 +43,7 @@ struct ObserverRegistry {
         nextID += 1
         var replaced: ObserverRecord? = nil
         if let key, let old = keys[key] { replaced = remove(old) }
-        records[id] = ObserverRecord(id: id, client: client, events: events, priority: priority, key: key)
+        records.insert(id, ObserverRecord(id: id, client: client, events: events, priority: priority, key: key))
         if let key { keys[key] = id }
         for name in events { insert(id, priority, into: name) }
         return (id, replaced)

@@ -63,9 +63,25 @@ public enum JSONWriter {
     }
 }
 
+/// Memory that `FrameBuilder`s write into one after another (16 KiB), so that building a
+/// frame allocates only the array `finish` returns. A frame that outgrows it moves to memory
+/// of its own. One builder at a time: the owner encodes its frames one by one.
+public final class FrameScratch {
+    static let bytes = 16 << 10
+    let base: UnsafeMutablePointer<UInt8>
+
+    public init() {
+        base = .allocate(capacity: FrameScratch.bytes)
+    }
+
+    deinit {
+        base.deallocate()
+    }
+}
+
 /// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it (or,
 /// with `lengthPrefix: false`, just the JSON text).
-/// It writes into memory of its own through a pointer (each append is a bounds check and
+/// It writes into memory of its own (or a `FrameScratch`) through a pointer (each append is a bounds check and
 /// a copy, not a trip through Array's generic append), and `finish` hands the bytes over
 /// as one exactly sized array. Noncopyable, so its memory has exactly one owner.
 public struct FrameBuilder: ~Copyable {
@@ -73,17 +89,28 @@ public struct FrameBuilder: ~Copyable {
     private var capacity: Int
     private var count: Int
     private let prefixed: Bool
+    /// Whether `base` is this builder's own memory (not a `FrameScratch`'s).
+    private var owned: Bool
 
-    public init(capacity: Int = 128, lengthPrefix: Bool = true) {
+    /// A builder that reserves `capacity` bytes at first; with `scratch`, it writes there
+    /// while the frame fits.
+    public init(capacity: Int = 128, lengthPrefix: Bool = true, scratch: FrameScratch? = nil) {
         let size = Swift.max(capacity, 32)
-        base = .allocate(capacity: size)
-        self.capacity = size
+        if let scratch, size <= FrameScratch.bytes {
+            base = scratch.base
+            self.capacity = FrameScratch.bytes
+            owned = false
+        } else {
+            base = .allocate(capacity: size)
+            self.capacity = size
+            owned = true
+        }
         prefixed = lengthPrefix
         count = lengthPrefix ? Limits.headerBytes : 0
     }
 
     deinit {
-        base.deallocate()
+        if owned { base.deallocate() }
     }
 
     /// Bytes written so far, the length prefix (if any) included.
@@ -99,8 +126,9 @@ public struct FrameBuilder: ~Copyable {
         while size < needed { size *= 2 }
         let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
         bigger.update(from: base, count: count)
-        base.deallocate()
+        if owned { base.deallocate() }
         base = bigger
+        owned = true
         capacity = size
     }
 
@@ -160,6 +188,7 @@ public struct FrameBuilder: ~Copyable {
         }
     }
 
+    /// The decimal form of `value`, two digits per division.
     public mutating func int(_ value: Int64) {
         reserve(20)
         var magnitude = value.magnitude
@@ -172,16 +201,39 @@ public struct FrameBuilder: ~Copyable {
             count += 1
             return
         }
-        var digits = 0
-        var probe = magnitude
-        while probe > 0 { digits += 1; probe /= 10 }
-        var p = count + digits - 1
-        while magnitude > 0 {
-            base[p] = UInt8(truncatingIfNeeded: magnitude % 10) &+ 0x30
-            magnitude /= 10
-            p -= 1
+        let digits = FrameBuilder.decimalDigits(magnitude)
+        let pairs = FrameBuilder.digitPairs.utf8Start
+        var p = count + digits
+        while magnitude >= 100 {
+            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
+            magnitude /= 100
+            p -= 2
+            base[p] = pairs[pair]
+            base[p + 1] = pairs[pair + 1]
+        }
+        if magnitude >= 10 {
+            let pair = Int(truncatingIfNeeded: magnitude) &* 2
+            base[p - 2] = pairs[pair]
+            base[p - 1] = pairs[pair + 1]
+        } else {
+            base[p - 1] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
         }
         count += digits
+    }
+
+    /// "00" through "99", for writing two digits at a time.
+    static let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+    /// How many decimal digits `value` has (1...20), by comparison rather than division.
+    static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var bound: UInt64 = 10
+        while value >= bound {
+            digits += 1
+            if digits == 20 { break }
+            bound &*= 10
+        }
+        return digits
     }
 
     public mutating func raw(_ value: [UInt8]) {
@@ -226,11 +278,9 @@ public struct FrameBuilder: ~Copyable {
             base[2] = UInt8(truncatingIfNeeded: n >> 8)
             base[3] = UInt8(truncatingIfNeeded: n)
         }
-        let total = count
-        let source = base
-        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
-            buffer.baseAddress!.update(from: source, count: total)
-            initialized = total
-        }
+        // Copied from a buffer pointer, the array is made by the stdlib's UInt8-specialized
+        // path; `init(unsafeUninitializedCapacity:)` looks the array's storage type up at
+        // run time on every frame, which costs more than the copy.
+        return Array(UnsafeBufferPointer(start: base, count: count))
     }
 }

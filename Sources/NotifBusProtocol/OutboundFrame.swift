@@ -22,11 +22,11 @@ public enum OutboundFrame {
     /// The handler lost its route to a newer registration.
     case handlerEvicted(Int, by: Int)
 
-    /// The length-prefixed frame.
-    public func encoded() -> [UInt8] {
+    /// The length-prefixed frame; with `scratch`, built there and copied out once.
+    public func encoded(using scratch: FrameScratch? = nil) -> [UInt8] {
         switch self {
         case .reply(let rid, let result):
-            var f = FrameBuilder(capacity: result.capacityHint)
+            var f = FrameBuilder(capacity: result.capacityHint, scratch: scratch)
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"result\":")
@@ -34,19 +34,19 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .error(let rid, let code, let message):
-            var f = FrameBuilder(capacity: 64 + message.utf8.count)
+            var f = FrameBuilder(capacity: 64 + message.utf8.count, scratch: scratch)
             OutboundFrame.errorHead(&f, rid, code.rawValue, message)
             f.literal("}}")
             return f.finish()
         case .superseded(let rid, let message, let holder):
-            var f = FrameBuilder(capacity: 96 + message.utf8.count)
+            var f = FrameBuilder(capacity: 96 + message.utf8.count, scratch: scratch)
             OutboundFrame.errorHead(&f, rid, ErrorCode.superseded.rawValue, message)
             f.literal(",\"details\":{\"by\":")
             f.string(holder)
             f.literal("}}}")
             return f.finish()
         case .handlerError(let rid, let error):
-            var f = FrameBuilder(capacity: 48 + error.count)
+            var f = FrameBuilder(capacity: 48 + error.count, scratch: scratch)
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"error\":")
@@ -54,7 +54,7 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .event(let event, let observer, let name, let payload):
-            var f = FrameBuilder(capacity: 80 + name.utf8.count + (payload?.count ?? 4))
+            var f = FrameBuilder(capacity: 80 + name.utf8.count + (payload?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"event\",\"event\":")
             f.int(event)
             f.literal(",\"observer\":")
@@ -66,7 +66,7 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            var f = FrameBuilder(capacity: 96 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4))
+            var f = FrameBuilder(capacity: 160 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"call\",\"call\":")
             f.int(call)
             f.literal(",\"handler\":")
@@ -82,7 +82,7 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .observerEvicted(let old, let by):
-            var f = FrameBuilder(capacity: 64)
+            var f = FrameBuilder(capacity: 64, scratch: scratch)
             f.literal("{\"op\":\"evicted\",\"observer\":")
             f.taggedID("o", old)
             f.literal(",\"by\":")
@@ -90,7 +90,7 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .handlerEvicted(let old, let by):
-            var f = FrameBuilder(capacity: 64)
+            var f = FrameBuilder(capacity: 64, scratch: scratch)
             f.literal("{\"op\":\"evicted\",\"handler\":")
             f.taggedID("h", old)
             f.literal(",\"by\":")
@@ -102,8 +102,8 @@ public enum OutboundFrame {
 
     /// The `seen` mirror of one frame (its body, without the length prefix) that `client`
     /// sent (`inbound`) or was sent, for a monitor. `frame` must be one JSON object.
-    public static func seen(inbound: Bool, client: Int, frame: UnsafeRawBufferPointer) -> [UInt8] {
-        var f = FrameBuilder(capacity: frame.count + 48)
+    public static func seen(inbound: Bool, client: Int, frame: UnsafeRawBufferPointer, scratch: FrameScratch? = nil) -> [UInt8] {
+        var f = FrameBuilder(capacity: frame.count + 48, scratch: scratch)
         f.literal(inbound ? "{\"op\":\"seen\",\"dir\":\"in\",\"client\":" : "{\"op\":\"seen\",\"dir\":\"out\",\"client\":")
         f.taggedID("c", client)
         f.literal(",\"frame\":")
@@ -152,7 +152,7 @@ public enum ReplyResult {
     var capacityHint: Int {
         switch self {
         case .posted(let post): 128 + post.trace.count * 36 + (post.value?.count ?? 0)
-        case .value(let raw): 40 + (raw?.count ?? 4)
+        case .value(let raw): 64 + (raw?.count ?? 4)
         case .categories(let raw): 64 + raw.count
         case .hello(let server, _, _): 96 + server.utf8.count
         default: 96

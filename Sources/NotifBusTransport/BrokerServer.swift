@@ -425,8 +425,8 @@ public final class BrokerServer {
     // MARK: Carrying out actions
 
     /// Applies the core's actions after a callback, then reports to the core what applying
-    /// them found (connections lost, the buffer figures), until the core has nothing more
-    /// to do. Output is only queued here; it is written once per loop iteration by
+    /// them found (connections lost, the connection holding the most over the buffer cap,
+    /// the buffer figures), until the core has nothing more to do. Output is only queued here; it is written once per loop iteration by
     /// `flushPending`.
     func settle() {
         while true {
@@ -436,9 +436,9 @@ public final class BrokerServer {
                 applyingActions.removeAll(keepingCapacity: true)
                 continue
             }
-            if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolders() }
-            if lost.isEmpty { break }
-            reportLost()
+            if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolder() }
+            if lost.isEmpty && actionBuffer.isEmpty { break }
+            if !lost.isEmpty { reportLost() }
         }
         core.buffers.bytes = bufferedBytes
         core.buffers.cutOff = cutOffCount
@@ -475,14 +475,15 @@ public final class BrokerServer {
         connection.accounted = now
     }
 
-    /// Over `--max-buffered-bytes`: cuts off the connections holding the most until the
-    /// total fits again. One whose output is empty (it holds input: a large frame
-    /// arriving) is told why; one with output queued is not reading, so it is closed at
-    /// once.
-    func cutOffBiggestHolders() {
-        let holders = connections.values.filter { !$0.isClosed && $0.accounted > 0 }.sorted { $0.accounted > $1.accounted }
-        for connection in holders {
-            guard bufferedBytes > options.maxBufferedBytes else { break }
+    /// Over `--max-buffered-bytes`: cuts off the connection holding the most. One that is
+    /// open with its output empty (it holds input: a large frame arriving) goes to the core
+    /// (`Broker.overBudget`), which refuses and closes it; its actions are applied in the next
+    /// round of `settle`, which comes back here while the total is still above the cap. One
+    /// with output queued, or already closing, is closed at once, and the next is looked at.
+    func cutOffBiggestHolder() {
+        while bufferedBytes > options.maxBufferedBytes {
+            guard let connection = connections.values.filter({ !$0.isClosed && $0.accounted > 0 }).max(by: { $0.accounted < $1.accounted })
+            else { return }
             let held = connection.accounted
             log("notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
                 + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
@@ -491,13 +492,8 @@ public final class BrokerServer {
                 lose(connection)
                 continue
             }
-            lost.append(connection.id)
-            connection.beginClosing(thenDrain: true)
-            account(connection)
-            connection.enqueue(ErrorCode.overloaded.frame(nil, message: "cut off: the broker's buffers are full "
-                + "(--max-buffered-bytes \(options.maxBufferedBytes)) and this connection held the most (\(held) bytes)"))
-            account(connection)
-            scheduleFlush(connection)
+            core.overBudget(connection.id, held: held, limit: options.maxBufferedBytes, now: monotonicNow(), into: &actionBuffer)
+            return
         }
     }
 

@@ -9,6 +9,7 @@ struct BrokerErrorTests {
         .session(.forbidden(uid: 7)), .session(.tooManyClients(max: 2)), .session(.helloRequired),
         .session(.helloTimedOut(ms: 10)), .session(.alreadyGreeted), .session(.unsupportedProtocol(2)),
         .session(.frameOutOfRange(length: 0, max: 9)), .session(.shuttingDown),
+        .session(.overBudget(held: 2, limit: 1)),
         .chain(.tooManyObservers), .chain(.keyHeld(key: "k", by: 1)), .chain(.noSuchObserver), .chain(.queueFull(max: 1)),
         .chain(.connectionQueueFull(waiting: 1, share: 1)), .chain(.queueBytesFull(max: 1)),
         .chain(.connectionQueueBytesFull(max: 1)), .chain(.invalidCompletion),
@@ -24,7 +25,7 @@ struct BrokerErrorTests {
         let codes = BrokerErrorTests.all.map(\.code.rawValue)
         #expect(codes == [
             "forbidden", "too_many_clients", "hello_required", "hello_required", "bad_request", "unsupported_protocol",
-            "frame_too_large", "shutting_down",
+            "frame_too_large", "shutting_down", "overloaded",
             "bad_request", "superseded", "not_found", "queue_full", "queue_full", "queue_full", "queue_full", "bad_request",
             "bad_request", "superseded", "not_found", "bad_request", "not_implemented", "handler_gone", "timeout",
             "bad_request", "bad_request", "bad_request", "invalid_action", "invalid_action", "storage_failed", "bad_json", "unknown_op",
@@ -35,7 +36,7 @@ struct BrokerErrorTests {
         let closing = BrokerErrorTests.all.filter(\.code.closesConnection)
         #expect(closing == [.session(.forbidden(uid: 7)), .session(.tooManyClients(max: 2)), .session(.helloRequired),
                             .session(.helloTimedOut(ms: 10)), .session(.unsupportedProtocol(2)),
-                            .session(.frameOutOfRange(length: 0, max: 9))])
+                            .session(.frameOutOfRange(length: 0, max: 9)), .session(.overBudget(held: 2, limit: 1))])
     }
 
     @Test func heldKeysAndRoutesNameTheirHolder() {

@@ -1,5 +1,6 @@
 // ChannelRouter on its own, with a fake clock: method routes before whole channels,
-// the latest registration wins, returns only from the handler, calls expiring in order.
+// the latest registration wins (also over a route just looked up), returns only from the
+// handler, calls expiring in order, a handler's calls found when its connection goes.
 @testable import NotifBusCore
 import NotifBusProtocol
 import Testing
@@ -46,5 +47,28 @@ struct ChannelRouterTests {
         #expect(r.popExpiredCall(now: 250) == nil)
         #expect(r.removeAllCalls().map(\.requestID) == [.integer(3)])
         #expect(r.removeCall(c) == nil && r.nextCallDeadline == nil)
+    }
+
+    @Test func aRouteLookedUpFollowsEveryChangeOfTheRoutes() {
+        var r = ChannelRouter()
+        #expect(r.route(channel: "c", method: "m") == nil)
+        let whole = r.register(HandlerKey(channel: "c", method: nil), client: 1).id
+        #expect(r.route(channel: "c", method: "m")?.id == whole)
+        let specific = r.register(HandlerKey(channel: "c", method: "m"), client: 2).id
+        #expect(r.route(channel: "c", method: "m")?.id == specific)
+        #expect(r.route(channel: "c", method: "n")?.id == whole)
+        _ = r.remove(whole)
+        #expect(r.route(channel: "c", method: "n") == nil)
+        #expect(r.route(channel: "c", method: "m")?.id == specific)
+    }
+
+    @Test func aHandlersCallsAreFoundInCreationOrder() {
+        var r = ChannelRouter()
+        let a = r.startCall(PendingCall(invoker: 1, requestID: .integer(1), handlerClient: 2), deadline: 100)
+        _ = r.startCall(PendingCall(invoker: 1, requestID: .integer(2), handlerClient: 3), deadline: 100)
+        let c = r.startCall(PendingCall(invoker: 4, requestID: .integer(3), handlerClient: 2), deadline: 100)
+        #expect(r.removeCalls(servedBy: 2).map(\.requestID) == [.integer(1), .integer(3)])
+        #expect(r.removeCall(a) == nil && r.removeCall(c) == nil)
+        #expect(r.removeAllCalls().map(\.requestID) == [.integer(2)])
     }
 }

@@ -69,6 +69,11 @@ struct CoreHarness {
         collect()
     }
 
+    mutating func overBudget(_ c: ConnectionID, held: Int, limit: Int) {
+        broker.overBudget(c, held: held, limit: limit, now: now, into: &buffer)
+        collect()
+    }
+
     mutating func disconnect(_ c: ConnectionID) {
         broker.disconnected(c, now: now, into: &buffer)
         collect()

@@ -162,6 +162,21 @@ import Testing
         #expect(status["result"]?["observers"] == .array([]), "observer \(o) must go with its connection")
     }
 
+    @Test func theConnectionOverTheBufferBudgetIsToldAndClosed() {
+        var h = CoreHarness()
+        let c = h.connect()
+        let o = h.subscribe(c, ["e"])
+        h.overBudget(c, held: 40_000, limit: 32_768)
+        let frame = h.take(c).frame
+        #expect(errorCode(frame) == "overloaded" && frame["id"] == .null)
+        #expect(frame["error"]?["message"]
+            == "cut off: the broker's buffers are full (--max-buffered-bytes 32768) and this connection held the most (40000 bytes)")
+        #expect(h.closed == [c])
+        let other = h.connect()
+        let status = h.request(other, #"{"op":"status","id":1}"#)
+        #expect(status["result"]?["observers"] == .array([]), "observer \(o) must go with its connection")
+    }
+
     @Test func statusListsGreetedClientsAndOrderedObservers() {
         var h = CoreHarness()
         let a = h.connect(name: "alpha"), b = h.connect()

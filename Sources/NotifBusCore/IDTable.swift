@@ -1,0 +1,117 @@
+// A table from the broker's own integer ids (connections, handlers, calls) to records: open
+// addressing with linear probing and a multiplicative hash, for the per-frame lookups. It must
+// not be keyed by anything a peer chooses: its hash is not seeded against collisions.
+
+/// Records by an id the broker (or its transport) hands out in sequence. A `Dictionary`
+/// would hash each id with a seeded SipHash on every lookup; these ids are not chosen by
+/// any peer, so a multiplicative (Fibonacci) hash spreads them well enough, and a lookup
+/// costs a multiply, a shift and usually one compare.
+struct IDTable<Value> {
+    /// Slots of a power-of-two count (none until the first insert); nil is empty. Kept at
+    /// most half full, so probe runs stay short.
+    private var slots: [(key: Int, value: Value)?] = []
+    private var shift = 64 - 4
+    private(set) var count = 0
+
+    init() {}
+
+    var isEmpty: Bool { count == 0 }
+
+    @inline(__always)
+    private func home(_ key: Int) -> Int {
+        Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(key)) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+    }
+
+    @inline(__always)
+    private func index(of key: Int) -> Int? {
+        guard count > 0 else { return nil }
+        let mask = slots.count - 1
+        var i = home(key)
+        while let entry = slots[i] {
+            if entry.key == key { return i }
+            i = (i + 1) & mask
+        }
+        return nil
+    }
+
+    subscript(key: Int) -> Value? {
+        get {
+            guard let i = index(of: key) else { return nil }
+            return slots[i]!.value
+        }
+        set {
+            if let newValue { insert(key, newValue) } else { _ = removeValue(forKey: key) }
+        }
+    }
+
+    mutating func insert(_ key: Int, _ value: Value) {
+        if let i = index(of: key) {
+            slots[i] = (key, value)
+            return
+        }
+        if slots.isEmpty {
+            slots = Array(repeating: nil, count: 16)
+        } else if (count + 1) * 2 > slots.count {
+            grow()
+        }
+        let mask = slots.count - 1
+        var i = home(key)
+        while slots[i] != nil { i = (i + 1) & mask }
+        slots[i] = (key, value)
+        count += 1
+    }
+
+    /// Removes `key`'s entry and closes the gap by moving later entries of the probe run
+    /// back, so that no tombstones build up.
+    @discardableResult
+    mutating func removeValue(forKey key: Int) -> Value? {
+        guard var hole = index(of: key) else { return nil }
+        let removed = slots[hole]!.value
+        slots[hole] = nil
+        count -= 1
+        let mask = slots.count - 1
+        var i = (hole + 1) & mask
+        while let entry = slots[i] {
+            let h = home(entry.key)
+            // The entry may move into the hole if its home is not in (hole, i], cyclically.
+            let stays = hole <= i ? (hole < h && h <= i) : (hole < h || h <= i)
+            if !stays {
+                slots[hole] = entry
+                slots[i] = nil
+                hole = i
+            }
+            i = (i + 1) & mask
+        }
+        return removed
+    }
+
+    mutating func removeAll() {
+        slots = []
+        shift = 64 - 4
+        count = 0
+    }
+
+    /// Empties the table; its slots are kept for reuse while there are few of them (64), so
+    /// that one large use does not make every later emptying slow.
+    mutating func removeAllKeepingSmallCapacity() {
+        guard count > 0 else { return }
+        guard slots.count <= 64 else { return removeAll() }
+        for i in slots.indices { slots[i] = nil }
+        count = 0
+    }
+
+    private mutating func grow() {
+        let old = slots
+        slots = Array(repeating: nil, count: old.count * 2)
+        shift -= 1
+        count = 0
+        for case let entry? in old { insert(entry.key, entry.value) }
+    }
+
+    /// The ids held, in no particular order.
+    var keys: [Int] { slots.compactMap { $0?.key } }
+    /// The records held, in no particular order.
+    var values: [Value] { slots.compactMap { $0?.value } }
+    /// The entries, ordered by id.
+    var sortedEntries: [(key: Int, value: Value)] { slots.compactMap { $0 }.sorted { $0.key < $1.key } }
+}

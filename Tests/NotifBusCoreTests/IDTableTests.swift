@@ -1,0 +1,63 @@
+import Testing
+
+// IDTable on its own: every insert, lookup and removal agrees with a Dictionary, through
+// growth and through removals that shift probe runs back (wrapping the end of the table),
+// and emptying for reuse.
+@testable import NotifBusCore
+
+struct IDTableTests {
+    @Test func agreesWithADictionaryThroughGrowthAndRemovals() {
+        var table = IDTable<Int>()
+        var model: [Int: Int] = [:]
+        var rng = SplitMix(seed: 42)
+        for step in 0..<20_000 {
+            // Keys mostly sequential (as the broker hands them out), some scattered.
+            let key = step % 3 == 0 ? Int(rng.next() % 5000) : step / 2
+            if rng.next() % 3 == 0 {
+                #expect(table.removeValue(forKey: key) == model.removeValue(forKey: key))
+            } else {
+                table[key] = step
+                model[key] = step
+            }
+            #expect(table.count == model.count)
+        }
+        for key in 0..<12_000 { #expect(table[key] == model[key]) }
+        #expect(table.sortedEntries.map(\.key) == model.keys.sorted())
+        #expect(Set(table.values) == Set(model.values))
+    }
+
+    @Test func removingFromAFullRunKeepsTheOthersFindable() {
+        var table = IDTable<String>()
+        for key in 0..<7 { table.insert(key, "v\(key)") }
+        #expect(table.removeValue(forKey: 3) == "v3")
+        #expect(table.removeValue(forKey: 3) == nil)
+        for key in [0, 1, 2, 4, 5, 6] { #expect(table[key] == "v\(key)") }
+        table.removeAll()
+        #expect(table.isEmpty && table[0] == nil)
+    }
+
+    @Test func emptiedForReuseItHoldsNothingOld() {
+        var table = IDTable<Int>()
+        for round in 0..<3 {
+            for key in 0..<(round == 1 ? 200 : 5) { table.insert(key + round, key) }
+            table.removeAllKeepingSmallCapacity()
+            #expect(table.isEmpty && table.keys.isEmpty && table[round] == nil)
+            table.insert(7, round)
+            #expect(table[7] == round && table.count == 1)
+            table.removeAllKeepingSmallCapacity()
+        }
+    }
+}
+
+/// A small deterministic generator, so that a failure repeats.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
