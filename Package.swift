@@ -51,8 +51,9 @@ let package = Package(
         // The NATS bridge and its benchmark link cnats; the broker binary above never does.
         .target(name: "NotifBusNATS", dependencies: ["CNats", "NotifBusClient", "NotifBusProtocol"]),
         .executableTarget(name: "notifbus-bridge", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"]),
-        .executableTarget(name: "notifbus-nats-bench", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"],
-                          path: "Benchmarks/nats", exclude: ["run.sh"]),
+        .executableTarget(
+            name: "notifbus-nats-bench", dependencies: ["NotifBusNATS", "NotifBusClient", "NotifBusProtocol"],
+            path: "Benchmarks/nats", exclude: ["run.sh"]),
         .executableTarget(
             name: "notifbus-bench",
             path: "Benchmarks/notifbus-bench",
@@ -63,11 +64,14 @@ let package = Package(
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
         .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),
         .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
-        .executableTarget(name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
+        .executableTarget(
+            name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
         // Examples that are processes of their own.
         .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
-        .executableTarget(name: "mailclick-host", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),
-        .executableTarget(name: "mailclick-app", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
+        .executableTarget(
+            name: "mailclick-host", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-host"),
+        .executableTarget(
+            name: "mailclick-app", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),

@@ -179,9 +179,11 @@ func runChain3(_ n: Int) {
     }
     let post = frames[3].1
     func answers(_ event: Int) -> [CountingFrame] {
-        [CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
-         CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
-         CountingFrame("{\"op\":\"complete\",\"event\":", event, ",\"value\":null}")]
+        [
+            CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
+            CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
+            CountingFrame("{\"op\":\"complete\",\"event\":", event, ",\"value\":null}"),
+        ]
     }
     var event = 0
     for _ in 0..<warmupRounds {
@@ -215,7 +217,8 @@ func payloadFrame64k() -> [UInt8] {
     var size = 0
     var i = 0
     while size < 64 * 1024 - 200 {
-        let item = "{\"id\":\(i),\"subject\":\"Re: meeting \\\"\(i)\\\" \\u00e9t\u{e9}\",\"to\":[\"a\(i)@example.org\",\"b@example.org\"],\"size\":\(i * 37 % 100_000),\"score\":-\(i % 7).25e1,\"read\":\(i % 2 == 0),\"tag\":null}"
+        let item =
+            "{\"id\":\(i),\"subject\":\"Re: meeting \\\"\(i)\\\" \\u00e9t\u{e9}\",\"to\":[\"a\(i)@example.org\",\"b@example.org\"],\"size\":\(i * 37 % 100_000),\"score\":-\(i % 7).25e1,\"read\":\(i % 2 == 0),\"tag\":null}"
         items.append(item)
         size += item.utf8.count + 1
         i += 1

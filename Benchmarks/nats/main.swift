@@ -26,8 +26,9 @@ struct BenchOptions {
 }
 
 func usage() -> Never {
-    say("usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--observer thread|swift]\n" +
-          "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
+    say(
+        "usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--observer thread|swift]\n"
+            + "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
     exit(2)
 }
 
@@ -49,7 +50,8 @@ while !argv.isEmpty {
     }
 }
 guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas),
-      ["thread", "swift"].contains(options.observer) else { usage() }
+    ["thread", "swift"].contains(options.observer)
+else { usage() }
 
 func nowNs() -> UInt64 {
     var ts = timespec()
@@ -86,8 +88,16 @@ final class Arrivals: @unchecked Sendable {
     }
 
     func expect(id: String) { lock.withLock { waitingFor = id } }
-    func expect(total: Int) -> Bool { lock.withLock { target = total; return count >= total } }
-    func reset() { lock.withLock { count = 0; target = .max; waitingFor = nil } }
+    func expect(total: Int) -> Bool {
+        lock.withLock {
+            target = total; return count >= total
+        }
+    }
+    func reset() {
+        lock.withLock {
+            count = 0; target = .max; waitingFor = nil
+        }
+    }
 }
 
 final class ResultHolder<T>: @unchecked Sendable { var value: T? }
@@ -141,8 +151,7 @@ struct CPUSample {
         }
         let wall = Double(end.wall - start.wall) / 1e9
         let idle = (end.idleSeconds - start.idleSeconds) / (wall * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        return "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") +
-            "; machine idle \(Int((idle * 100).rounded()))%"
+        return "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") + "; machine idle \(Int((idle * 100).rounded()))%"
     }
 }
 
@@ -160,8 +169,11 @@ final class Bench: @unchecked Sendable {
         self.link = link
         subjects = NATSSubjects(device: options.device)
         let stream = floorStream, id = runID
-        must("floor stream") { try link.createStream(stream, subjects: ["notifbus-bench-floor.>"], replicas: options.replicas,
-                                                    duplicateWindowMs: 10 * 60 * 1000) }
+        must("floor stream") {
+            try link.createStream(
+                stream, subjects: ["notifbus-bench-floor.>"], replicas: options.replicas,
+                duplicateWindowMs: 10 * 60 * 1000)
+        }
         floorSub = must("floor consumer") { try link.pullSubscribe(stream: stream, durable: "floor-" + id, ackWaitMs: 30_000, maxAckPending: 512) }
         let arrivals = self.arrivals
         must("subscribe to results") {
@@ -174,10 +186,10 @@ final class Bench: @unchecked Sendable {
 
     // MARK: The floor: JetStream publish → consume → ack
 
-
     func floorMessage(_ i: Int, _ tag: String) -> OutboundMessage {
-        OutboundMessage(subject: "notifbus-bench-floor.mail", body: Array("{\"n\":\(i)}".utf8),
-                        headers: [(NATSLink.msgIDHeader, "floor-\(runID)-\(tag)-\(i)")])
+        OutboundMessage(
+            subject: "notifbus-bench-floor.mail", body: Array("{\"n\":\(i)}".utf8),
+            headers: [(NATSLink.msgIDHeader, "floor-\(runID)-\(tag)-\(i)")])
     }
 
     /// Consumes (fetch, ack) until `count` messages came.
@@ -222,10 +234,10 @@ final class Bench: @unchecked Sendable {
 
     // MARK: Through the bridge: NATS → bridge → broker → observer → result → NATS
 
-
     func postMessage(_ i: Int, _ tag: String) -> OutboundMessage {
-        OutboundMessage(subject: subjects.post + ".bench", body: Array("{\"n\":\(i)}".utf8),
-                        headers: [(NATSLink.msgIDHeader, "bench-\(runID)-\(tag)-\(i)")])
+        OutboundMessage(
+            subject: subjects.post + ".bench", body: Array("{\"n\":\(i)}".utf8),
+            headers: [(NATSLink.msgIDHeader, "bench-\(runID)-\(tag)-\(i)")])
     }
 
     func bridgeThroughput(_ n: Int, tag: String) -> Double {
@@ -415,8 +427,9 @@ func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
     let r = String(Int(rate.rounded()))
     return "\(name)  \(r) msg/s   latency p50 \(Int(percentile(lat, 0.5))) µs  p99 \(Int(percentile(lat, 0.99))) µs"
 }
-say("NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, " +
-      "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
+say(
+    "NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, "
+        + "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
 say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
 say(floorCPU)
 say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
@@ -424,8 +437,10 @@ say(brokerCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
 say(bridgeCPU)
 let ratio = bridgeRate / floorRate
-say("throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8); " +
-      "broker ceiling/floor: " + String(Double(Int(brokerRate / floorRate * 100)) / 100))
-say("latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, " +
-      "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
+say(
+    "throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8); " + "broker ceiling/floor: "
+        + String(Double(Int(brokerRate / floorRate * 100)) / 100))
+say(
+    "latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, "
+        + "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
 exit(0)

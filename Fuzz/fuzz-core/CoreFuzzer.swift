@@ -4,6 +4,7 @@
 // `fuzz-core --write-seeds DIR` writes the seed programs of SeedPrograms.swift.
 import CFuzzerSupport
 import NotifBusProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -44,8 +44,10 @@ enum FrameTemplates {
     }
 
     /// A request body. `observers` and `handlers` are ids the program has seen, to aim at.
-    static func request(_ template: UInt8, id: String?, a: UInt8, b: UInt8, c: UInt8,
-                        observers: [Int], handlers: [Int]) -> String {
+    static func request(
+        _ template: UInt8, id: String?, a: UInt8, b: UInt8, c: UInt8,
+        observers: [Int], handlers: [Int]
+    ) -> String {
         var fields: [String] = []
         func op(_ name: String) { fields.append("\"op\":\"\(name)\"") }
         func add(_ key: String, _ json: String?) { if let json { fields.append("\"\(key)\":\(json)") } }
@@ -143,7 +145,8 @@ enum FrameTemplates {
         }
         func response(_ action: String, category: String, userText: String? = nil) -> String {
             let text = userText.map { ",\"userText\":\"\($0)\"" } ?? ""
-            return "{\"actionIdentifier\":\"\(action)\"\(text),\"notification\":\(notification("{\"categoryIdentifier\":\"\(category)\",\"userInfo\":{\"c\":\(c)}}"))}"
+            return
+                "{\"actionIdentifier\":\"\(action)\"\(text),\"notification\":\(notification("{\"categoryIdentifier\":\"\(category)\",\"userInfo\":{\"c\":\(c)}}"))}"
         }
         switch choice % 12 {
         case 0: return nil

@@ -54,18 +54,18 @@ enum SeedPrograms {
         },
         program("chain-priority-next-complete") { p in
             p.connect(); p.connect(); p.connect()
-            p.send(0, .subscribe, 1, 2)      // "a", priority 10
-            p.send(1, .subscribe, 1, 4)      // "a", priority -5: runs first
-            p.send(2, .post, 0, 2)           // post "a" with a number payload
+            p.send(0, .subscribe, 1, 2)  // "a", priority 10
+            p.send(1, .subscribe, 1, 4)  // "a", priority -5: runs first
+            p.send(2, .post, 0, 2)  // post "a" with a number payload
             p.answer(1, kind: next)
             p.answer(0, kind: complete)
         },
         program("chain-stop-and-unhandled") { p in
             p.connect(); p.connect()
-            p.send(0, .subscribe, 3)         // "a" and "b"
-            p.send(1, .post, 1, 1)           // "b"
+            p.send(0, .subscribe, 3)  // "a" and "b"
+            p.send(1, .post, 1, 1)  // "b"
             p.answer(0, kind: stop)
-            p.send(1, .post, 5)              // "nobody": unhandled at once
+            p.send(1, .post, 5)  // "nobody": unhandled at once
         },
         program("hop-timeout") { p in
             p.connect(); p.connect()
@@ -77,34 +77,34 @@ enum SeedPrograms {
             p.connect(); p.connect(); p.connect()
             p.send(0, .subscribe, 1)
             p.send(1, .subscribe, 1)
-            p.send(0, .subscribe, 1)         // the third hop: skipped once c0 timed out
+            p.send(0, .subscribe, 1)  // the third hop: skipped once c0 timed out
             p.send(2, .post, 0)
-            p.advance(ms: 60)                // c0's hop times out; c1's hop starts
-            p.answer(1, kind: next)          // c0's second observer is traced skipped
+            p.advance(ms: 60)  // c0's hop times out; c1's hop starts
+            p.answer(1, kind: next)  // c0's second observer is traced skipped
         },
         program("unresponsive-until-it-speaks", configuration: 0x1F) { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 1)
-            p.send(1, .post, 0)              // runs: c0's hop
-            p.send(1, .post, 0)              // both wait (a share of 2)
+            p.send(1, .post, 0)  // runs: c0's hop
+            p.send(1, .post, 0)  // both wait (a share of 2)
             p.send(1, .post, 0)
-            p.advance(ms: 60)                // c0's hop times out: the waiting two skip it
-            p.send(1, .status)               // c0 is listed unresponsive
-            p.send(1, .post, 0)              // skipped at once
-            p.send(0, .ping)                 // c0 speaks: responsive again
-            p.send(1, .post, 0)              // c0 gets its hop
-            p.answer(0, kind: next, pick: 1) // the latest event c0 was sent
+            p.advance(ms: 60)  // c0's hop times out: the waiting two skip it
+            p.send(1, .status)  // c0 is listed unresponsive
+            p.send(1, .post, 0)  // skipped at once
+            p.send(0, .ping)  // c0 speaks: responsive again
+            p.send(1, .post, 0)  // c0 gets its hop
+            p.answer(0, kind: next, pick: 1)  // the latest event c0 was sent
         },
         program("queue-share", configuration: 0x1F) { p in
             p.connect(); p.connect(); p.connect()
             p.send(0, .subscribe, 1)
-            p.send(1, .post, 0)              // runs
-            p.send(1, .post, 0)              // waits
-            p.send(1, .post, 0)              // waits: c1's share of 2 is used up
-            p.send(1, .post, 0)              // queue_full
-            p.send(2, .post, 0)              // another poster still waits
+            p.send(1, .post, 0)  // runs
+            p.send(1, .post, 0)  // waits
+            p.send(1, .post, 0)  // waits: c1's share of 2 is used up
+            p.send(1, .post, 0)  // queue_full
+            p.send(2, .post, 0)  // another poster still waits
             p.send(2, .status)
-            p.answer(0, kind: next)          // c1's next post starts: it has room again
+            p.answer(0, kind: next)  // c1's next post starts: it has room again
             p.send(1, .post, 1)
         },
         program("tick-at-exact-deadline") { p in
@@ -113,40 +113,40 @@ enum SeedPrograms {
             p.send(1, .post, 0)
             p.advance(ms: 10, tick: false)
             p.add(.tickAtDeadline)
-            p.answer(0, kind: next)          // late: ignored
+            p.answer(0, kind: next)  // late: ignored
         },
         program("answers-ignored-and-malformed") { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 1)
             p.send(1, .post, 0)
-            p.answer(1, kind: next)          // another connection
+            p.answer(1, kind: next)  // another connection
             p.answer(0, kind: wrongEvent)
             p.answer(0, kind: malformedNext)
             p.answer(0, kind: complete)
-            p.answer(0, kind: complete)      // a second answer
+            p.answer(0, kind: complete)  // a second answer
         },
         program("key-eviction") { p in
             p.connect(); p.connect(); p.connect()
-            p.send(0, .subscribe, 1, 0, 1)   // key k1
-            p.send(1, .subscribe, 1, 0, 1)   // key k1 again: evicts the first
+            p.send(0, .subscribe, 1, 0, 1)  // key k1
+            p.send(1, .subscribe, 1, 0, 1)  // key k1 again: evicts the first
             p.send(2, .post, 0)
             p.answer(1, kind: complete)
         },
         program("unsubscribe-by-observer-and-key") { p in
             p.connect(); p.connect()
-            p.send(0, .subscribe, 1, 0, 2)   // key k2
+            p.send(0, .subscribe, 1, 0, 2)  // key k2
             p.send(0, .subscribe, 2)
-            p.send(1, .unsubscribe, 0, 1)    // by observer
-            p.send(1, .unsubscribe, 1, 0, 2) // by key k2
-            p.send(1, .unsubscribe, 2)       // both: bad_request
-            p.send(1, .unsubscribe, 3)       // neither
+            p.send(1, .unsubscribe, 0, 1)  // by observer
+            p.send(1, .unsubscribe, 1, 0, 2)  // by key k2
+            p.send(1, .unsubscribe, 2)  // both: bad_request
+            p.send(1, .unsubscribe, 3)  // neither
         },
         program("observer-removed-mid-hop") { p in
             p.connect(); p.connect(); p.connect()
             p.send(0, .subscribe, 1, 2)
             p.send(1, .subscribe, 1, 5)
             p.send(2, .post, 0)
-            p.send(2, .unsubscribe, 0, 0)    // removes the observer whose hop runs
+            p.send(2, .unsubscribe, 0, 0)  // removes the observer whose hop runs
             p.answer(1, kind: next)
         },
         program("disconnect-mid-hop") { p in
@@ -167,7 +167,7 @@ enum SeedPrograms {
             p.connect(); p.connect()
             p.send(0, .subscribe, 1)
             p.send(1, .post, 0)
-            p.send(1, .post, 0)              // queue of 0: queue_full
+            p.send(1, .post, 0)  // queue of 0: queue_full
         },
         program("queue-drains-in-order", configuration: 0x3F) { p in
             p.connect(); p.connect()
@@ -181,25 +181,25 @@ enum SeedPrograms {
         },
         program("will-present-completions") { p in
             p.connect(); p.connect()
-            p.send(0, .subscribe, 4, 1)      // willPresent, priority 0
-            p.send(0, .subscribe, 4, 2)      // willPresent, priority 10
-            p.send(1, .post, 2, 3)           // a valid willPresent payload
+            p.send(0, .subscribe, 4, 1)  // willPresent, priority 0
+            p.send(0, .subscribe, 4, 2)  // willPresent, priority 10
+            p.send(1, .post, 2, 3)  // a valid willPresent payload
             p.answer(0, kind: badCompletion)
             p.answer(0, kind: presentBanner, pick: 1)
-            p.send(1, .post, 2, 0)           // no payload: invalid_payload
+            p.send(1, .post, 2, 0)  // no payload: invalid_payload
         },
         program("launch-retention") { p in
             p.connect(); p.connect()
-            p.send(0, .take, 0, 2)           // waits 10 ms on "launch"
-            p.send(1, .post, 3, 4)           // didReceive, default action, no observer
+            p.send(0, .take, 0, 2)  // waits 10 ms on "launch"
+            p.send(1, .post, 3, 4)  // didReceive, default action, no observer
             p.send(1, .post, 3, 4)
-            p.send(0, .take, 0)              // the second payload
+            p.send(0, .take, 0)  // the second payload
             p.send(0, .peek, 0)
         },
         program("did-receive-handled") { p in
             p.connect(); p.connect()
-            p.send(0, .subscribe, 8)         // didReceive
-            p.send(1, .post, 3, 4)           // default action: would launch if unhandled
+            p.send(0, .subscribe, 8)  // didReceive
+            p.send(1, .post, 3, 4)  // default action: would launch if unhandled
             p.answer(0, kind: complete)
             p.send(1, .post, 3, 4)
             p.answer(0, kind: stop)
@@ -208,37 +208,37 @@ enum SeedPrograms {
             p.connect(); p.connect()
             p.send(0, .setCategories, 0)
             p.send(0, .getCategories)
-            p.send(1, .post, 3, 6)           // ACCEPT: launches
-            p.send(1, .post, 3, 7)           // DECLINE: does not
-            p.send(1, .post, 3, 8)           // REPLY with text
-            p.send(1, .post, 3, 9)           // REPLY without text: invalid_action
-            p.send(1, .post, 3, 5, 1)        // dismiss in MESSAGE
-            p.send(1, .post, 3, 5, 0)        // dismiss in INVITE: invalid_action
-            p.send(0, .setCategories, 2)     // refused: the set stays
+            p.send(1, .post, 3, 6)  // ACCEPT: launches
+            p.send(1, .post, 3, 7)  // DECLINE: does not
+            p.send(1, .post, 3, 8)  // REPLY with text
+            p.send(1, .post, 3, 9)  // REPLY without text: invalid_action
+            p.send(1, .post, 3, 5, 1)  // dismiss in MESSAGE
+            p.send(1, .post, 3, 5, 0)  // dismiss in INVITE: invalid_action
+            p.send(0, .setCategories, 2)  // refused: the set stays
             p.send(0, .setCategories, 3)
-            p.send(1, .post, 3, 6)           // ACCEPT without foreground
+            p.send(1, .post, 3, 6)  // ACCEPT without foreground
         },
         program("open-settings") { p in
             p.connect(); p.connect()
             p.send(0, .subscribe, 16)
             p.send(1, .post, 4, 10)
             p.answer(0, kind: complete)
-            p.send(1, .post, 4, 11)          // invalid payload
+            p.send(1, .post, 4, 11)  // invalid payload
         },
         program("invoke-and-return") { p in
             p.connect(); p.connect()
-            p.send(0, .handle, 0, 2)         // ch/m
-            p.send(1, .invoke, 0, 0, 3)      // ch/m with arguments
+            p.send(0, .handle, 0, 2)  // ch/m
+            p.send(1, .invoke, 0, 0, 3)  // ch/m with arguments
             p.callReturn(0, kind: result)
             p.send(1, .invoke, 0, 0, 1)
             p.callReturn(0, kind: error)
-            p.callReturn(0, kind: result)    // late: ignored
+            p.callReturn(0, kind: result)  // late: ignored
         },
         program("invoke-routes-and-not-implemented") { p in
             p.connect(); p.connect()
-            p.send(0, .handle, 0, 0)         // whole channel ch
-            p.send(1, .invoke, 0, 1)         // ch/n: the channel handler
-            p.send(1, .invoke, 1, 1)         // ci/n: not_implemented
+            p.send(0, .handle, 0, 0)  // whole channel ch
+            p.send(1, .invoke, 0, 1)  // ch/n: the channel handler
+            p.send(1, .invoke, 1, 1)  // ci/n: not_implemented
             p.callReturn(0, kind: bothResultAndError)
             p.callReturn(0, kind: 3)
         },
@@ -247,7 +247,7 @@ enum SeedPrograms {
             p.send(0, .handle, 0, 2)
             p.send(1, .invoke, 0, 0)
             p.send(1, .invoke, 0, 0)
-            p.send(1, .invoke, 0, 0)         // a third in flight: bad_request
+            p.send(1, .invoke, 0, 0)  // a third in flight: bad_request
             p.advance(ms: 90)
             p.callReturn(0, kind: result)
         },
@@ -255,39 +255,39 @@ enum SeedPrograms {
             p.connect(); p.connect(); p.connect()
             p.send(0, .handle, 0, 2)
             p.send(2, .invoke, 0, 0)
-            p.send(1, .handle, 0, 2)         // replaces: c1 is told
+            p.send(1, .handle, 0, 2)  // replaces: c1 is told
             p.send(2, .invoke, 0, 0)
-            p.callReturn(0, kind: result)    // still allowed for the call it received
-            p.disconnect(1)                  // handler_gone
+            p.callReturn(0, kind: result)  // still allowed for the call it received
+            p.disconnect(1)  // handler_gone
             p.send(1, .unhandle, 0, 0)
         },
         program("slots-put-take-peek") { p in
             p.connect()
             p.send(0, .put, 1, 1, 7)
-            p.send(0, .put, 1, 2, 7)         // replaced
+            p.send(0, .put, 1, 2, 7)  // replaced
             p.send(0, .peek, 1)
             p.send(0, .take, 1)
-            p.send(0, .take, 1)              // null
-            p.send(0, .put, 1, 0)            // null into an empty slot
-            p.send(0, .put, 1, 4)            // no value: bad_request
+            p.send(0, .take, 1)  // null
+            p.send(0, .put, 1, 0)  // null into an empty slot
+            p.send(0, .put, 1, 4)  // no value: bad_request
         },
         program("take-waits-for-put") { p in
             p.connect(); p.connect()
-            p.send(0, .take, 2, 3)           // waits 100 ms on s2
-            p.send(0, .take, 2, 2)           // and 10 ms
-            p.send(0, .take, 2, 3)           // a third: bad_request
-            p.send(1, .put, 2, 1, 9)         // delivered to the oldest
+            p.send(0, .take, 2, 3)  // waits 100 ms on s2
+            p.send(0, .take, 2, 2)  // and 10 ms
+            p.send(0, .take, 2, 3)  // a third: bad_request
+            p.send(1, .put, 2, 1, 9)  // delivered to the oldest
             p.advance(ms: 20)
-            p.send(0, .take, 2, 5)           // wait out of range
+            p.send(0, .take, 2, 5)  // wait out of range
         },
         program("slot-limits") { p in
             p.connect()
             p.send(0, .put, 0, 3, 200)
-            p.send(0, .put, 1, 3, 100)       // 300 bytes in all: refused
+            p.send(0, .put, 1, 3, 100)  // 300 bytes in all: refused
             p.send(0, .put, 1, 1, 1)
             p.send(0, .put, 2, 1, 1)
             p.send(0, .put, 0, 0)
-            p.send(0, .take, 0, 4)           // waits ten minutes
+            p.send(0, .take, 0, 4)  // waits ten minutes
             p.advance(ms: 255)
         },
         program("monitor") { p in
@@ -320,11 +320,11 @@ enum SeedPrograms {
         },
         program("hello-required-and-bad-hello") { p in
             p.connect(greet: false); p.connect(greet: false); p.connect(greet: false)
-            p.raw(0, "{")                    // bad_json: stays open
-            p.send(0, .hello, 5)             // protocol "1": bad_request, stays open
-            p.send(0, .hello, 3)             // protocol 2: unsupported_protocol, closes
-            p.send(0, .ping)                 // hello_required, closes
-            p.answer(0, kind: next)          // hello_required
+            p.raw(0, "{")  // bad_json: stays open
+            p.send(0, .hello, 5)  // protocol "1": bad_request, stays open
+            p.send(0, .hello, 3)  // protocol 2: unsupported_protocol, closes
+            p.send(0, .ping)  // hello_required, closes
+            p.answer(0, kind: next)  // hello_required
         },
         program("second-hello") { p in
             p.connect()
@@ -345,7 +345,7 @@ enum SeedPrograms {
         program("junk-requests") { p in
             p.connect()
             for a: UInt8 in 0..<4 { p.send(0, .junk, a) }
-            p.send(0, .subscribe)            // no events
+            p.send(0, .subscribe)  // no events
         },
         program("raw-frames") { p in
             p.connect(); p.connect()
@@ -369,30 +369,30 @@ enum SeedPrograms {
         },
         program("writes-held-then-written-and-failed") { p in
             p.connect(); p.connect()
-            p.add(.storage(flags: 1))        // writes stay in flight
-            p.send(0, .put, 1, 1, 7)         // s1
-            p.send(0, .put, 2, 2, 8)         // s2: in flight together
-            p.send(0, .peek, 1)              // waits for s1
-            p.send(1, .take, 1)              // another connection: waits for s1 too
-            p.send(1, .ping)                 // behind its take
-            p.send(0, .post, 0)              // posts never wait
-            p.add(.storage(flags: 5))        // s1 written
-            p.add(.storage(flags: 7))        // s2 fails; the take of s1 now in flight
-            p.add(.storage(flags: 7))        // the take fails too: the value stays
+            p.add(.storage(flags: 1))  // writes stay in flight
+            p.send(0, .put, 1, 1, 7)  // s1
+            p.send(0, .put, 2, 2, 8)  // s2: in flight together
+            p.send(0, .peek, 1)  // waits for s1
+            p.send(1, .take, 1)  // another connection: waits for s1 too
+            p.send(1, .ping)  // behind its take
+            p.send(0, .post, 0)  // posts never wait
+            p.add(.storage(flags: 5))  // s1 written
+            p.add(.storage(flags: 7))  // s2 fails; the take of s1 now in flight
+            p.add(.storage(flags: 7))  // the take fails too: the value stays
             p.send(1, .peek, 1)
             p.send(0, .setCategories, 0)
             p.send(1, .getCategories)
-            p.add(.storage(flags: 0))        // everything written
+            p.add(.storage(flags: 0))  // everything written
         },
         program("writes-failing-launch-retention-and-limits") { p in
             p.connect(); p.connect()
             p.add(.storage(flags: 1))
-            p.send(0, .put, 1, 3, 100)       // 100 bytes in flight...
-            p.send(1, .put, 2, 3, 200)       // ...so 200 more pass the 256-byte limit
-            p.send(0, .post, 3, 4)           // didReceive: retained once written
-            p.send(1, .take, 0, 3)           // waits behind the retention on "launch"
-            p.add(.storage(flags: 7))        // the put of s1 fails
-            p.add(.storage(flags: 6))        // the retention fails: retained null
+            p.send(0, .put, 1, 3, 100)  // 100 bytes in flight...
+            p.send(1, .put, 2, 3, 200)  // ...so 200 more pass the 256-byte limit
+            p.send(0, .post, 3, 4)  // didReceive: retained once written
+            p.send(1, .take, 0, 3)  // waits behind the retention on "launch"
+            p.add(.storage(flags: 7))  // the put of s1 fails
+            p.add(.storage(flags: 6))  // the retention fails: retained null
             p.send(0, .post, 3, 4)
             p.add(.storage(flags: 0))
             p.send(1, .take, 0)
@@ -401,9 +401,9 @@ enum SeedPrograms {
             p.connect(); p.connect()
             p.add(.storage(flags: 1))
             p.send(0, .put, 1, 1, 3)
-            p.send(0, .take, 1)              // waits behind the put
+            p.send(0, .take, 1)  // waits behind the put
             p.send(1, .setCategories, 1)
-            p.add(.shutdown)                 // closes only once the writes are reported
+            p.add(.shutdown)  // closes only once the writes are reported
             p.add(.storage(flags: 4))
             p.advance(ms: 10)
             p.add(.storage(flags: 0))
@@ -411,15 +411,15 @@ enum SeedPrograms {
         program("held-requests-keep-their-order") { p in
             p.connect(); p.connect()
             p.add(.storage(flags: 1))
-            p.send(0, .put, 1, 1, 5)         // s1 in flight
-            p.send(0, .handle, 0, 0)         // held behind it
-            p.send(0, .invoke, 0, 0)         // behind the handle: it reaches the handle
-            p.send(0, .subscribe, 1)         // held
-            p.send(0, .post, 0)              // behind the subscribe: the event reaches it
+            p.send(0, .put, 1, 1, 5)  // s1 in flight
+            p.send(0, .handle, 0, 0)  // held behind it
+            p.send(0, .invoke, 0, 0)  // behind the handle: it reaches the handle
+            p.send(0, .subscribe, 1)  // held
+            p.send(0, .post, 0)  // behind the subscribe: the event reaches it
             p.send(0, .setCategories, 0)
-            p.send(0, .post, 3, 6)           // a didReceive judged by the set sent before it
-            p.send(1, .post, 3, 6)           // another connection's click: the set has not started, so refused
-            p.add(.storage(flags: 5))        // s1 written: the held requests start
+            p.send(0, .post, 3, 6)  // a didReceive judged by the set sent before it
+            p.send(1, .post, 3, 6)  // another connection's click: the set has not started, so refused
+            p.add(.storage(flags: 5))  // s1 written: the held requests start
             p.answer(0, kind: next)
             p.callReturn(0, kind: result)
             p.add(.storage(flags: 0))
@@ -428,20 +428,20 @@ enum SeedPrograms {
         program("held-takes-and-a-taker-that-left") { p in
             p.connect(); p.connect(); p.connect()
             p.add(.storage(flags: 1))
-            p.send(0, .put, 2, 1, 1)         // s2 in flight
-            p.send(0, .take, 0, 4)           // a take of "launch" held behind it keeps its place
-            p.send(1, .take, 0, 4)           // a later taker
-            p.send(2, .put, 0, 1, 7)         // waits for the held take rather than pass it
-            p.add(.storage(flags: 5))        // s2 written: the first taker gets 7
-            p.send(2, .put, 0, 1, 8)         // the second gets 8
-            p.send(2, .put, 1, 1, 9)         // s1 = 9
+            p.send(0, .put, 2, 1, 1)  // s2 in flight
+            p.send(0, .take, 0, 4)  // a take of "launch" held behind it keeps its place
+            p.send(1, .take, 0, 4)  // a later taker
+            p.send(2, .put, 0, 1, 7)  // waits for the held take rather than pass it
+            p.add(.storage(flags: 5))  // s2 written: the first taker gets 7
+            p.send(2, .put, 0, 1, 8)  // the second gets 8
+            p.send(2, .put, 1, 1, 9)  // s1 = 9
             p.add(.storage(flags: 5))
-            p.send(1, .take, 1)              // its removal in flight...
-            p.disconnect(1)                  // ...and the taker leaves
-            p.add(.storage(flags: 5))        // removal written: 9 is written back
-            p.send(1, .peek, 1)              // waits for the write-back
+            p.send(1, .take, 1)  // its removal in flight...
+            p.disconnect(1)  // ...and the taker leaves
+            p.add(.storage(flags: 5))  // removal written: 9 is written back
+            p.send(1, .peek, 1)  // waits for the write-back
             p.send(1, .put, 1, 1, 2)
-            p.add(.shutdown)                 // the put waiting behind the write-back: shutting_down
+            p.add(.shutdown)  // the put waiting behind the write-back: shutting_down
             p.add(.storage(flags: 0))
         },
     ]

@@ -44,8 +44,9 @@ extension Session {
                 default:
                     // Answered at once, unless it is a write in flight or held behind one.
                     if !peer.admitted.contains(where: { $0.id == pending.id }) && !isInFlight(pending.id, of: peer.id) {
-                        violation("\(String(describing: pending.request)) with id \(pending.id) on c\(peer.id) got no reply, "
-                            + "and it is neither a write in flight nor held behind one")
+                        violation(
+                            "\(String(describing: pending.request)) with id \(pending.id) on c\(peer.id) got no reply, "
+                                + "and it is neither a write in flight nor held behind one")
                     }
                 }
             }
@@ -117,10 +118,11 @@ extension Session {
         // A take of the slot held (somewhere) before this one keeps values for it.
         func heldTakeAhead(_ slot: String) -> Bool {
             peers.contains { peer in
-                peer.open && peer.admitted.contains { other in
-                    guard other.id != pending.id || peer.id != c, case .take(slot, let wait?)? = other.request else { return false }
-                    return wait > 0 && other.step <= pending.step
-                }
+                peer.open
+                    && peer.admitted.contains { other in
+                        guard other.id != pending.id || peer.id != c, case .take(slot, let wait?)? = other.request else { return false }
+                        return wait > 0 && other.step <= pending.step
+                    }
             }
         }
         switch request {
@@ -154,12 +156,12 @@ extension Session {
     /// and handlers, the slots the persist actions left, and counters that add up.
     func checkStatus(_ value: JSONValue?) {
         guard case .object(let s)? = value,
-              Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "counters"],
-              s["next"] == .null,
-              let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
-              let handlerList = s["handlers"]?.arrayValue, let slotList = s["slots"]?.arrayValue,
-              let pending = s["queue"]?["pending"]?.intValue, let current = s["queue"]?["current"],
-              case .object(let counters)? = s["counters"]
+            Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "counters"],
+            s["next"] == .null,
+            let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
+            let handlerList = s["handlers"]?.arrayValue, let slotList = s["slots"]?.arrayValue,
+            let pending = s["queue"]?["pending"]?.intValue, let current = s["queue"]?["current"],
+            case .object(let counters)? = s["counters"]
         else { violation("status result \(String(describing: value))") }
 
         let listedClients = clients.compactMap { $0["client"]?.stringValue }
@@ -170,7 +172,7 @@ extension Session {
         var queuedByClients: Int64 = 0
         for entry in clients {
             guard let text = entry["client"]?.stringValue, let holder = Int(text.dropFirst()),
-                  let queued = entry["queued"]?.intValue, case .bool(let unresponsive)? = entry["unresponsive"]
+                let queued = entry["queued"]?.intValue, case .bool(let unresponsive)? = entry["unresponsive"]
             else { violation("status client \(entry)") }
             if queued > Int64(configuration.queueShare) { violation("c\(holder) has \(queued) posts waiting, beyond its share") }
             queuedByClients += queued
@@ -186,7 +188,7 @@ extension Session {
         var previous: (Int64, Int)? = nil
         for o in observerList {
             guard let text = o["observer"]?.stringValue, let n = Int(text.dropFirst()), let priority = o["priority"]?.intValue,
-                  let client = o["client"]?.stringValue, let holder = Int(client.dropFirst())
+                let client = o["client"]?.stringValue, let holder = Int(client.dropFirst())
             else { violation("status observer \(o)") }
             if let previous, previous >= (priority, n) { violation("status observers out of chain order at \(text)") }
             previous = (priority, n)
@@ -197,7 +199,7 @@ extension Session {
         var listedHandlers: [Int: ConnectionID] = [:]
         for h in handlerList {
             guard let text = h["handler"]?.stringValue, let n = Int(text.dropFirst()),
-                  let client = h["client"]?.stringValue, let holder = Int(client.dropFirst())
+                let client = h["client"]?.stringValue, let holder = Int(client.dropFirst())
             else { violation("status handler \(h)") }
             listedHandlers[n] = holder
         }
@@ -230,7 +232,9 @@ extension Session {
             violation("posted \(posted) minus finished is not \(pending) queued plus \(running) running: \(counters)")
         }
         let invokes = count("invokes")
-        if invokes < Int64(acceptedInvokes) || invokes > Int64(acceptedInvokes) + heldInvokes { violation("status counts \(count("invokes")) invokes; \(acceptedInvokes) were accepted") }
+        if invokes < Int64(acceptedInvokes) || invokes > Int64(acceptedInvokes) + heldInvokes {
+            violation("status counts \(count("invokes")) invokes; \(acceptedInvokes) were accepted")
+        }
         if count("hopTimeouts") < seenHopTimeouts || count("gone") < seenGone || count("invalid") < seenInvalid {
             violation("status counters \(counters) below the traces seen (\(seenHopTimeouts) timeouts, \(seenGone) gone, \(seenInvalid) invalid)")
         }

@@ -51,7 +51,7 @@ extension Session {
             }
             if let acknowledgement {
                 guard acknowledgement.connection >= 1 && acknowledgement.connection <= peers.count, peers[acknowledgement.connection - 1].open,
-                      peers[acknowledgement.connection - 1].outstanding.contains(where: { $0.id == Session.json(acknowledgement.requestID) })
+                    peers[acknowledgement.connection - 1].outstanding.contains(where: { $0.id == Session.json(acknowledgement.requestID) })
                 else { violation("write \(write) answers \(acknowledgement), which no open connection awaits") }
             }
             inFlight.append((write, record, acknowledgement))
@@ -94,7 +94,7 @@ extension Session {
         var code: String? = nil
         if isError {
             guard case .object(let error)? = view["error"]?.value, let c = error["code"]?.stringValue,
-                  error["message"]?.stringValue != nil
+                error["message"]?.stringValue != nil
             else { violation("reply error without code or message: \(view.keys)") }
             code = c
             if Session.closingCodes.contains(c) { context.closingErrors.insert(id) }
@@ -169,12 +169,12 @@ extension Session {
         switch request {
         case .hello:
             guard let view, view.string("client") == "c\(id)", view.integer("protocol") == 1,
-                  view.integer("maxFrame") == Int64(configuration.maxFrame)
+                view.integer("maxFrame") == Int64(configuration.maxFrame)
             else { violation("hello result \(Session.text(result.raw)) for c\(id)") }
             peers[id - 1].greeted = true
         case .subscribe:
             guard let view, let observer = view.number("observer", prefix: "o"), observers[observer] == nil,
-                  case .array(let replaced)? = view["replaced"]?.value
+                case .array(let replaced)? = view["replaced"]?.value
             else { violation("subscribe result \(Session.text(result.raw))") }
             for r in replaced where !context.evicted.contains(r.stringValue ?? "") {
                 violation("subscribe replaced \(r) but no evicted frame went out for it")
@@ -183,7 +183,7 @@ extension Session {
             observerHolders[observer] = id
         case .unsubscribe:
             guard let view, case .array(let removed)? = view["removed"]?.value, removed.count == 1,
-                  let o = removed[0].stringValue, o.first == "o", let n = Int(o.dropFirst()), observers[n] != nil
+                let o = removed[0].stringValue, o.first == "o", let n = Int(o.dropFirst()), observers[n] != nil
             else { violation("unsubscribe result \(Session.text(result.raw)) with observers \(observers)") }
             observers[n] = nil
         case .handle:
@@ -196,7 +196,7 @@ extension Session {
             handlers[handler] = id
         case .unhandle:
             guard let view, case .array(let removed)? = view["removed"]?.value, removed.count == 1,
-                  let h = removed[0].stringValue, h.first == "h", let n = Int(h.dropFirst()), handlers[n] != nil
+                let h = removed[0].stringValue, h.first == "h", let n = Int(h.dropFirst()), handlers[n] != nil
             else { violation("unhandle result \(Session.text(result.raw)) with handlers \(handlers)") }
             handlers[n] = nil
         case .post(let name, _, _):
@@ -209,7 +209,7 @@ extension Session {
                 violation("put result \(Session.text(result.raw))")
             }
             if !delivered, !context.persistedSlots.contains(where: { $0.name == slot && $0.value == value }),
-               value != nil || view["replaced"]?.value == .bool(true)
+                value != nil || view["replaced"]?.value == .bool(true)
             {
                 violation("put into '\(slot)' replied before it was written")
             }
@@ -277,7 +277,7 @@ extension Session {
         for (event, list) in hops {
             for hop in list where hop.connection == c && hop.step <= steps.upperBound {
                 guard let tick = ticks.first(where: { $0.step > hop.step && $0.at >= hop.sentAt + limit }),
-                      tick.step <= steps.upperBound
+                    tick.step <= steps.upperBound
                 else { continue }
                 let answered = (answers[event] ?? []).contains { $0.connection == c && $0.sequence > hop.sequence && $0.step < tick.step }
                 let spoke = peers[c - 1].frameSteps.first { $0 > tick.step } ?? Int.max
@@ -291,7 +291,7 @@ extension Session {
     /// ended in a way the clients caused, and the outcome follows from the last hop.
     func checkPostResult(_ view: FrameView, name: String, to id: ConnectionID) {
         guard view.hasExactly(["event", "outcome", "by", "value", "retained", "trace"]), let event = view.integer("event"),
-              let outcome = view.string("outcome"), case .array(let trace)? = view["trace"]?.value
+            let outcome = view.string("outcome"), case .array(let trace)? = view["trace"]?.value
         else { violation("post result fields \(view.keys)") }
         guard finishedEvents.insert(event).inserted else { violation("event \(event) finished twice") }
         let started = hops[event] ?? []
@@ -310,11 +310,14 @@ extension Session {
                 let overBudget = hopsSoFar.first(where: { $0.connection == holder }).map { now >= $0.sentAt + limit } ?? false
                 // Passed in the step that started the next hop; a trailing one, between the
                 // last hop's start and now (a launch retention answers the post later).
-                let skippedAt = startedIndex < started.count ? started[startedIndex].step...started[startedIndex].step
+                let skippedAt =
+                    startedIndex < started.count
+                    ? started[startedIndex].step...started[startedIndex].step
                     : (started.last?.step ?? 0)...stepNumber
                 guard overBudget || mayBeUnresponsive(holder, during: skippedAt) else {
-                    violation("event \(event) skipped \(entry.0) of c\(holder), which neither used up a hop timeout in it "
-                              + "nor was unresponsive")
+                    violation(
+                        "event \(event) skipped \(entry.0) of c\(holder), which neither used up a hop timeout in it "
+                            + "nor was unresponsive")
                 }
                 continue
             }
@@ -333,7 +336,9 @@ extension Session {
             let sent = (answers[event] ?? []).filter { $0.connection == hop.connection && $0.sequence > hop.sequence }
             switch reply {
             case "next":
-                guard sent.contains(where: { if case .next = $0.answer { true } else { false } }) else { violation("hop o\(hop.observer) of event \(event) traced next unanswered") }
+                guard sent.contains(where: { if case .next = $0.answer { true } else { false } }) else {
+                    violation("hop o\(hop.observer) of event \(event) traced next unanswered")
+                }
             case "stop", "complete":
                 guard isLast else { violation("event \(event) went on after \(reply)") }
                 let matches = sent.contains { answer in
@@ -346,7 +351,9 @@ extension Session {
                 if !matches { violation("hop o\(hop.observer) of event \(event) traced \(reply) unanswered") }
             case "invalid":
                 seenInvalid += 1
-                guard sent.contains(where: { if case .complete = $0.answer { true } else { false } }) else { violation("hop o\(hop.observer) of event \(event) traced invalid without a completion") }
+                guard sent.contains(where: { if case .complete = $0.answer { true } else { false } }) else {
+                    violation("hop o\(hop.observer) of event \(event) traced invalid without a completion")
+                }
             case "timeout":
                 seenHopTimeouts += 1
                 let limit = UInt64(configuration.hopTimeoutMs) * 1_000_000
@@ -368,12 +375,16 @@ extension Session {
             guard last?.1 == "complete", by == last?.0 else { violation("completed by \(String(describing: by)) after \(listed)") }
             let hop = started[started.count - 1]
             let offered = (answers[event] ?? []).compactMap { answer -> [UInt8]? in
-                guard answer.connection == hop.connection, answer.sequence > hop.sequence, case .complete(_, let v) = answer.answer else { return nil }
+                guard answer.connection == hop.connection, answer.sequence > hop.sequence, case .complete(_, let v) = answer.answer else {
+                    return nil
+                }
                 return v ?? Array("null".utf8)
             }
             if !offered.contains(value) { violation("event \(event) completed with \(Session.text(value)), which its observer did not send") }
         case "stopped":
-            guard last?.1 == "stop", by == last?.0, value == Array("null".utf8) else { violation("stopped by \(String(describing: by)) after \(listed)") }
+            guard last?.1 == "stop", by == last?.0, value == Array("null".utf8) else {
+                violation("stopped by \(String(describing: by)) after \(listed)")
+            }
         case "unhandled":
             guard view["by"]?.kind == .null, value == Array("null".utf8), !listed.contains(where: { $0.1 == "complete" || $0.1 == "stop" }) else {
                 violation("unhandled with by \(String(describing: by)) after \(listed)")
@@ -432,7 +443,7 @@ extension Session {
 
     func checkEvent(_ view: FrameView, to id: ConnectionID) {
         guard view.hasExactly(["op", "event", "observer", "name", "payload"]), let event = view.integer("event"),
-              let observer = view.number("observer", prefix: "o"), view.string("name") != nil
+            let observer = view.number("observer", prefix: "o"), view.string("name") != nil
         else { violation("event fields \(view.keys)") }
         guard observers[observer] == id else {
             violation("event \(event) for o\(observer) went to c\(id); the observer is held by \(String(describing: observers[observer]))")
@@ -445,7 +456,7 @@ extension Session {
     func checkEvicted(_ view: FrameView, to id: ConnectionID) {
         let kind = view["observer"] != nil ? "observer" : "handler"
         guard view.hasExactly(["op", kind, "by"]), let old = view.string(kind), let by = view.string("by"),
-              let n = Int(old.dropFirst()), old.first == by.first
+            let n = Int(old.dropFirst()), old.first == by.first
         else { violation("evicted fields \(view.keys)") }
         if kind == "observer" {
             guard observers[n] == id else { violation("c\(id) told of evicting \(old), which it does not hold") }
@@ -459,17 +470,17 @@ extension Session {
 
     func checkCall(_ view: FrameView, to id: ConnectionID) {
         guard view.hasExactly(["op", "call", "handler", "channel", "method", "arguments", "from"]),
-              let call = view.integer("call"), let handler = view.number("handler", prefix: "h")
+            let call = view.integer("call"), let handler = view.number("handler", prefix: "h")
         else { violation("call fields \(view.keys)") }
         guard handlers[handler] == id else { violation("call \(call) for h\(handler) went to c\(id), which does not hold it") }
         // The invoke starting now: its connection's oldest one with neither a call nor a reply
         // (one held behind a write starts in the step that reports the write).
         guard let from = view.number("from", prefix: "c"), from >= 1, from <= peers.count,
-              let invoke = peers[from - 1].outstanding.first(where: { pending in
-                  guard case .invoke? = pending.request else { return false }
-                  return !calls.values.contains { $0.invoker == from && $0.requestID == pending.id }
-              }),
-              invoke.step == stepNumber || context.afterWrite
+            let invoke = peers[from - 1].outstanding.first(where: { pending in
+                guard case .invoke? = pending.request else { return false }
+                return !calls.values.contains { $0.invoker == from && $0.requestID == pending.id }
+            }),
+            invoke.step == stepNumber || context.afterWrite
         else {
             violation("call \(call) from \(String(describing: view.string("from"))) without an invoke starting in this step")
         }
@@ -480,7 +491,7 @@ extension Session {
 
     func checkSeen(_ view: FrameView, to id: ConnectionID) {
         guard view.hasExactly(["op", "dir", "client", "frame"]), let dir = view.string("dir"), dir == "in" || dir == "out",
-              view["frame"]?.kind == .object
+            view["frame"]?.kind == .object
         else { violation("seen fields \(view.keys)") }
         guard peers[id - 1].monitoring else { violation("c\(id) was sent a seen frame without monitoring") }
         if view.string("client") == "c\(id)" { violation("c\(id) was mirrored its own frame") }

@@ -4,6 +4,7 @@
 // and at the end (Session+Checks.swift). A broken invariant stops the process.
 import NotifBusCore
 import NotifBusProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -199,8 +200,9 @@ final class Session {
             }
         case .send(let selector, let template, let idChoice, let a, let b, let c):
             guard let id = connection(selector) else { return }
-            let text = FrameTemplates.request(template, id: FrameTemplates.id(idChoice, serial: nextSerial()), a: a, b: b, c: c,
-                                              observers: observers.keys.sorted(), handlers: handlers.keys.sorted())
+            let text = FrameTemplates.request(
+                template, id: FrameTemplates.id(idChoice, serial: nextSerial()), a: a, b: b, c: c,
+                observers: observers.keys.sorted(), handlers: handlers.keys.sorted())
             deliver(id, text)
         case .raw(let selector, let body):
             guard let id = connection(selector), !body.isEmpty else { return }

@@ -166,8 +166,8 @@ enum BodyCheck {
         f.literal("}}")
         let frame = f.finish()
         guard let reply = try? JSONValue(parsing: frame[Limits.headerBytes...]),
-              reply["error"]?["message"] == .string(rejection.message),
-              reply["error"]?["code"] == .string(rejection.code.rawValue)
+            reply["error"]?["message"] == .string(rejection.message),
+            reply["error"]?["code"] == .string(rejection.code.rawValue)
         else {
             violation("the error frame for \(rejection.message) does not read back")
         }

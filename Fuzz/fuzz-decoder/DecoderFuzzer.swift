@@ -3,6 +3,7 @@
 // otherwise it replays corpus files, so the corpus runs as a regression test in every build.
 import CFuzzerSupport
 import NotifBusProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -39,7 +39,8 @@ enum FramingCheck {
         stream.withUnsafeBytes { bytes in
             while true {
                 let available = bytes.count - offset
-                let announced: UInt32? = available >= 4
+                let announced: UInt32? =
+                    available >= 4
                     ? UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
                     : nil
                 switch FrameHeader.split(bytes, at: offset, maxFrame: maxFrame) {
@@ -60,7 +61,7 @@ enum FramingCheck {
                     return
                 case .frame(let bodyStart, let length):
                     guard let n = announced, Int(n) == length, bodyStart == offset + 4, length >= 1, length <= maxFrame,
-                          bodyStart + length <= bytes.count
+                        bodyStart + length <= bytes.count
                     else {
                         violation("split found a frame at \(bodyStart) of \(length) bytes at offset \(offset) in \(bytes.count) bytes")
                     }
@@ -107,7 +108,8 @@ enum FramingCheck {
 
     static func expectSame(_ reference: Outcome, _ decoded: Outcome, _ how: String) {
         guard reference != decoded else { return }
-        violation("""
+        violation(
+            """
             FrameDecoder fed \(how) disagrees with FrameHeader.split: \(decoded.bodies.count) bodies, \
             end \(decoded.end); the reference has \(reference.bodies.count) bodies, end \(reference.end)
             """)

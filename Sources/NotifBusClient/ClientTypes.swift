@@ -90,8 +90,8 @@ public struct PostResult: Sendable {
 
     init(_ json: JSONValue) throws(NotifBusError) {
         guard let event = json["event"]?.intValue,
-              let outcome = json["outcome"]?.stringValue.flatMap(PostOutcome.init(rawValue:)),
-              let trace = json["trace"]?.arrayValue
+            let outcome = json["outcome"]?.stringValue.flatMap(PostOutcome.init(rawValue:)),
+            let trace = json["trace"]?.arrayValue
         else { throw .protocolViolation("malformed post result: \(json)") }
         self.event = event
         self.outcome = outcome

@@ -353,8 +353,11 @@ struct UnkeyedDecoder: UnkeyedDecodingContainer {
 
     mutating func next() throws -> JSONValueDecoder {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath + [IndexKey(intValue: currentIndex)],
-                                                              debugDescription: "the array has only \(elements.count) elements"))
+            throw DecodingError.valueNotFound(
+                Any.self,
+                .init(
+                    codingPath: codingPath + [IndexKey(intValue: currentIndex)],
+                    debugDescription: "the array has only \(elements.count) elements"))
         }
         defer { currentIndex += 1 }
         return JSONValueDecoder(elements[currentIndex], codingPath: codingPath + [IndexKey(intValue: currentIndex)])

@@ -77,8 +77,10 @@ public struct MethodChannel: Sendable {
     }
 
     /// Invokes `method` and returns its result.
-    public func invokeMethod(_ method: String, arguments: JSONValue? = nil,
-                             timeout: Duration? = nil) async throws(MethodChannelError) -> JSONValue {
+    public func invokeMethod(
+        _ method: String, arguments: JSONValue? = nil,
+        timeout: Duration? = nil
+    ) async throws(MethodChannelError) -> JSONValue {
         var fields: [String: JSONValue] = ["channel": .string(name), "method": .string(method)]
         if let arguments { fields["arguments"] = arguments }
         do {
@@ -116,7 +118,7 @@ extension NotifBusConnection {
             guard let existing else { return }
             do {
                 _ = try await request(Op.unhandle, ["handler": .string(existing)])
-            } catch where error.code == ErrorCode.notFound.rawValue {
+            } catch  where error.code == ErrorCode.notFound.rawValue {
                 // Already replaced by another process: nothing of ours is left to remove.
             }
             lock.withLock {
@@ -143,8 +145,12 @@ extension NotifBusConnection {
         let call = frame.call
         let handler = lock.withLock { callHandlers[frame.handler] }
         guard let handler else {
-            sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call),
-                         "error": ["code": .string(ErrorCode.notImplemented.rawValue), "message": "no handler here any more"]])
+            sendMessage(
+                generation: gen,
+                [
+                    "op": .string(Op.return), "call": .integer(call),
+                    "error": ["code": .string(ErrorCode.notImplemented.rawValue), "message": "no handler here any more"],
+                ])
             return
         }
         let received = MethodCall(channel: frame.channel, method: frame.method, rawArguments: frame.arguments, from: frame.from, call: call)
@@ -157,8 +163,12 @@ extension NotifBusConnection {
                 if let details = error.details { e["details"] = details }
                 sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "error": .object(e)])
             } catch {
-                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call),
-                             "error": ["code": .string(MethodChannel.genericErrorCode), "message": .string(String(describing: error))]])
+                sendMessage(
+                    generation: gen,
+                    [
+                        "op": .string(Op.return), "call": .integer(call),
+                        "error": ["code": .string(MethodChannel.genericErrorCode), "message": .string(String(describing: error))],
+                    ])
             }
         }
     }

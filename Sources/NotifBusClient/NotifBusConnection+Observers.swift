@@ -6,9 +6,11 @@ extension NotifBusConnection {
     /// Subscribes to `events`. Lower priorities run first; a `key` replaces whichever
     /// observer held it, anywhere on the broker. The handler's answer decides the chain.
     @discardableResult
-    public func addObserver(events: [String], priority: Int32 = Limits.defaultPriority, key: String? = nil,
-                            onEvicted: (@Sendable (Eviction) -> Void)? = nil,
-                            handler: @escaping ObserverHandler) async throws(NotifBusError) -> ObserverRegistration {
+    public func addObserver(
+        events: [String], priority: Int32 = Limits.defaultPriority, key: String? = nil,
+        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+        handler: @escaping ObserverHandler
+    ) async throws(NotifBusError) -> ObserverRegistration {
         var fields: [String: JSONValue] = ["events": .array(events.map { .string($0) }), "priority": .integer(Int64(priority))]
         if let key { fields["key"] = .string(key) }
         let result = try await request(Op.subscribe, fields) { [self] result in

@@ -76,8 +76,10 @@ extension NotifBusConnection {
     /// returns at once. The broker reads them in that order, so either all of them reach it or,
     /// when this process dies during the write, a prefix of them does; a write that needs more
     /// than the socket's free buffer space can be cut between two requests.
-    public func pipeline(_ requests: [(op: String, fields: [String: JSONValue])],
-                         timeout: Duration? = nil) -> PipelinedReplies {
+    public func pipeline(
+        _ requests: [(op: String, fields: [String: JSONValue])],
+        timeout: Duration? = nil
+    ) -> PipelinedReplies {
         let replies = PipelinedReplies(count: requests.count)
         guard !requests.isEmpty else { return replies }
         let bound = timeout ?? requestTimeout

@@ -44,15 +44,17 @@ extension NotifBusConnection {
     /// handler called with them; `[]` means "do not present"), or `nil` to pass the
     /// notification on to the next observer.
     @discardableResult
-    public func addWillPresentObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
-                                       onEvicted: (@Sendable (Eviction) -> Void)? = nil,
-                                       _ willPresent: @escaping @Sendable (Notification) async -> PresentationOptions?)
+    public func addWillPresentObserver(
+        priority: Int32 = Limits.defaultPriority, key: String? = nil,
+        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+        _ willPresent: @escaping @Sendable (Notification) async -> PresentationOptions?
+    )
         async throws(NotifBusError) -> ObserverRegistration
     {
         try await addObserver(events: [ProfileEvent.willPresent.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
             // The broker checked the payload; one that still does not read is not ours to decide.
             guard let notification = try? NotifBusConnection.notification(inWillPresent: event.payload),
-                  let options = await willPresent(notification)
+                let options = await willPresent(notification)
             else { return .next }
             return .complete(options.jsonValue)
         }
@@ -63,9 +65,11 @@ extension NotifBusConnection {
     /// `.handled` ends the chain; `.pass` gives the response to the next observer; `.stop`
     /// ends it unhandled. A launching response nobody handles is retained for launch.
     @discardableResult
-    public func addDidReceiveObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
-                                      onEvicted: (@Sendable (Eviction) -> Void)? = nil,
-                                      _ didReceive: @escaping @Sendable (NotificationResponse) async -> DelegateReply)
+    public func addDidReceiveObserver(
+        priority: Int32 = Limits.defaultPriority, key: String? = nil,
+        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+        _ didReceive: @escaping @Sendable (NotificationResponse) async -> DelegateReply
+    )
         async throws(NotifBusError) -> ObserverRegistration
     {
         try await addObserver(events: [ProfileEvent.didReceive.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in
@@ -78,9 +82,11 @@ extension NotifBusConnection {
     /// asked for the app's notification settings, from a notification (or from the system
     /// settings, when it is `nil`). `.handled` means this observer showed them.
     @discardableResult
-    public func addOpenSettingsObserver(priority: Int32 = Limits.defaultPriority, key: String? = nil,
-                                        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
-                                        _ openSettings: @escaping @Sendable (Notification?) async -> DelegateReply)
+    public func addOpenSettingsObserver(
+        priority: Int32 = Limits.defaultPriority, key: String? = nil,
+        onEvicted: (@Sendable (Eviction) -> Void)? = nil,
+        _ openSettings: @escaping @Sendable (Notification?) async -> DelegateReply
+    )
         async throws(NotifBusError) -> ObserverRegistration
     {
         try await addObserver(events: [ProfileEvent.openSettings.rawValue], priority: priority, key: key, onEvicted: onEvicted) { event in

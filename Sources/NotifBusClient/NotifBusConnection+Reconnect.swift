@@ -48,8 +48,9 @@ struct RetryDelays {
 /// connection. Guarded by the connection's lock.
 final class Resumption {
     enum Kind {
-        case observer(events: [String], priority: Int32, key: String?, handler: NotifBusConnection.ObserverHandler,
-                      onEvicted: (@Sendable (Eviction) -> Void)?)
+        case observer(
+            events: [String], priority: Int32, key: String?, handler: NotifBusConnection.ObserverHandler,
+            onEvicted: (@Sendable (Eviction) -> Void)?)
         case handler(channel: String, method: String?, handler: MethodChannel.Handler)
     }
 
@@ -239,23 +240,25 @@ extension NotifBusConnection {
                 if let method { fields["method"] = .string(method) }
             }
             do {
-                _ = try await exchange(op, fields, bound: requestTimeout, onReply: { [self] result in
-                    let id = result["observer"]?.stringValue ?? result["handler"]?.stringValue ?? ""
-                    lock.withLock {
-                        switch entry.kind {
-                        case .observer(_, _, _, let handler, let onEvicted):
-                            observerHandlers[id] = handler
-                            if let onEvicted { observerEvictionHandlers[id] = onEvicted }
-                        case .handler(let channel, let method, let handler):
-                            channelRegistrations[NotifBusConnection.registrationKey(channel, method)] = id
-                            callHandlers[id] = handler
+                _ = try await exchange(
+                    op, fields, bound: requestTimeout,
+                    onReply: { [self] result in
+                        let id = result["observer"]?.stringValue ?? result["handler"]?.stringValue ?? ""
+                        lock.withLock {
+                            switch entry.kind {
+                            case .observer(_, _, _, let handler, let onEvicted):
+                                observerHandlers[id] = handler
+                                if let onEvicted { observerEvictionHandlers[id] = onEvicted }
+                            case .handler(let channel, let method, let handler):
+                                channelRegistrations[NotifBusConnection.registrationKey(channel, method)] = id
+                                callHandlers[id] = handler
+                            }
+                            if let i = resumption.entries.firstIndex(where: { $0.handle == entry.handle }) {
+                                resumption.entries[i].current = id
+                            }
                         }
-                        if let i = resumption.entries.firstIndex(where: { $0.handle == entry.handle }) {
-                            resumption.entries[i].current = id
-                        }
-                    }
-                    _ = id
-                }, generation: generation)
+                        _ = id
+                    }, generation: generation)
                 ids[entry.handle] = currentID(of: entry.handle)
             } catch {
                 guard case .broker(let e) = error else { return nil }

@@ -99,13 +99,16 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// `reconnect` says what happens when the connection is lost (a broker restart):
     /// by default the client connects again and makes its observers, handlers and
     /// monitor again when it holds any (PROTOCOL.md §13); `connectionStates()` tells.
-    public static func connect(socket: String? = nil, name: String? = nil,
-                               requestTimeout: Duration = .seconds(60),
-                               reconnect: ReconnectPolicy = .whenHoldingRegistrations) async throws(NotifBusError) -> NotifBusConnection {
+    public static func connect(
+        socket: String? = nil, name: String? = nil,
+        requestTimeout: Duration = .seconds(60),
+        reconnect: ReconnectPolicy = .whenHoldingRegistrations
+    ) async throws(NotifBusError) -> NotifBusConnection {
         let path = SocketPath.resolve(explicit: socket)
         let fd = try openSocket(path)
-        let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout,
-                                            resumption: Resumption(path: path, name: name, policy: .never))
+        let connection = NotifBusConnection(
+            fd: fd, requestTimeout: requestTimeout,
+            resumption: Resumption(path: path, name: name, policy: .never))
         connection.startReader()
         do {
             _ = try await connection.greet()
@@ -229,15 +232,19 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// `onReply` runs on the reader thread before any later frame is handled, so that state
     /// a reply creates (an observer's handler) is in place before frames that depend on it.
     /// For a result that may be nested tens of thousands of levels deep, use `rawRequest`.
-    public func request(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
-                        onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> JSONValue {
+    public func request(
+        _ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
+        onReply: (@Sendable (JSONValue) -> Void)? = nil
+    ) async throws(NotifBusError) -> JSONValue {
         JSONValue(validated: try await rawRequest(op, fields, timeout: timeout, onReply: onReply))
     }
 
     /// As `request`, but returns the `result`'s bytes exactly as the broker sent them, of any
     /// depth, with no tree built.
-    public func rawRequest(_ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
-                           onReply: (@Sendable (JSONValue) -> Void)? = nil) async throws(NotifBusError) -> RawJSON {
+    public func rawRequest(
+        _ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
+        onReply: (@Sendable (JSONValue) -> Void)? = nil
+    ) async throws(NotifBusError) -> RawJSON {
         let bound = timeout ?? requestTimeout
         var waited = Duration.zero
         while true {
@@ -256,8 +263,10 @@ public final class NotifBusConnection: @unchecked Sendable {
 
     /// Sends one request on the present socket, or on socket `generation` only, and returns
     /// its result's bytes. `onReply` gets the result as a tree, on the reader thread.
-    func exchange(_ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
-                  generation wanted: Int?) async throws(NotifBusError) -> RawJSON {
+    func exchange(
+        _ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
+        generation wanted: Int?
+    ) async throws(NotifBusError) -> RawJSON {
         let id = lock.withLock { () -> Int64 in
             defer { nextRequestID += 1 }
             return nextRequestID
@@ -271,8 +280,10 @@ public final class NotifBusConnection: @unchecked Sendable {
                 if let reason = closedReason { return (reason, generation) }
                 if let wanted, wanted != generation { return ("the connection was replaced", generation) }
                 if fd < 0 { return (NotifBusConnection.notSent, generation) }
-                registerPending(id, deadline: NotifBusConnection.deadline(after: bound),
-                                timeoutMessage: "no reply to '\(op)' within \(bound)") { result in
+                registerPending(
+                    id, deadline: NotifBusConnection.deadline(after: bound),
+                    timeoutMessage: "no reply to '\(op)' within \(bound)"
+                ) { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
                     continuation.resume(returning: result)
                 }
@@ -317,7 +328,8 @@ public final class NotifBusConnection: @unchecked Sendable {
                 continue
             }
             if n < 0 && errno == EINTR { continue }
-            let why = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+            let why =
+                n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
                 ? "the broker did not read for \(NotifBusConnection.sendTimeoutSeconds) s"
                 : String(cString: strerror(errno))
             shutdown(fd, Int32(SHUT_RDWR))

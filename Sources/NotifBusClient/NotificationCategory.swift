@@ -90,8 +90,10 @@ public struct TextInputNotificationAction: NotificationActionProtocol, Hashable 
     public let textInputPlaceholder: String?
 
     /// An action whose button opens a text field; `textInputButtonTitle` sends the text.
-    public init(identifier: String, title: String, options: NotificationAction.Options = [], textInputButtonTitle: String,
-                textInputPlaceholder: String? = nil) {
+    public init(
+        identifier: String, title: String, options: NotificationAction.Options = [], textInputButtonTitle: String,
+        textInputPlaceholder: String? = nil
+    ) {
         self.identifier = identifier
         self.title = title
         self.options = options
@@ -103,8 +105,10 @@ public struct TextInputNotificationAction: NotificationActionProtocol, Hashable 
     public var jsonValue: JSONValue {
         var textInput: [String: JSONValue] = ["buttonTitle": .string(textInputButtonTitle)]
         if let textInputPlaceholder { textInput["placeholder"] = .string(textInputPlaceholder) }
-        return ["identifier": .string(identifier), "title": .string(title), "options": options.jsonValue,
-                "textInput": .object(textInput)]
+        return [
+            "identifier": .string(identifier), "title": .string(title), "options": options.jsonValue,
+            "textInput": .object(textInput),
+        ]
     }
 }
 
@@ -155,8 +159,10 @@ public struct NotificationCategory: Sendable, Hashable {
     public let options: Options
 
     /// A category named `identifier`, offering `actions` in that order.
-    public init(identifier: String, actions: [any NotificationActionProtocol], intentIdentifiers: [String] = [],
-                options: Options = []) {
+    public init(
+        identifier: String, actions: [any NotificationActionProtocol], intentIdentifiers: [String] = [],
+        options: Options = []
+    ) {
         self.identifier = identifier
         self.actions = actions
         self.intentIdentifiers = intentIdentifiers
@@ -177,13 +183,15 @@ public struct NotificationCategory: Sendable, Hashable {
     init(_ json: JSONValue, path: String) throws(NotificationDecodingError) {
         let r = try JSONObjectReader(json, path: path).rejectingUnknown(["identifier", "actions", "options", "intentIdentifiers"])
         identifier = try r.name("identifier")
-        options = try WireNames.options(r.optionalArray("options") ?? [], Options.wireNames, path: r.path("options"),
-                                        allowRepeats: true)
+        options = try WireNames.options(
+            r.optionalArray("options") ?? [], Options.wireNames, path: r.path("options"),
+            allowRepeats: true)
         var intents: [String] = []
         for (i, item) in (try r.optionalArray("intentIdentifiers") ?? []).enumerated() {
             guard let name = item.stringValue, Names.isValid(name) else {
-                throw NotificationDecodingError(path: r.path("intentIdentifiers[\(i)]"),
-                                                reason: "must be a string of 1 to \(Limits.maxNameBytes) bytes")
+                throw NotificationDecodingError(
+                    path: r.path("intentIdentifiers[\(i)]"),
+                    reason: "must be a string of 1 to \(Limits.maxNameBytes) bytes")
             }
             intents.append(name)
         }
@@ -193,8 +201,9 @@ public struct NotificationCategory: Sendable, Hashable {
         for (i, item) in try r.array("actions").enumerated() {
             let action = try NotificationCategory.action(item, path: r.path("actions[\(i)]"))
             guard seen.insert(action.identifier).inserted else {
-                throw NotificationDecodingError(path: r.path("actions[\(i)].identifier"),
-                                                reason: "repeats the action identifier \"\(action.identifier)\"")
+                throw NotificationDecodingError(
+                    path: r.path("actions[\(i)].identifier"),
+                    reason: "repeats the action identifier \"\(action.identifier)\"")
             }
             actions.append(action)
         }
@@ -205,14 +214,16 @@ public struct NotificationCategory: Sendable, Hashable {
         let r = try JSONObjectReader(json, path: path).rejectingUnknown(["identifier", "title", "options", "textInput"])
         let identifier = try r.name("identifier")
         let title = try r.string("title")
-        let options: NotificationAction.Options = try WireNames.options(r.optionalArray("options") ?? [],
-                                                                        NotificationAction.Options.wireNames,
-                                                                        path: r.path("options"), allowRepeats: true)
+        let options: NotificationAction.Options = try WireNames.options(
+            r.optionalArray("options") ?? [],
+            NotificationAction.Options.wireNames,
+            path: r.path("options"), allowRepeats: true)
         guard r.optional("textInput") != nil else { return NotificationAction(identifier: identifier, title: title, options: options) }
         let t = try r.object("textInput").rejectingUnknown(["buttonTitle", "placeholder"])
-        return TextInputNotificationAction(identifier: identifier, title: title, options: options,
-                                           textInputButtonTitle: try t.string("buttonTitle"),
-                                           textInputPlaceholder: try t.optionalString("placeholder"))
+        return TextInputNotificationAction(
+            identifier: identifier, title: title, options: options,
+            textInputButtonTitle: try t.string("buttonTitle"),
+            textInputPlaceholder: try t.optionalString("placeholder"))
     }
 
     /// Reads a whole category set, as `getCategories` returns it; repeated category
@@ -224,8 +235,9 @@ public struct NotificationCategory: Sendable, Hashable {
         for (i, item) in items.enumerated() {
             let category = try NotificationCategory(item, path: "categories[\(i)]")
             guard seen.insert(category.identifier).inserted else {
-                throw NotificationDecodingError(path: "categories[\(i)].identifier",
-                                                reason: "repeats the category identifier \"\(category.identifier)\"")
+                throw NotificationDecodingError(
+                    path: "categories[\(i)].identifier",
+                    reason: "repeats the category identifier \"\(category.identifier)\"")
             }
             out.append(category)
         }
@@ -234,8 +246,10 @@ public struct NotificationCategory: Sendable, Hashable {
 
     /// The category as §3.6 writes it.
     public var jsonValue: JSONValue {
-        var o: [String: JSONValue] = ["identifier": .string(identifier), "actions": .array(actions.map(\.jsonValue)),
-                                      "options": options.jsonValue]
+        var o: [String: JSONValue] = [
+            "identifier": .string(identifier), "actions": .array(actions.map(\.jsonValue)),
+            "options": options.jsonValue,
+        ]
         if !intentIdentifiers.isEmpty { o["intentIdentifiers"] = .array(intentIdentifiers.map { .string($0) }) }
         return .object(o)
     }

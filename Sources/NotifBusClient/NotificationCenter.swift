@@ -100,8 +100,10 @@ public struct NotificationServerInfo: Sendable, Hashable {
 
     /// The result as the channel writes it.
     public var jsonValue: JSONValue {
-        ["name": .string(name), "vendor": .string(vendor), "version": .string(version), "specVersion": .string(specVersion),
-         "capabilities": .array(capabilities.map { .string($0) })]
+        [
+            "name": .string(name), "vendor": .string(vendor), "version": .string(version), "specVersion": .string(specVersion),
+            "capabilities": .array(capabilities.map { .string($0) }),
+        ]
     }
 }
 

@@ -41,8 +41,10 @@ public struct NotificationContent: Sendable, Hashable {
     public var sound: String?
 
     /// Content with the given members; all optional.
-    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, categoryIdentifier: String? = nil,
-                threadIdentifier: String? = nil, userInfo: [String: JSONValue] = [:], badge: Int? = nil, sound: String? = nil) {
+    public init(
+        title: String? = nil, subtitle: String? = nil, body: String? = nil, categoryIdentifier: String? = nil,
+        threadIdentifier: String? = nil, userInfo: [String: JSONValue] = [:], badge: Int? = nil, sound: String? = nil
+    ) {
         self.title = title
         self.subtitle = subtitle
         self.body = body
@@ -154,8 +156,10 @@ public struct NotificationResponse: Sendable, Hashable {
     public var userText: String?
 
     /// A response; without `actionIdentifier`, the user opened the notification itself.
-    public init(actionIdentifier: String = NotificationResponse.defaultActionIdentifier, notification: Notification,
-                userText: String? = nil) {
+    public init(
+        actionIdentifier: String = NotificationResponse.defaultActionIdentifier, notification: Notification,
+        userText: String? = nil
+    ) {
         self.actionIdentifier = actionIdentifier
         self.notification = notification
         self.userText = userText
@@ -257,8 +261,10 @@ enum WireNames {
         table.filter { set.contains($0.0) }.map(\.1)
     }
 
-    static func options<T: OptionSet>(_ list: [JSONValue], _ table: [(T, String)], path: String,
-                                      allowRepeats: Bool) throws(NotificationDecodingError) -> T where T.Element == T {
+    static func options<T: OptionSet>(
+        _ list: [JSONValue], _ table: [(T, String)], path: String,
+        allowRepeats: Bool
+    ) throws(NotificationDecodingError) -> T where T.Element == T {
         var set = T()
         for (i, item) in list.enumerated() {
             guard let name = item.stringValue else { throw NotificationDecodingError(path: "\(path)[\(i)]", reason: "must be a string") }

@@ -46,11 +46,13 @@ package enum DetachedThread {
     package static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, context)
         guard rc == 0 else {
             Unmanaged<Box>.fromOpaque(context).release()
             return false

@@ -19,8 +19,10 @@
 import NotifBusProtocol
 
 extension Broker {
-    mutating func subscribe(events names: [String], priority: Int32, key: String?, resume: Bool = false,
-                            rid: RequestID, from c: ConnectionID, now: Instant) {
+    mutating func subscribe(
+        events names: [String], priority: Int32, key: String?, resume: Bool = false,
+        rid: RequestID, from c: ConnectionID, now: Instant
+    ) {
         guard let client = sessions[c] else { return }
         guard client.observers.count < Limits.maxObserversPerConnection else {
             return refuse(c, rid, .chain(.tooManyObservers), now: now)
@@ -99,8 +101,9 @@ extension Broker {
         counters.posted += 1
         poster.queuedPosts += 1
         poster.queuedBytes += size
-        _ = events.enqueue(poster: c, requestID: rid, name: name, payload: payload,
-                           isWillPresent: profile == .willPresent, launchesApp: launches)
+        _ = events.enqueue(
+            poster: c, requestID: rid, name: name, payload: payload,
+            isWillPresent: profile == .willPresent, launchesApp: launches)
         pump(now: now)
     }
 

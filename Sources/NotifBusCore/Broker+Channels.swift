@@ -39,12 +39,14 @@ extension Broker {
         guard let handler = channels.route(channel: channel, method: method) else {
             return refuse(c, rid, .channel(.noHandler(channel: channel, method: method)), now: now)
         }
-        let call = channels.startCall(PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
-                                      deadline: now &+ UInt64(configuration.callTimeoutMs) * 1_000_000)
+        let call = channels.startCall(
+            PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
+            deadline: now &+ UInt64(configuration.callTimeoutMs) * 1_000_000)
         client.callsInvoked += 1
         sessions[handler.client]?.callsReceived += 1
-        send(.call(call: call, handler: handler.id, channel: channel, method: method, arguments: arguments, from: c),
-             to: handler.client)
+        send(
+            .call(call: call, handler: handler.id, channel: channel, method: method, arguments: arguments, from: c),
+            to: handler.client)
     }
 
     /// Only the connection that received the call may return it; anything else is ignored.

@@ -63,8 +63,9 @@ extension Broker {
     /// The figures (queue, counters, buffers) are current on every page.
     func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> [UInt8] {
         let budget = configuration.statusPageBytes
-        var w = StatusPageWriter(rid, server: configuration.serverName, uptimeMs: Int64((now &- startedAt) / 1_000_000),
-                                 capacity: 1024 + Swift.min(budget, sessions.count * 100 + observers.count * 96))
+        var w = StatusPageWriter(
+            rid, server: configuration.serverName, uptimeMs: Int64((now &- startedAt) / 1_000_000),
+            capacity: 1024 + Swift.min(budget, sessions.count * 100 + observers.count * 96))
         let section = page?.section ?? 0
         var next: StatusPage? = nil
         var listed = 0
@@ -82,8 +83,9 @@ extension Broker {
                 }
                 listed += 1
                 lastListed = .client(id)
-                w.client(id: id, name: c.name, pid: c.credentials.pid, uid: c.credentials.uid, queued: c.queuedPosts,
-                         unresponsive: c.unresponsive)
+                w.client(
+                    id: id, name: c.name, pid: c.credentials.pid, uid: c.credentials.uid, queued: c.queuedPosts,
+                    unresponsive: c.unresponsive)
             }
         }
         w.beginObservers()

@@ -17,11 +17,14 @@ extension Broker {
         if deliverToWaiter(slot: slot, value: value) {
             return send(.reply(rid, .put(replaced: false, delivered: true)), to: c)
         }
-        if let refusal = slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) { return refuse(c, rid, .slot(refusal), now: now) }
+        if let refusal = slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) {
+            return refuse(c, rid, .slot(refusal), now: now)
+        }
         let oldSize = slots[slot]?.count
-        beginWrite(.slot(slot), .slot(name: slot, value: value),
-                   then: .put(c, rid, slot: slot, value: value, replaced: oldSize != nil),
-                   reservedSlots: oldSize == nil ? 1 : 0, reservedBytes: Swift.max(0, value.count - (oldSize ?? 0)))
+        beginWrite(
+            .slot(slot), .slot(name: slot, value: value),
+            then: .put(c, rid, slot: slot, value: value, replaced: oldSize != nil),
+            reservedSlots: oldSize == nil ? 1 : 0, reservedBytes: Swift.max(0, value.count - (oldSize ?? 0)))
     }
 
     /// A value found in the slot is answered once its removal is on disk; until then it stays.
@@ -34,8 +37,9 @@ extension Broker {
         guard (sessions[c]?.takes.count ?? 0) < configuration.maxTakesPerConnection else {
             return refuse(c, rid, .slot(.tooManyTakes(max: configuration.maxTakesPerConnection)), now: now)
         }
-        let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: false, arrival: 0),
-                                 deadline: now &+ UInt64(waitMs) * 1_000_000)
+        let id = slots.addWaiter(
+            TakeWaiter(client: c, requestID: rid, slot: slot, held: false, arrival: 0),
+            deadline: now &+ UInt64(waitMs) * 1_000_000)
         sessions[c]?.takes.insert(id)
     }
 

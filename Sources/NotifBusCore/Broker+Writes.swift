@@ -34,7 +34,7 @@ extension Broker {
         }
         if client.waiting.isEmpty { waitingClients.append(c) }
         if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
-           client.takes.count < configuration.maxTakesPerConnection
+            client.takes.count < configuration.maxTakesPerConnection
         {
             // The take keeps its place among the slot's waiting takers from now on.
             let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival), deadline: nil)
@@ -158,8 +158,10 @@ extension Broker {
     }
 
     /// Starts a durable write; without `persistsState` the change is applied at once.
-    mutating func beginWrite(_ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
-                             reservedSlots: Int = 0, reservedBytes: Int = 0) {
+    mutating func beginWrite(
+        _ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
+        reservedSlots: Int = 0, reservedBytes: Int = 0
+    ) {
         guard configuration.persistsState else { return complete(completion, written: true, now: 0) }
         let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
@@ -205,8 +207,9 @@ extension Broker {
     /// them takes it next. Should that write fail too, the value is gone from disk and from
     /// memory alike.
     mutating func handBack(_ slot: String, _ value: RawJSON) {
-        beginWrite(.slot(slot), .slot(name: slot, value: value), then: .restore(slot: slot, value: value),
-                   reservedSlots: 1, reservedBytes: value.count)
+        beginWrite(
+            .slot(slot), .slot(name: slot, value: value), then: .restore(slot: slot, value: value),
+            reservedSlots: 1, reservedBytes: value.count)
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
@@ -227,7 +230,10 @@ extension Broker {
     mutating func resumeWaiting(now: Instant) {
         // A request started here may close a connection, which resumes again: that is done
         // by this loop, not by a second one inside it.
-        guard !resuming else { return resumeRequested = true }
+        guard !resuming else {
+            resumeRequested = true
+            return
+        }
         resuming = true
         defer { resuming = false }
         var progressed = true

@@ -57,8 +57,10 @@ public struct Broker {
     let frameScratch = FrameScratch()
 
     /// A broker starting at `now`, with slots and categories restored from disk.
-    public init(configuration: BrokerConfiguration, now: Instant,
-                slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil) {
+    public init(
+        configuration: BrokerConfiguration, now: Instant,
+        slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil
+    ) {
         self.configuration = configuration
         self.startedAt = now
         slots = SlotStore(restoring: restoredSlots)

@@ -93,13 +93,17 @@ struct EventQueue {
     }
 
     /// Queues a post and returns its event id.
-    mutating func enqueue(poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
-                          isWillPresent: Bool, launchesApp: Bool) -> Int64 {
+    mutating func enqueue(
+        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        isWillPresent: Bool, launchesApp: Bool
+    ) -> Int64 {
         let event = nextEventID
         nextEventID += 1
         waitingBytes += payload?.count ?? 0
-        waiting.append(QueuedPost(event: event, poster: poster, requestID: requestID, name: name, payload: payload,
-                                  isWillPresent: isWillPresent, launchesApp: launchesApp))
+        waiting.append(
+            QueuedPost(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                isWillPresent: isWillPresent, launchesApp: launchesApp))
         return event
     }
 

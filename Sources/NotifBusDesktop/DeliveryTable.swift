@@ -58,8 +58,10 @@ public struct DeliveryTable: Sendable {
     /// the same identifier, or a notification the server replaced under the same id, is
     /// forgotten. Returns the ids forgotten to stay within capacity.
     @discardableResult
-    public mutating func record(_ notification: NotifBusClient.Notification, desktopId: UInt32, category: NotificationCategory?,
-                                routes: [String: ActionRoute]) -> [UInt32] {
+    public mutating func record(
+        _ notification: NotifBusClient.Notification, desktopId: UInt32, category: NotificationCategory?,
+        routes: [String: ActionRoute]
+    ) -> [UInt32] {
         if let old = idByIdentifier[notification.identifier] { forget(old) }
         forget(desktopId)
         entries[desktopId] = Entry(notification: notification, category: category, routes: routes, sequence: nextSequence)
@@ -108,7 +110,8 @@ public struct DeliveryTable: Sendable {
         guard let entry = entries[desktopId] else { return nil }
         forget(desktopId)
         guard reason == CloseReason.dismissedByUser.rawValue,
-              entry.category?.options.contains(.customDismissAction) == true else { return nil }
+            entry.category?.options.contains(.customDismissAction) == true
+        else { return nil }
         return NotificationResponse(actionIdentifier: NotificationResponse.dismissActionIdentifier, notification: entry.notification)
     }
 

@@ -98,8 +98,10 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
     /// The arguments for presenting `notification` with `options`, offering the actions of
     /// `category` as far as `capabilities` allow. `replacesID` is the server's id of the
     /// notification with the same identifier that is still shown, or 0.
-    public init(notification: NotifBusClient.Notification, category: NotificationCategory?, options: PresentationOptions,
-                capabilities: Set<String>, appName: String, replacesID: UInt32) {
+    public init(
+        notification: NotifBusClient.Notification, category: NotificationCategory?, options: PresentationOptions,
+        capabilities: Set<String>, appName: String, replacesID: UInt32
+    ) {
         let content = notification.content
         let markup = capabilities.contains(ServerCapability.bodyMarkup)
         self.appName = appName

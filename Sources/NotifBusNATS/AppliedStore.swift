@@ -83,7 +83,8 @@ public final class AppliedStore {
         var start = 0
         while start < bytes.count {
             guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")),
-                  let record = try? JSONValue(parsing: bytes[start..<end]) else { break }
+                let record = try? JSONValue(parsing: bytes[start..<end])
+            else { break }
             apply(record)
             lines += 1
             start = end + 1

@@ -113,15 +113,19 @@ public final class NATSLink: @unchecked Sendable {
         natsOptions_SetMaxPingsOut(options, 2)
         natsOptions_SetTimeout(options, 2000)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        natsOptions_SetDisconnectedCB(options, { _, closure in
-            Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS connection lost; reconnecting")
-        }, context)
-        natsOptions_SetReconnectedCB(options, { nc, closure in
-            var url = [CChar](repeating: 0, count: 256)
-            natsConnection_GetConnectedUrl(nc, &url, url.count)
-            let text = String(decoding: url.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS reconnected to \(text)")
-        }, context)
+        natsOptions_SetDisconnectedCB(
+            options,
+            { _, closure in
+                Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS connection lost; reconnecting")
+            }, context)
+        natsOptions_SetReconnectedCB(
+            options,
+            { nc, closure in
+                var url = [CChar](repeating: 0, count: 256)
+                natsConnection_GetConnectedUrl(nc, &url, url.count)
+                let text = String(decoding: url.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS reconnected to \(text)")
+            }, context)
         natsOptions_SetRetryOnFailedConnect(options, true, nil, nil)
         var nc: OpaquePointer? = nil
         s = natsConnection_Connect(&nc, options)
@@ -258,8 +262,9 @@ public final class NATSLink: @unchecked Sendable {
     private func makeMessage(_ m: OutboundMessage, reply: String? = nil) throws(NATSError) -> OpaquePointer {
         var msg: OpaquePointer? = nil
         let s = m.body.withUnsafeBufferPointer { body in
-            natsMsg_Create(&msg, m.subject, reply, body.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
-                           Int32(body.count))
+            natsMsg_Create(
+                &msg, m.subject, reply, body.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
+                Int32(body.count))
         }
         guard s == NATS_OK, let msg else { throw NATSError("natsMsg_Create", s) }
         for (key, value) in m.headers { natsMsgHeader_Set(msg, key, value) }
@@ -326,10 +331,12 @@ public final class NATSLink: @unchecked Sendable {
         let box = Unmanaged.passRetained(HandlerBox(handler))
         handlerBoxes.append(box)
         var sub: OpaquePointer? = nil
-        let s = natsConnection_Subscribe(&sub, connection, subject, { _, _, msg, closure in
-            guard let msg, let closure else { return }
-            Unmanaged<HandlerBox>.fromOpaque(closure).takeUnretainedValue().handler(NATSMessage(raw: msg))
-        }, box.toOpaque())
+        let s = natsConnection_Subscribe(
+            &sub, connection, subject,
+            { _, _, msg, closure in
+                guard let msg, let closure else { return }
+                Unmanaged<HandlerBox>.fromOpaque(closure).takeUnretainedValue().handler(NATSMessage(raw: msg))
+            }, box.toOpaque())
         guard s == NATS_OK else { throw NATSError("natsConnection_Subscribe \(subject)", s) }
     }
 }

@@ -60,9 +60,10 @@ public struct NATSSubjects: Sendable {
 
     /// A device id becomes one subject token: 1 to 64 of `A-Z a-z 0-9 - _`.
     public static func isValidDevice(_ id: String) -> Bool {
-        !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy {
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
-        }
+        !id.isEmpty && id.utf8.count <= 64
+            && id.utf8.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
+            }
     }
 
     /// Reads an inbound message. Checked in this order: message id, subject form, name, body.
@@ -73,8 +74,10 @@ public struct NATSSubjects: Sendable {
         let isPost = subject.hasPrefix(post + ".")
         let isPut = subject.hasPrefix(put + ".")
         guard isPost || isPut else {
-            return .failure(.init(code: DeadLetterReason.unknownSubject,
-                                  detail: "subject \(subject) is neither \(post).<event> nor \(put).<slot>"))
+            return .failure(
+                .init(
+                    code: DeadLetterReason.unknownSubject,
+                    detail: "subject \(subject) is neither \(post).<event> nor \(put).<slot>"))
         }
         let name = String(subject.dropFirst((isPost ? post : put).count + 1))
         guard !name.isEmpty, name.utf8.count <= NATSSubjects.maxNameBytes else {
@@ -103,7 +106,8 @@ public struct NATSSubjects: Sendable {
         guard let dot = rest.lastIndex(of: ".") else { return nil }
         let channel = String(rest[..<dot]), method = String(rest[rest.index(after: dot)...])
         guard !channel.isEmpty, !method.isEmpty,
-              channel.utf8.count <= NATSSubjects.maxNameBytes, method.utf8.count <= NATSSubjects.maxNameBytes else { return nil }
+            channel.utf8.count <= NATSSubjects.maxNameBytes, method.utf8.count <= NATSSubjects.maxNameBytes
+        else { return nil }
         return (channel, method)
     }
 }

@@ -276,8 +276,9 @@ public struct BrokerFrameDecoder: Sendable {
                 throw .invalidMember(op: m.op, member: "error", expected: "an object")
             }
             let e = try BrokerFrameMembers(m.scanner, members, op: "reply error", names: errorMembers)
-            let failure = BrokerFrame.Failure(code: try e.string(0), message: try e.string(1),
-                                              details: e.field(2).map { e.scanner.raw(of: $0) })
+            let failure = BrokerFrame.Failure(
+                code: try e.string(0), message: try e.string(1),
+                details: e.field(2).map { e.scanner.raw(of: $0) })
             return BrokerFrame.Reply(id: id, outcome: .error(failure))
         case (nil, nil): throw .conflictingMembers(op: m.op, members: "neither 'result' nor 'error'")
         case (_?, _?): throw .conflictingMembers(op: m.op, members: "both 'result' and 'error'")
@@ -289,8 +290,9 @@ public struct BrokerFrameDecoder: Sendable {
     }
 
     static func call(_ m: BrokerFrameMembers) throws(BrokerFrameError) -> BrokerFrame.Call {
-        BrokerFrame.Call(call: try m.integer(1), handler: try m.string(2), channel: try m.string(3), method: try m.string(4),
-                         arguments: try m.raw(5), from: try m.string(6))
+        BrokerFrame.Call(
+            call: try m.integer(1), handler: try m.string(2), channel: try m.string(3), method: try m.string(4),
+            arguments: try m.raw(5), from: try m.string(6))
     }
 
     static func evicted(_ m: BrokerFrameMembers) throws(BrokerFrameError) -> BrokerFrame.Evicted {

@@ -17,7 +17,8 @@ public enum FrameHeader {
     public static func split(_ bytes: UnsafeRawBufferPointer, at offset: Int, maxFrame: Int) -> FrameSplit {
         let available = bytes.count - offset
         guard available >= 4 else { return .needMore }
-        let n = UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
+        let n =
+            UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
             | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
         if n == 0 || Int(n) > maxFrame { return .tooLarge(length: n) }
         guard available - 4 >= Int(n) else { return .needMore }
@@ -27,8 +28,10 @@ public enum FrameHeader {
     /// The 4-byte prefix for a body of `length` bytes.
     public static func encode(length: Int) -> [UInt8] {
         let n = UInt32(length)
-        return [UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16),
-                UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
+        return [
+            UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16),
+            UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n),
+        ]
     }
 }
 

@@ -115,7 +115,13 @@ public enum MessageDecoder {
         var seen: [StaticString] = []
         for m in members {
             let name: StaticString
-            if v.scanner.keyIs(m, "code") { name = "code" } else if v.scanner.keyIs(m, "message") { name = "message" } else if v.scanner.keyIs(m, "details") { name = "details" } else {
+            if v.scanner.keyIs(m, "code") {
+                name = "code"
+            } else if v.scanner.keyIs(m, "message") {
+                name = "message"
+            } else if v.scanner.keyIs(m, "details") {
+                name = "details"
+            } else {
                 throw v.bad("unknown field 'error.\(v.scanner.key(of: m))'")
             }
             guard !seen.contains(where: { $0.description == name.description }) else { throw v.bad("duplicate field 'error.\(name)'") }
@@ -315,8 +321,6 @@ enum FieldName: Int, CaseIterable {
 /// A set of `FieldName`s as a bit mask.
 struct FieldSet: OptionSet {
     let rawValue: UInt32
-
-    init(rawValue: UInt32) { self.rawValue = rawValue }
 
     static let op = FieldSet(rawValue: 1 << 0)
     static let id = FieldSet(rawValue: 1 << 1)

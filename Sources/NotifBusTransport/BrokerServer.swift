@@ -264,7 +264,9 @@ public final class BrokerServer {
         }
         connections[id] = connection
         if !core.admits(uid: credentials.uid) {
-            log("notifbus: c\(id): refused pid \(credentials.pid) uid \(credentials.uid) (forbidden; --allow-uid \(credentials.uid) admits it)", kind: "refused")
+            log(
+                "notifbus: c\(id): refused pid \(credentials.pid) uid \(credentials.uid) (forbidden; --allow-uid \(credentials.uid) admits it)",
+                kind: "refused")
         }
         core.connect(id, credentials: credentials, now: now, into: &actionBuffer)
     }
@@ -319,7 +321,8 @@ public final class BrokerServer {
             case .needMore:
                 return offset
             case .frame(let bodyStart, let length):
-                core.receive(UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now, into: &actionBuffer)
+                core.receive(
+                    UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now, into: &actionBuffer)
                 offset = bodyStart + length
                 if !core.wantsInput(from: connection.id) {
                     pauseInput(connection)
@@ -485,8 +488,9 @@ public final class BrokerServer {
             guard let connection = connections.values.filter({ !$0.isClosed && $0.accounted > 0 }).max(by: { $0.accounted < $1.accounted })
             else { return }
             let held = connection.accounted
-            log("notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
-                + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
+            log(
+                "notifbus: c\(connection.id): cut off: it held \(held) of the \(bufferedBytes) bytes buffered across all connections, "
+                    + "above --max-buffered-bytes \(options.maxBufferedBytes)", kind: "cut-off-budget")
             cutOffCount += 1
             guard connection.isOpen && connection.pendingOutputBytes == 0 else {
                 lose(connection)
@@ -644,8 +648,9 @@ public final class BrokerServer {
     /// errors (only the broker's own user, or root, can send the signal).
     func signalArrived(_ signum: Int32) {
         if signum == SIGUSR1 {
-            logLine("notifbus: status: \(connections.count) connection(s), \(core.summary), "
-                + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes")
+            logLine(
+                "notifbus: status: \(connections.count) connection(s), \(core.summary), "
+                    + "buffered \(bufferedBytes) of \(options.maxBufferedBytes) bytes")
         } else {
             let name = signum == SIGHUP ? "SIGHUP" : signum == SIGUSR2 ? "SIGUSR2" : signum == SIGALRM ? "SIGALRM" : "signal \(signum)"
             log("notifbus: \(name) received and ignored (SIGINT or SIGTERM stop the broker; SIGUSR1 logs its status)", kind: "signal \(signum)")

@@ -86,7 +86,8 @@ public enum ListeningSocket {
     /// The variables are removed so that children do not inherit them.
     public static func activated() throws(ListenError) -> (fd: Int32, path: String)? {
         guard let pidText = getenv("LISTEN_PID").map({ String(cString: $0) }),
-              let fdsText = getenv("LISTEN_FDS").map({ String(cString: $0) }) else { return nil }
+            let fdsText = getenv("LISTEN_FDS").map({ String(cString: $0) })
+        else { return nil }
         unsetenv("LISTEN_PID")
         unsetenv("LISTEN_FDS")
         unsetenv("LISTEN_FDNAMES")

@@ -197,8 +197,10 @@ public final class StateJournal {
         body.append(contentsOf: value)
         var record = FrameHeader.encode(length: body.count)
         let crc = CRC32.checksum(body)
-        record.append(contentsOf: [UInt8(truncatingIfNeeded: crc >> 24), UInt8(truncatingIfNeeded: crc >> 16),
-                                   UInt8(truncatingIfNeeded: crc >> 8), UInt8(truncatingIfNeeded: crc)])
+        record.append(contentsOf: [
+            UInt8(truncatingIfNeeded: crc >> 24), UInt8(truncatingIfNeeded: crc >> 16),
+            UInt8(truncatingIfNeeded: crc >> 8), UInt8(truncatingIfNeeded: crc),
+        ])
         record.append(contentsOf: body)
         return record
     }
@@ -257,7 +259,8 @@ public final class StateJournal {
             if kept {
                 warnings.append("state journal \(path): \(problem); kept what was valid before it, kept the file as \(aside)")
             } else {
-                throw StateDirectoryError("state journal \(path): \(problem); it could not be set aside (\(SystemError("link"))), so it is left untouched")
+                throw StateDirectoryError(
+                    "state journal \(path): \(problem); it could not be set aside (\(SystemError("link"))), so it is left untouched")
             }
             fileBytes = 0
             return false

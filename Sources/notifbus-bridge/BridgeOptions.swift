@@ -33,27 +33,27 @@ struct BridgeOptions {
     var durable: String { "notifbus-bridge-" + device }
 
     static let help = """
-    usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
+        usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
 
-    Bridges this device's broker to a NATS JetStream cluster (Protocol/NATS.md):
-      inbound  notifbus.<device>.post.<event>, notifbus.<device>.put.<slot>   (stream, acked once applied)
-      invoke   notifbus.<device>.invoke.<channel>.<method>                    (request/reply)
-      outbound notifbus.<device>.result, notifbus.<device>.event.<name>, notifbus.<device>.dead
+        Bridges this device's broker to a NATS JetStream cluster (Protocol/NATS.md):
+          inbound  notifbus.<device>.post.<event>, notifbus.<device>.put.<slot>   (stream, acked once applied)
+          invoke   notifbus.<device>.invoke.<channel>.<method>                    (request/reply)
+          outbound notifbus.<device>.result, notifbus.<device>.event.<name>, notifbus.<device>.dead
 
-    options:
-      --url URLS           NATS servers, comma-separated (repeatable)
-      --device ID          this device's subject token: 1-64 of A-Z a-z 0-9 - _
-      --socket PATH        the broker's socket (default: as the notifbus client resolves it)
-      --stream NAME        inbound stream (default NOTIFBUS_<device>); results go to NAME_OUT
-      --create-stream      create both streams when missing
-      --replicas N         replicas of created streams (1-5, default 1)
-      --state-dir DIR      where applied message ids are kept (exactly once across restarts)
-      --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
-      --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
-      --batch N            messages in flight at once (1-1024, default 256)
-      --inflight N         messages at the broker at once (1-1024, default 128)
-      --window N           applied ids remembered (default 100000)
-    """
+        options:
+          --url URLS           NATS servers, comma-separated (repeatable)
+          --device ID          this device's subject token: 1-64 of A-Z a-z 0-9 - _
+          --socket PATH        the broker's socket (default: as the notifbus client resolves it)
+          --stream NAME        inbound stream (default NOTIFBUS_<device>); results go to NAME_OUT
+          --create-stream      create both streams when missing
+          --replicas N         replicas of created streams (1-5, default 1)
+          --state-dir DIR      where applied message ids are kept (exactly once across restarts)
+          --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
+          --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
+          --batch N            messages in flight at once (1-1024, default 256)
+          --inflight N         messages at the broker at once (1-1024, default 128)
+          --window N           applied ids remembered (default 100000)
+        """
 
     /// Parses `args` (after `nats`). Durations are `250ms`, `5s` or `1m`.
     static func parse(_ args: [String]) throws(BridgeUsageError) -> BridgeOptions? {

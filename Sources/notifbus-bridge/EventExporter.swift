@@ -70,12 +70,15 @@ final class EventExporter: @unchecked Sendable {
             let queued = lock.withLock { () -> Bool in
                 guard queue.count < EventExporter.maxQueued else { return false }
                 sequence += 1
-                queue.append(OutboundMessage(subject: bridge.subjects.event(entry.name), body: entry.payload.encoded, headers: [
-                    (NATSLink.msgIDHeader, "event:" + bridge.options.device + ":" + runID + ":" + String(sequence)),
-                    (NATSSubjects.eventHeader, entry.name),
-                    (NATSSubjects.clientHeader, seen.client),
-                    ("Notifbus-Outcome", outcome),
-                ]))
+                queue.append(
+                    OutboundMessage(
+                        subject: bridge.subjects.event(entry.name), body: entry.payload.encoded,
+                        headers: [
+                            (NATSLink.msgIDHeader, "event:" + bridge.options.device + ":" + runID + ":" + String(sequence)),
+                            (NATSSubjects.eventHeader, entry.name),
+                            (NATSSubjects.clientHeader, seen.client),
+                            ("Notifbus-Outcome", outcome),
+                        ]))
                 return true
             }
             if queued { wake.signal() } else { log("export queue full: a \(entry.name) from \(seen.client) was not exported") }

@@ -167,13 +167,16 @@ final class NATSBridge: @unchecked Sendable {
         while true {
             do {
                 if options.createStream {
-                    try nats.createStream(options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas,
-                                          duplicateWindowMs: NATSBridge.duplicateWindowMs)
-                    try nats.createStream(options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas,
-                                          duplicateWindowMs: NATSBridge.duplicateWindowMs)
+                    try nats.createStream(
+                        options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas,
+                        duplicateWindowMs: NATSBridge.duplicateWindowMs)
+                    try nats.createStream(
+                        options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas,
+                        duplicateWindowMs: NATSBridge.duplicateWindowMs)
                 }
-                return try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable,
-                                              ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 6)
+                return try nats.pullSubscribe(
+                    stream: options.inboundStream, durable: options.durable,
+                    ackWaitMs: options.ackWaitMs, maxAckPending: options.batch * 6)
             } catch {
                 if error.description != lastError { log("waiting for JetStream: \(error)") }
                 lastError = error.description
@@ -247,8 +250,13 @@ final class NATSBridge: @unchecked Sendable {
     }
 
     private func lostOutcome(_ id: String) -> JSONValue {
-        ["msgId": .string(id), "error": ["code": "result_lost",
-                                          "message": "the post reached the broker before the bridge or the broker restarted; it took effect, its result is unknown"]]
+        [
+            "msgId": .string(id),
+            "error": [
+                "code": "result_lost",
+                "message": "the post reached the broker before the bridge or the broker restarted; it took effect, its result is unknown",
+            ],
+        ]
     }
 
     private func dropBus(_ connection: NotifBusConnection) {
@@ -446,8 +454,9 @@ final class NATSBridge: @unchecked Sendable {
     /// The result message of inbound message `id`, whose outcome is encoded already (the same
     /// bytes as in the store's record, so it is encoded once).
     private func resultMessage(id: String, body: [UInt8]) -> OutboundMessage {
-        OutboundMessage(subject: subjects.result, body: body,
-                        headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
+        OutboundMessage(
+            subject: subjects.result, body: body,
+            headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
     }
 
     private func deadLetter(_ msg: NATSMessage, _ reason: DeadLetterReason) -> OutboundMessage {
@@ -599,7 +608,9 @@ final class NATSBridge: @unchecked Sendable {
 final class PhaseProfile: @unchecked Sendable {
     enum Phase: Int, CaseIterable {
         case fetch, plan, fsync, broker, handOff
-        var label: String { ["waiting for a fetched batch", "planning", "store fsync", "waiting for the broker", "waiting for the finisher"][rawValue] }
+        var label: String {
+            ["waiting for a fetched batch", "planning", "store fsync", "waiting for the broker", "waiting for the finisher"][rawValue]
+        }
     }
 
     private let enabled: Bool

@@ -3,7 +3,8 @@
 import Glibc
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let usage = "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--state-dir DIR] [--export EVENT]..."
+let usage =
+    "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--state-dir DIR] [--export EVENT]..."
 
 func fail(_ message: String, status: Int32) -> Never {
     log(message)

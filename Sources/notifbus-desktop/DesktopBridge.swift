@@ -62,9 +62,10 @@ final class DesktopBridge: @unchecked Sendable {
                 return ["notifications": .array(list.map(\.jsonValue))]
             case .capabilities?: return try await refreshedInfo().jsonValue
             case nil:
-                throw PlatformError(code: ErrorCode.notImplemented.rawValue,
-                                    message: "the desktop bridge has no method '\(call.method)' (it has: "
-                                        + DesktopChannel.Method.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+                throw PlatformError(
+                    code: ErrorCode.notImplemented.rawValue,
+                    message: "the desktop bridge has no method '\(call.method)' (it has: "
+                        + DesktopChannel.Method.allCases.map(\.rawValue).joined(separator: ", ") + ")")
             }
         } catch let error as DesktopError {
             throw error.platformError
@@ -98,8 +99,9 @@ final class DesktopBridge: @unchecked Sendable {
         let category = notification.content.categoryIdentifier.flatMap { id in categories.first { $0.identifier == id } }
         let info = try await currentInfo()
         let replaces = lock.withLock { table.desktopId(forIdentifier: notification.identifier) } ?? 0
-        let arguments = NotifyArguments(notification: notification, category: category, options: chosen,
-                                        capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
+        let arguments = NotifyArguments(
+            notification: notification, category: category, options: chosen,
+            capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
         if options.verbose { log("Notify\(arguments)") }
         let id = try await server.notify(arguments) { [self] id, sender in
             let superseded = lock.withLock { () -> UInt32? in
@@ -225,8 +227,9 @@ final class DesktopBridge: @unchecked Sendable {
         for await response in responseStream {
             do {
                 let result = try await broker.post(didReceive: response)
-                log("didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"
-                    + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
+                log(
+                    "didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"
+                        + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
             } catch {
                 log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) was refused: \(error)")
             }
@@ -237,7 +240,8 @@ final class DesktopBridge: @unchecked Sendable {
     /// old one's notifications, and may have other capabilities.
     func ownerChanged(_ m: MessageReader) {
         guard let name = try? m.string(), name == NotificationServer.busName,
-              let old = try? m.string(), let new = try? m.string() else { return }
+            let old = try? m.string(), let new = try? m.string()
+        else { return }
         let forgotten = lock.withLock { () -> Int in
             owner = new.isEmpty ? nil : new
             info = nil
@@ -258,9 +262,11 @@ final class DesktopBridge: @unchecked Sendable {
 
     /// Learns who owns the name now, without activating anything.
     func lookUpOwner() {
-        server.bus.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                        member: "GetNameOwner", timeoutMicros: server.timeoutMicros, autoStart: false,
-                        arguments: { w in w.string(NotificationServer.busName) }) { [self] reply in
+        server.bus.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "GetNameOwner", timeoutMicros: server.timeoutMicros, autoStart: false,
+            arguments: { w in w.string(NotificationServer.busName) }
+        ) { [self] reply in
             guard case .success(let reader) = reply, let unique = try? reader.string() else { return }
             lock.withLock { if owner == nil { owner = unique } }
         }

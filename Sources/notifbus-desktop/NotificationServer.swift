@@ -38,10 +38,12 @@ enum DesktopError: Error, Sendable, CustomStringConvertible {
         case .reply(let name, let message):
             let what = "\(member): \(name): \(message)"
             if name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
-                || name.hasPrefix("org.freedesktop.DBus.Error.Spawn.") {
+                || name.hasPrefix("org.freedesktop.DBus.Error.Spawn.")
+            {
                 self = .noServer(what)
             } else if name == "org.freedesktop.DBus.Error.Timeout" || name == "org.freedesktop.DBus.Error.NoReply"
-                || name == "org.freedesktop.DBus.Error.TimedOut" {
+                || name == "org.freedesktop.DBus.Error.TimedOut"
+            {
                 self = .timedOut(what)
             } else {
                 self = .server(what)
@@ -62,12 +64,16 @@ struct NotificationServer: Sendable {
     /// Bounds every call, activation included.
     let timeoutMicros: UInt64
 
-    private func call<T: Sendable>(_ member: String, arguments: @escaping @Sendable (inout MessageWriter) -> Void = { _ in },
-                                   onBusThread: @escaping @Sendable (T) -> Void = { _ in },
-                                   decode: @escaping @Sendable (MessageReader) throws(DBusCallError) -> T) async throws(DesktopError) -> T {
+    private func call<T: Sendable>(
+        _ member: String, arguments: @escaping @Sendable (inout MessageWriter) -> Void = { _ in },
+        onBusThread: @escaping @Sendable (T) -> Void = { _ in },
+        decode: @escaping @Sendable (MessageReader) throws(DBusCallError) -> T
+    ) async throws(DesktopError) -> T {
         let result: Result<T, DesktopError> = await withCheckedContinuation { continuation in
-            bus.call(destination: NotificationServer.busName, path: NotificationServer.path, interface: NotificationServer.interface,
-                     member: member, timeoutMicros: timeoutMicros, arguments: arguments) { reply in
+            bus.call(
+                destination: NotificationServer.busName, path: NotificationServer.path, interface: NotificationServer.interface,
+                member: member, timeoutMicros: timeoutMicros, arguments: arguments
+            ) { reply in
                 switch reply {
                 case .success(let reader):
                     do throws(DBusCallError) {
@@ -88,29 +94,33 @@ struct NotificationServer: Sendable {
     /// `Notify`; returns the server's id. `onDelivered` runs on the bus thread before any
     /// later signal is read, so that a click right after the reply finds the notification;
     /// it is given the id and the unique name of the connection that answered.
-    func notify(_ a: NotifyArguments, onDelivered: @escaping @Sendable (_ id: UInt32, _ server: String?) -> Void) async throws(DesktopError) -> UInt32 {
-        try await call("Notify", arguments: { w in
-            w.string(a.appName)
-            w.uint32(a.replacesID)
-            w.string(a.appIcon)
-            w.string(a.summary)
-            w.string(a.body)
-            w.stringArray(a.actions)
-            w.open("a", "{sv}")
-            for hint in a.hints {
-                w.open("e", "sv")
-                w.string(hint.name)
-                switch hint.value {
-                case .string(let s): w.open("v", "s"); w.string(s)
-                case .byte(let b): w.open("v", "y"); w.byte(b)
-                case .bool(let b): w.open("v", "b"); w.bool(b)
+    func notify(_ a: NotifyArguments, onDelivered: @escaping @Sendable (_ id: UInt32, _ server: String?) -> Void) async throws(DesktopError) -> UInt32
+    {
+        try await call(
+            "Notify",
+            arguments: { w in
+                w.string(a.appName)
+                w.uint32(a.replacesID)
+                w.string(a.appIcon)
+                w.string(a.summary)
+                w.string(a.body)
+                w.stringArray(a.actions)
+                w.open("a", "{sv}")
+                for hint in a.hints {
+                    w.open("e", "sv")
+                    w.string(hint.name)
+                    switch hint.value {
+                    case .string(let s): w.open("v", "s"); w.string(s)
+                    case .byte(let b): w.open("v", "y"); w.byte(b)
+                    case .bool(let b): w.open("v", "b"); w.bool(b)
+                    }
+                    w.close()
+                    w.close()
                 }
                 w.close()
-                w.close()
-            }
-            w.close()
-            w.int32(a.expireTimeout)
-        }, onBusThread: { (delivered: (id: UInt32, server: String?)) in onDelivered(delivered.id, delivered.server) }) {
+                w.int32(a.expireTimeout)
+            }, onBusThread: { (delivered: (id: UInt32, server: String?)) in onDelivered(delivered.id, delivered.server) }
+        ) {
             r throws(DBusCallError) in (id: try r.uint32(), server: r.sender)
         }.id
     }

@@ -122,8 +122,10 @@ final class SessionBus: @unchecked Sendable {
 
     /// Connects to `address` as a bus client. `callTimeoutMicros` also bounds the calls sd-bus
     /// makes for itself (Hello, AddMatch).
-    static func connect(address: String, callTimeoutMicros: UInt64,
-                        onLost: @escaping @Sendable (String) -> Void) throws(DBusCallError) -> SessionBus {
+    static func connect(
+        address: String, callTimeoutMicros: UInt64,
+        onLost: @escaping @Sendable (String) -> Void
+    ) throws(DBusCallError) -> SessionBus {
         var bus: OpaquePointer? = nil
         var rc = sd_bus_new(&bus)
         guard rc >= 0, let bus else { throw .local("sd_bus_new", errno: -rc) }
@@ -149,11 +151,13 @@ final class SessionBus: @unchecked Sendable {
         let callback = Callback { if let m = $0 { handler(m) } }
         matches.append(callback)
         let rc = rule.withCString {
-            sd_bus_add_match(bus, nil, $0, { m, userdata, _ in
-                guard let m, let userdata else { return 0 }
-                Unmanaged<Callback>.fromOpaque(userdata).takeUnretainedValue().body(MessageReader(message: m))
-                return 0
-            }, Unmanaged.passUnretained(callback).toOpaque())
+            sd_bus_add_match(
+                bus, nil, $0,
+                { m, userdata, _ in
+                    guard let m, let userdata else { return 0 }
+                    Unmanaged<Callback>.fromOpaque(userdata).takeUnretainedValue().body(MessageReader(message: m))
+                    return 0
+                }, Unmanaged.passUnretained(callback).toOpaque())
         }
         guard rc >= 0 else { throw .local("adding the match \(rule)", errno: -rc) }
     }
@@ -173,9 +177,11 @@ final class SessionBus: @unchecked Sendable {
     /// Calls `member` and hands the reply (or the error) to `done` on the bus thread. The
     /// call fails with `org.freedesktop.DBus.Error.Timeout` after `timeoutMicros`. Without
     /// `autoStart`, the bus does not activate a service for it.
-    func call(destination: String, path: String, interface: String, member: String, timeoutMicros: UInt64,
-              autoStart: Bool = true, arguments: @escaping @Sendable (inout MessageWriter) -> Void,
-              done: @escaping @Sendable (Result<MessageReader, DBusCallError>) -> Void) {
+    func call(
+        destination: String, path: String, interface: String, member: String, timeoutMicros: UInt64,
+        autoStart: Bool = true, arguments: @escaping @Sendable (inout MessageWriter) -> Void,
+        done: @escaping @Sendable (Result<MessageReader, DBusCallError>) -> Void
+    ) {
         perform { bus in
             let box = Callback { reader in
                 guard let reader else {
@@ -204,14 +210,16 @@ final class SessionBus: @unchecked Sendable {
                 return
             }
             let context = Unmanaged.passRetained(box).toOpaque()
-            rc = sd_bus_call_async(bus, nil, m, { reply, userdata, _ in
-                guard let userdata else { return 0 }
-                let box = Unmanaged<Callback>.fromOpaque(userdata).takeRetainedValue()
-                // sd-bus always passes a reply (a synthesized error on timeout or disconnect);
-                // should it not, the caller still gets exactly one answer.
-                box.body(reply.map { MessageReader(message: $0) })
-                return 0
-            }, context, timeoutMicros)
+            rc = sd_bus_call_async(
+                bus, nil, m,
+                { reply, userdata, _ in
+                    guard let userdata else { return 0 }
+                    let box = Unmanaged<Callback>.fromOpaque(userdata).takeRetainedValue()
+                    // sd-bus always passes a reply (a synthesized error on timeout or disconnect);
+                    // should it not, the caller still gets exactly one answer.
+                    box.body(reply.map { MessageReader(message: $0) })
+                    return 0
+                }, context, timeoutMicros)
             if rc < 0 {
                 Unmanaged<Callback>.fromOpaque(context).release()
                 done(.failure(.local("sending \(member)", errno: -rc)))

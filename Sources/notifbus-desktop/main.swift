@@ -102,8 +102,10 @@ do {
     try sessionBus.addMatch("type='signal',interface='\(NotificationServer.interface)',path='\(NotificationServer.path)'") {
         bridge.serverSignal($0)
     }
-    try sessionBus.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-        + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(NotificationServer.busName)'") {
+    try sessionBus.addMatch(
+        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+            + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(NotificationServer.busName)'"
+    ) {
         bridge.ownerChanged($0)
     }
 } catch {

@@ -90,7 +90,8 @@ struct Arguments {
         for (suffix, factor) in units where text.hasSuffix(suffix) {
             let digits = text.dropLast(suffix.count)
             guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-                  let n = Int64(digits) else { return nil }
+                let n = Int64(digits)
+            else { return nil }
             let (ms, overflow) = n.multipliedReportingOverflow(by: factor)
             guard !overflow, ms >= 1 else { return nil }
             return ms

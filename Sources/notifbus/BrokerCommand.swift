@@ -48,9 +48,11 @@ enum BrokerCommand {
             SIGUSR2 and SIGALRM are logged and otherwise ignored: the broker keeps running
             (its settings come only from the command line, so there is nothing to reload).
             """,
-        valueFlags: ["hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
-                     "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes",
-                     "max-queue-per-client"],
+        valueFlags: [
+            "hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
+            "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes",
+            "max-queue-per-client",
+        ],
         switchFlags: [],
         run: { args in try run(args) },
         runOnMainThread: { args in try run(args) }

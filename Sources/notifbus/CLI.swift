@@ -145,15 +145,18 @@ enum CLI {
     /// connecting and `hello`, and becomes the connection's request timeout.
     /// With `retryingFor` (milliseconds), a socket that cannot be reached yet is tried again
     /// until that much time has passed.
-    static func connect(_ args: Arguments, name: String, retryingFor retryMs: Int64? = nil,
-                        reconnect: ReconnectPolicy = .never) async throws -> NotifBusConnection {
+    static func connect(
+        _ args: Arguments, name: String, retryingFor retryMs: Int64? = nil,
+        reconnect: ReconnectPolicy = .never
+    ) async throws -> NotifBusConnection {
         let timeout = try args.duration("timeout").map { Duration.milliseconds($0) } ?? defaultTimeout
         let clock = ContinuousClock()
         let deadline = clock.now + .milliseconds(retryMs ?? 0)
         while true {
             do {
-                return try await NotifBusConnection.connect(socket: args.value("socket"), name: name, requestTimeout: timeout,
-                                                            reconnect: reconnect)
+                return try await NotifBusConnection.connect(
+                    socket: args.value("socket"), name: name, requestTimeout: timeout,
+                    reconnect: reconnect)
             } catch {
                 if case .connectFailed = error, clock.now < deadline {
                     try? await Task.sleep(for: .milliseconds(50))

@@ -22,8 +22,9 @@ enum ChannelCommands {
             let bus = try await CLI.connect(args, name: "notifbus-invoke")
             defer { bus.close() }
             do {
-                let result = try await bus.methodChannel(args.positionals[0]).invokeMethod(args.positionals[1], arguments: arguments,
-                                                                                            timeout: timeout)
+                let result = try await bus.methodChannel(args.positionals[0]).invokeMethod(
+                    args.positionals[1], arguments: arguments,
+                    timeout: timeout)
                 Output.line(result.text)
                 return 0
             } catch let error as MethodChannelError {
@@ -83,19 +84,23 @@ enum ChannelCommands {
         }
         let method = args.positionals.count == 2 ? args.positionals[1] : nil
         do {
-            try await bus.methodChannel(args.positionals[0]).setMethodCallHandler({ call in
-                Output.line(JSONValue.object(["call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
-                                              "arguments": call.arguments, "from": .string(call.from)]).text)
-                defer {
-                    if let limit, served.increment() >= limit {
-                        Task {
-                            try? await Task.sleep(for: .milliseconds(50))
-                            bus.close()
+            try await bus.methodChannel(args.positionals[0]).setMethodCallHandler(
+                { call in
+                    Output.line(
+                        JSONValue.object([
+                            "call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
+                            "arguments": call.arguments, "from": .string(call.from),
+                        ]).text)
+                    defer {
+                        if let limit, served.increment() >= limit {
+                            Task {
+                                try? await Task.sleep(for: .milliseconds(50))
+                                bus.close()
+                            }
                         }
                     }
-                }
-                return try await answer(call)
-            }, method: method)
+                    return try await answer(call)
+                }, method: method)
         } catch {
             bus.close()
             throw CommandError("\(error)")
@@ -168,16 +173,19 @@ enum ChannelCommands {
 /// Runs `handle --exec` commands: the call's JSON on stdin, the result JSON on stdout.
 enum ExecRunner {
     static func run(_ command: String, call: MethodCall, timeoutMs: Int64) async throws -> JSONValue {
-        let input = JSONValue.object(["call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
-                                      "arguments": call.arguments, "from": .string(call.from)]).encoded
+        let input = JSONValue.object([
+            "call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
+            "arguments": call.arguments, "from": .string(call.from),
+        ]).encoded
         let result = await Subprocess.run(command, input: input, timeoutMs: timeoutMs)
         guard let status = result.status else {
             throw PlatformError(code: "exec_failed", message: "'\(command)' ran longer than \(timeoutMs) ms")
         }
         guard status == 0 else {
             let message = trimmed(String(decoding: result.stderr, as: UTF8.self))
-            throw PlatformError(code: "exec_failed", message: message.isEmpty ? "'\(command)' exited with status \(status)" : message,
-                                details: ["status": .integer(Int64(status))])
+            throw PlatformError(
+                code: "exec_failed", message: message.isEmpty ? "'\(command)' exited with status \(status)" : message,
+                details: ["status": .integer(Int64(status))])
         }
         do {
             return try JSONValue(parsing: result.stdout)

@@ -67,8 +67,9 @@ struct BusView {
         var byEvent: [String: [Observer]] = [:]
         for o in ordered {
             let client = o["client"]?.stringValue ?? ""
-            let observer = Observer(id: o["observer"]?.stringValue ?? "", client: client, clientName: names[client],
-                                    priority: o["priority"]?.intValue ?? 0, key: o["key"]?.stringValue)
+            let observer = Observer(
+                id: o["observer"]?.stringValue ?? "", client: client, clientName: names[client],
+                priority: o["priority"]?.intValue ?? 0, key: o["key"]?.stringValue)
             for event in o["events"]?.arrayValue?.compactMap(\.stringValue) ?? [] {
                 byEvent[event, default: []].append(observer)
             }
@@ -91,10 +92,13 @@ struct BusView {
         func named(_ name: String?) -> JSONValue { name.map { .string($0) } ?? .null }
         var eventObject: [String: JSONValue] = [:]
         for (name, observers) in events {
-            eventObject[name] = .array(observers.map {
-                .object(["observer": .string($0.id), "client": .string($0.client), "name": named($0.clientName),
-                         "priority": .integer($0.priority), "key": named($0.key)])
-            })
+            eventObject[name] = .array(
+                observers.map {
+                    .object([
+                        "observer": .string($0.id), "client": .string($0.client), "name": named($0.clientName),
+                        "priority": .integer($0.priority), "key": named($0.key),
+                    ])
+                })
         }
         var channelObject: [String: JSONValue] = [:]
         for (name, methods) in channels {
@@ -104,8 +108,10 @@ struct BusView {
             }
             channelObject[name] = .object(m)
         }
-        return .object(["server": .string(server), "events": .object(eventObject), "channels": .object(channelObject),
-                        "slots": .array(slots.map { .string($0) }), "categories": .array(categories)])
+        return .object([
+            "server": .string(server), "events": .object(eventObject), "channels": .object(channelObject),
+            "slots": .array(slots.map { .string($0) }), "categories": .array(categories),
+        ])
     }
 
     var tree: String {

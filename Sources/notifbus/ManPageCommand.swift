@@ -19,14 +19,16 @@ enum ManPageCommand {
         })
 
     static func page() -> String {
-        var out = [".TH NOTIFBUS 1 \"\" \"\(CLI.version)\" \"User Commands\"",
-                   ".SH NAME",
-                   "notifbus \\- one notification delegate shared across processes",
-                   ".SH SYNOPSIS",
-                   ".B notifbus",
-                   ".I command",
-                   "[options]",
-                   ".SH DESCRIPTION"]
+        var out = [
+            ".TH NOTIFBUS 1 \"\" \"\(CLI.version)\" \"User Commands\"",
+            ".SH NAME",
+            "notifbus \\- one notification delegate shared across processes",
+            ".SH SYNOPSIS",
+            ".B notifbus",
+            ".I command",
+            "[options]",
+            ".SH DESCRIPTION",
+        ]
         out.append(contentsOf: preformatted(CLI.overview))
         out.append(".SH COMMANDS")
         for command in CLI.subcommands {
@@ -43,10 +45,11 @@ enum ManPageCommand {
 
     /// Help text kept as printed: no filling, no adjusting.
     static func preformatted(_ text: String) -> [String] {
-        [".nf"] + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
-            let escaped = escape(String(line))
-            return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
-        } + [".fi"]
+        [".nf"]
+            + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                let escaped = escape(String(line))
+                return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
+            } + [".fi"]
     }
 
     /// Backslashes, dashes and characters beyond ASCII as roff wants them: roff reads

@@ -20,7 +20,8 @@ struct MonitorFilter {
             for part in text.split(separator: ",", omittingEmptySubsequences: false) {
                 let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
                 guard pair.count == 2, !pair[1].isEmpty, MonitorFilter.keys.contains(pair[0]) else {
-                    throw UsageError("--match needs KEY=VALUE[,KEY=VALUE...] with KEY one of \(MonitorFilter.keys.joined(separator: ", ")), not '\(text)'")
+                    throw UsageError(
+                        "--match needs KEY=VALUE[,KEY=VALUE...] with KEY one of \(MonitorFilter.keys.joined(separator: ", ")), not '\(text)'")
                 }
                 if pair[0] == "dir" && pair[1] != "in" && pair[1] != "out" {
                     throw UsageError("--match dir= takes in (frames the broker read) or out (frames it wrote), not '\(pair[1])'")

@@ -7,7 +7,11 @@ final class Counter: @unchecked Sendable {
     private let lock = Lock()
     private var value = 0
 
-    func increment() -> Int { lock.withLock { value += 1; return value } }
+    func increment() -> Int {
+        lock.withLock {
+            value += 1; return value
+        }
+    }
     var current: Int { lock.withLock { value } }
 }
 
@@ -34,8 +38,11 @@ enum ProbeCommands {
                 let rtt = try await bus.ping()
                 let us = Double(rtt.components.attoseconds) / 1e12 + Double(rtt.components.seconds) * 1e6
                 if args.has("json") {
-                    Output.line(JSONValue.object(["server": .string(bus.server), "client": .string(bus.clientID),
-                                                  "rttUs": .double((us * 10).rounded() / 10)]).text)
+                    Output.line(
+                        JSONValue.object([
+                            "server": .string(bus.server), "client": .string(bus.clientID),
+                            "rttUs": .double((us * 10).rounded() / 10),
+                        ]).text)
                 } else {
                     Output.line("pong from \(bus.server) (\(bus.clientID)): \(Format.fixed(us, digits: 1)) µs")
                 }
@@ -109,8 +116,11 @@ enum ProbeCommands {
         let registration: ObserverRegistration
         do {
             registration = try await bus.addObserver(events: args.positionals, priority: priority, key: args.value("key")) { event in
-                Output.line(JSONValue.object(["event": .integer(event.event), "observer": .string(event.observer),
-                                              "name": .string(event.name), "payload": event.payload]).text)
+                Output.line(
+                    JSONValue.object([
+                        "event": .integer(event.event), "observer": .string(event.observer),
+                        "name": .string(event.name), "payload": event.payload,
+                    ]).text)
                 if let delay { try? await Task.sleep(for: .milliseconds(delay)) }
                 let n = seen.increment()
                 if let limit, n >= limit {
@@ -177,8 +187,11 @@ enum ProbeCommands {
             try await bus.monitor { frame in
                 guard filter.matches(frame) else { return }
                 if json {
-                    Output.line(JSONValue.object(["op": "seen", "time": .string(Timestamp.utc()), "dir": .string(frame.direction),
-                                                  "client": .string(frame.client), "frame": frame.frame]).text)
+                    Output.line(
+                        JSONValue.object([
+                            "op": "seen", "time": .string(Timestamp.utc()), "dir": .string(frame.direction),
+                            "client": .string(frame.client), "frame": frame.frame,
+                        ]).text)
                 } else {
                     Output.line("\(Timestamp.local()) \(frame.client) \(frame.direction == "in" ? "->" : "<-") \(frame.frame.text)")
                 }
@@ -199,21 +212,27 @@ enum StatusTable {
         lines.append("clients   \(s.clients.count)")
         for c in s.clients {
             let name = c["name"]?.stringValue ?? "-"
-            lines.append("  \(pad(c["client"]?.stringValue ?? "", 6)) \(pad(name, 20)) pid \(c["pid"]?.intValue ?? 0)  uid \(c["uid"]?.intValue ?? 0)")
+            lines.append(
+                "  \(pad(c["client"]?.stringValue ?? "", 6)) \(pad(name, 20)) pid \(c["pid"]?.intValue ?? 0)  uid \(c["uid"]?.intValue ?? 0)")
         }
         lines.append("observers \(s.observers.count)")
         for o in s.observers {
             let events = o["events"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ",") ?? ""
-            lines.append("  \(pad(o["observer"]?.stringValue ?? "", 6)) \(pad(o["client"]?.stringValue ?? "", 6)) priority \(pad(String(o["priority"]?.intValue ?? 0), 6)) key \(pad(o["key"]?.stringValue ?? "-", 12)) \(events)")
+            lines.append(
+                "  \(pad(o["observer"]?.stringValue ?? "", 6)) \(pad(o["client"]?.stringValue ?? "", 6)) priority \(pad(String(o["priority"]?.intValue ?? 0), 6)) key \(pad(o["key"]?.stringValue ?? "-", 12)) \(events)"
+            )
         }
         lines.append("handlers  \(s.handlers.count)")
         for h in s.handlers {
-            lines.append("  \(pad(h["handler"]?.stringValue ?? "", 6)) \(pad(h["client"]?.stringValue ?? "", 6)) \(h["channel"]?.stringValue ?? "") \(h["method"]?.stringValue ?? "(whole channel)")")
+            lines.append(
+                "  \(pad(h["handler"]?.stringValue ?? "", 6)) \(pad(h["client"]?.stringValue ?? "", 6)) \(h["channel"]?.stringValue ?? "") \(h["method"]?.stringValue ?? "(whole channel)")"
+            )
         }
         lines.append("queue     pending \(s.pending), current \(s.currentEvent.map(String.init) ?? "-")")
         lines.append("slots     \(s.slots.isEmpty ? "-" : s.slots.joined(separator: ", "))")
         if let b = s.raw["buffers"] {
-            lines.append("buffers   \(b["bytes"]?.intValue ?? 0) of \(b["max"]?.intValue ?? 0) bytes, \(b["cutOff"]?.intValue ?? 0) connection(s) cut off")
+            lines.append(
+                "buffers   \(b["bytes"]?.intValue ?? 0) of \(b["max"]?.intValue ?? 0) bytes, \(b["cutOff"]?.intValue ?? 0) connection(s) cut off")
         }
         let names = ["posted", "completed", "stopped", "unhandled", "hopTimeouts", "gone", "invalid", "skipped", "invokes", "callTimeouts"]
         lines.append("counters  " + names.map { "\($0) \(s.counter($0))" }.joined(separator: ", "))

@@ -136,7 +136,8 @@ enum ProfileCommands {
             let bus = try await CLI.connect(args, name: "notifbus-click")
             defer { bus.close() }
             let result = try await bus.post(didReceive: response, timeout: timeout)
-            Output.line(args.has("json") ? result.raw.text : "didReceive \(actionLabel(response)) on \(notification.identifier): \(clickOutcome(result))")
+            Output.line(
+                args.has("json") ? result.raw.text : "didReceive \(actionLabel(response)) on \(notification.identifier): \(clickOutcome(result))")
             return 0
         })
 
@@ -159,8 +160,9 @@ enum ProfileCommands {
             }
             userInfo = object
         }
-        let content = NotificationContent(title: args.value("title"), body: args.value("body"),
-                                          categoryIdentifier: args.value("category"), userInfo: userInfo)
+        let content = NotificationContent(
+            title: args.value("title"), body: args.value("body"),
+            categoryIdentifier: args.value("category"), userInfo: userInfo)
         return NotifBusClient.Notification(identifier: id, source: source, content: content)
     }
 

@@ -23,7 +23,8 @@ extension CLI {
                 case .disconnected(let reason):
                     Output.error("notifbus: disconnected (\(reason)); reconnecting")
                 case .reconnected(let ids, let superseded):
-                    let moved = ids.filter { $0.key != $0.value }.sorted { $0.key < $1.key }.map { "\($0.key) is now \($0.value)" }.joined(separator: ", ")
+                    let moved = ids.filter { $0.key != $0.value }.sorted { $0.key < $1.key }.map { "\($0.key) is now \($0.value)" }.joined(
+                        separator: ", ")
                     let lost = superseded.isEmpty ? "" : "; taken meanwhile: \(superseded.joined(separator: ", "))"
                     Output.error("notifbus: reconnected as \(bus.clientID)\(moved.isEmpty ? "" : ": \(moved)")\(lost)")
                 }

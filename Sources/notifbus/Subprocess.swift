@@ -78,9 +78,11 @@ enum Subprocess {
                 timedOut = true
                 break
             }
-            var fds = [pollfd(fd: writeFD, events: Int16(POLLOUT), revents: 0),
-                       pollfd(fd: readFDs[0], events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: readFDs[1], events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: writeFD, events: Int16(POLLOUT), revents: 0),
+                pollfd(fd: readFDs[0], events: Int16(POLLIN), revents: 0),
+                pollfd(fd: readFDs[1], events: Int16(POLLIN), revents: 0),
+            ]
             let n = poll(&fds, 3, Int32(min(left, 1000)))
             if n < 0 && errno != EINTR { break }
             if writeFD >= 0 && fds[0].revents != 0 {

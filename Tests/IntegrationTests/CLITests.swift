@@ -49,9 +49,11 @@ import Testing
     }
 
     @Test func usageErrorsExitTwo() throws {
-        for args in [["post"], ["post", "e", "{bad"], ["observe"], ["observe", "e", "--reply", "maybe"], ["invoke", "ch"],
-                     ["take", "s", "--wait", "soon"], ["handle", "ch"], ["handle", "ch", "--result", "1", "--error", "E"],
-                     ["ping", "--count", "0"], ["status", "--bogus"]] {
+        for args in [
+            ["post"], ["post", "e", "{bad"], ["observe"], ["observe", "e", "--reply", "maybe"], ["invoke", "ch"],
+            ["take", "s", "--wait", "soon"], ["handle", "ch"], ["handle", "ch", "--result", "1", "--error", "E"],
+            ["ping", "--count", "0"], ["status", "--bogus"],
+        ] {
             let (status, _, err) = try run(args)
             #expect(status == 2, "\(args)")
             #expect(err.split(separator: "\n").count == 1, "\(args): \(err)")

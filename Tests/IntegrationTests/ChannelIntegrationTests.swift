@@ -33,7 +33,8 @@ import Testing
 
     @Test func execHandler() throws {
         let broker = try BrokerUnderTest()
-        _ = try handler(broker, ["calc", "double", "--exec", #"python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps(c["arguments"]*2))'"#])
+        _ = try handler(
+            broker, ["calc", "double", "--exec", #"python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps(c["arguments"]*2))'"#])
         _ = try handler(broker, ["calc", "fail", "--exec", "echo nope >&2; exit 3"])
         var r = try broker.cli(["invoke", "calc", "double", "21"])
         #expect(r.0 == 0 && r.1 == "42\n", "\(r)")

@@ -22,8 +22,9 @@ import Testing
         let broker = try BrokerUnderTest()
         let bus = try await NotifBusConnection.connect(socket: broker.socket, name: "codable")
         defer { bus.close() }
-        let launch = Launch(emailId: "e-1", unread: 3, score: 0.5, pinned: true, folder: nil,
-                            items: [.init(id: 7, tags: ["a", "b"])], extra: ["k": 1])
+        let launch = Launch(
+            emailId: "e-1", unread: 3, score: 0.5, pinned: true, folder: nil,
+            items: [.init(id: 7, tags: ["a", "b"])], extra: ["k": 1])
         let encoded = try JSONValue(encoding: launch)
         #expect(encoded["emailId"] == "e-1" && encoded["folder"] == nil && encoded["items"]?.arrayValue?.first?["tags"] == ["a", "b"])
         try await bus.put("launch", encoded)

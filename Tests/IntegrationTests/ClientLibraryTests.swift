@@ -155,9 +155,10 @@ final class Recorder: @unchecked Sendable {
         let client = try await NotifBusConnection.connect(socket: broker.socket)
         defer { server.close(); client.close() }
         let channel = server.methodChannel("notification_interaction")
-        try await channel.setMethodCallHandler({ call in
-            throw PlatformError(code: "NO_EMAIL", message: "no email for \(call.arguments)", details: ["tried": 3])
-        }, method: "current_email_id")
+        try await channel.setMethodCallHandler(
+            { call in
+                throw PlatformError(code: "NO_EMAIL", message: "no email for \(call.arguments)", details: ["tried": 3])
+            }, method: "current_email_id")
         try await channel.setMethodCallHandler({ _ in "whole" })
         let remote = client.methodChannel("notification_interaction")
         do {

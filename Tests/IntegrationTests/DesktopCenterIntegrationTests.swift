@@ -17,10 +17,10 @@ final class PrivateDesktop: @unchecked Sendable {
     init() throws {
         let config = folder.path + "/bus.conf"
         try """
-            <busconfig><type>session</type><listen>unix:dir=\(folder.path)</listen><auth>EXTERNAL</auth>
-            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
-            <allow own="*"/></policy></busconfig>
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        <busconfig><type>session</type><listen>unix:dir=\(folder.path)</listen><auth>EXTERNAL</auth>
+        <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
+        <allow own="*"/></policy></busconfig>
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let daemon = try Child("/usr/bin/dbus-daemon", ["--config-file", config, "--nofork", "--print-address=1"])
         guard daemon.waitFor(.seconds(10), { daemon.stdout.contains("\n") }) else { throw TestFailure("dbus-daemon printed no address") }
         bus = daemon
@@ -37,13 +37,19 @@ final class PrivateDesktop: @unchecked Sendable {
     }
 
     func serverOwned() -> Bool {
-        (try? gdbus(["call", "--session", "-d", "org.freedesktop.DBus", "-o", "/org/freedesktop/DBus",
-                     "-m", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.Notifications"]))?.contains("true") ?? false
+        (try? gdbus([
+            "call", "--session", "-d", "org.freedesktop.DBus", "-o", "/org/freedesktop/DBus",
+            "-m", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.Notifications",
+        ]))?.contains("true") ?? false
     }
 
     func startServer(capabilities: String) throws {
-        let s = try Child("/usr/bin/python3", ["-m", "dbusmock", "--session", "-t", "notification_daemon",
-                                               "-p", "{\"capabilities\": \"\(capabilities)\"}"], environment: environment)
+        let s = try Child(
+            "/usr/bin/python3",
+            [
+                "-m", "dbusmock", "--session", "-t", "notification_daemon",
+                "-p", "{\"capabilities\": \"\(capabilities)\"}",
+            ], environment: environment)
         server = s
         guard s.waitFor(.seconds(15), { serverOwned() }) else { throw TestFailure("dbusmock did not start: \(s.stderr)") }
     }
@@ -55,8 +61,10 @@ final class PrivateDesktop: @unchecked Sendable {
     }
 
     func emit(_ name: String, _ signature: String, _ args: String) throws {
-        _ = try gdbus(["call", "--session", "-d", "org.freedesktop.Notifications", "-o", "/org/freedesktop/Notifications",
-                       "-m", "org.freedesktop.DBus.Mock.EmitSignal", "org.freedesktop.Notifications", name, signature, args])
+        _ = try gdbus([
+            "call", "--session", "-d", "org.freedesktop.Notifications", "-o", "/org/freedesktop/Notifications",
+            "-m", "org.freedesktop.DBus.Mock.EmitSignal", "org.freedesktop.Notifications", name, signature, args,
+        ])
     }
 
     func startBridge(socket: String) throws -> Child {
@@ -100,21 +108,31 @@ final class Inbox<T: Sendable>: @unchecked Sendable {
         defer { bridge.stop() }
         let bus = try await NotifBusConnection.connect(socket: broker.socket, name: "swift-center")
         defer { bus.close() }
-        try await bus.setNotificationCategories([NotificationCategory(identifier: "INVITE", actions: [
-            NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground])])])
+        try await bus.setNotificationCategories([
+            NotificationCategory(
+                identifier: "INVITE",
+                actions: [
+                    NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground])
+                ])
+        ])
         let center = NotificationCenter(connection: bus, timeout: .seconds(15))
 
         let info = try await center.serverInformation()
-        #expect(info == NotificationServerInfo(name: "mock-notify", vendor: "test vendor", version: "1.0", specVersion: "1.1",
-                                               capabilities: ["actions", "body", "inline-reply"]))
+        #expect(
+            info
+                == NotificationServerInfo(
+                    name: "mock-notify", vendor: "test vendor", version: "1.0", specVersion: "1.1",
+                    capabilities: ["actions", "body", "inline-reply"]))
 
         let inbox = Inbox<NotificationResponse>()
         try await bus.addDidReceiveObserver { response in
             inbox.put(response)
             return .handled
         }
-        let invite = NotifBusClient.Notification(identifier: "inv-1", content: NotificationContent(
-            title: "Team lunch", categoryIdentifier: "INVITE", userInfo: ["eventId": "ev-9"]))
+        let invite = NotifBusClient.Notification(
+            identifier: "inv-1",
+            content: NotificationContent(
+                title: "Team lunch", categoryIdentifier: "INVITE", userInfo: ["eventId": "ev-9"]))
         let delivery = try await center.add(invite)
         #expect(delivery == NotificationDelivery(presented: true, options: .banner, desktopId: 1))
         #expect(try await center.deliveredNotifications() == [DeliveredNotification(notification: invite, desktopId: 1)])

@@ -33,7 +33,9 @@ import Testing
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: Array(stale.utf8))
         }
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
         close(fd)  // bound, never listened: connecting is refused
         let broker = try BrokerUnderTest(folder: folder)
         #expect(RawClient.canConnect(broker.socket))

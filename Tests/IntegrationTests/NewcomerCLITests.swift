@@ -14,8 +14,10 @@ import Testing
         return (status, c.stdout, c.stderr)
     }
 
-    static let brokerCommands = ["ping", "post", "observe", "status", "monitor", "invoke", "handle", "put", "take", "peek",
-                                 "categories", "notify", "click", "introspect"]
+    static let brokerCommands = [
+        "ping", "post", "observe", "status", "monitor", "invoke", "handle", "put", "take", "peek",
+        "categories", "notify", "click", "introspect",
+    ]
 
     @Test func versionHasTheUsualShape() throws {
         for flag in ["--version", "-V", "version"] {
@@ -94,20 +96,30 @@ import Testing
         let folder = TempFolder()
         chmod(folder.path, 0o755)
         let broker = try BrokerUnderTest(["--socket-mode", "0666"], folder: folder)
-        let c = try Child("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.notifbus,
-                                               "ping", "--socket", broker.socket])
+        let c = try Child(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", Binaries.notifbus,
+                "ping", "--socket", broker.socket,
+            ])
         #expect(c.waitExit() == 1)
         #expect(c.stderr.contains("forbidden: uid 65534 may not use this broker"), "\(c.stderr)")
         #expect(c.stderr.contains("--allow-uid 65534"), "\(c.stderr)")
-        #expect(broker.child.waitFor { broker.child.stderr.contains("refused pid") && broker.child.stderr.contains("uid 65534") },
-                "\(broker.child.stderr)")
+        #expect(
+            broker.child.waitFor { broker.child.stderr.contains("refused pid") && broker.child.stderr.contains("uid 65534") },
+            "\(broker.child.stderr)")
         // A peer that keeps knocking cannot flood the log: refusals are logged like every
         // repeated line, at most one a second with a count of those held back.
-        let flood = try Child("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", """
-            import socket, sys
-            for _ in range(15):
-                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.recv(4096); s.close()
-            """, broker.socket])
+        let flood = try Child(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                """
+                import socket, sys
+                for _ in range(15):
+                    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.recv(4096); s.close()
+                """, broker.socket,
+            ])
         #expect(flood.waitExit(.seconds(60)) == 0, "\(flood.stderr)")
         #expect(try broker.cli(["ping"]).0 == 0)  // the broker still serves its own user
         #expect(broker.child.waitFor { broker.child.stderr.contains("more like it") }, "\(broker.child.stderr)")
@@ -120,11 +132,12 @@ import Testing
         let broker = try BrokerUnderTest(["--max-clients", "1"])
         // The readiness probe's connection may still hold the one place for a moment.
         var holder: RawClient? = nil
-        #expect(broker.child.waitFor {
-            guard let c = try? RawClient(broker.socket), (try? c.hello()) != nil else { return false }
-            holder = c
-            return true
-        })
+        #expect(
+            broker.child.waitFor {
+                guard let c = try? RawClient(broker.socket), (try? c.hello()) != nil else { return false }
+                holder = c
+                return true
+            })
         let (status, _, err) = try broker.cli(["ping"])
         #expect(status == 1)
         #expect(err.contains("too_many_clients: the broker serves at most 1 clients"), "\(err)")
@@ -220,11 +233,16 @@ import Testing
         let script = folder.path + "/notifbus.bash"
         try bash.write(toFile: script, atomically: true, encoding: .utf8)
         // The script loads in bash and offers the commands and a command's options.
-        let probe = try Child("/bin/bash", ["-c", """
-            source \(script)
-            COMP_WORDS=(notifbus obs); COMP_CWORD=1; _notifbus; echo "${COMPREPLY[*]}"
-            COMP_WORDS=(notifbus observe --pri); COMP_CWORD=2; _notifbus; echo "${COMPREPLY[*]}"
-            """])
+        let probe = try Child(
+            "/bin/bash",
+            [
+                "-c",
+                """
+                source \(script)
+                COMP_WORDS=(notifbus obs); COMP_CWORD=1; _notifbus; echo "${COMPREPLY[*]}"
+                COMP_WORDS=(notifbus observe --pri); COMP_CWORD=2; _notifbus; echo "${COMPREPLY[*]}"
+                """,
+            ])
         #expect(probe.waitExit() == 0)
         #expect(probe.stdoutLines == ["observe", "--priority"], "\(probe.stdout) \(probe.stderr)")
         let (zshStatus, zsh, _) = try run(["completion", "zsh"])
@@ -247,10 +265,12 @@ import Testing
         let folder = TempFolder()
         let script = folder.path + "/notifbus.fish"
         try (try run(["completion", "fish"])).1.write(toFile: script, atomically: true, encoding: .utf8)
-        let probe = try Child("/usr/bin/fish", ["--no-config", "-c", "source \(script); complete -C 'notifbus intro'; complete -C 'notifbus monitor --mat'"])
+        let probe = try Child(
+            "/usr/bin/fish", ["--no-config", "-c", "source \(script); complete -C 'notifbus intro'; complete -C 'notifbus monitor --mat'"])
         #expect(probe.waitExit() == 0)
-        #expect(probe.stdoutLines == ["introspect\tshow events, channels, slots and categories by name", "--match"],
-                "\(probe.stdout) \(probe.stderr)")
+        #expect(
+            probe.stdoutLines == ["introspect\tshow events, channels, slots and categories by name", "--match"],
+            "\(probe.stdout) \(probe.stderr)")
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/zsh"), "zsh is installed by scripts/setup.sh"))

@@ -29,17 +29,23 @@ private let sampleCategories = #"""
 
 /// The same set as Swift values.
 private let typedCategories: [NotificationCategory] = [
-    NotificationCategory(identifier: "INVITE", actions: [
-        NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground]),
-        NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
-    ]),
-    NotificationCategory(identifier: "MESSAGE", actions: [
-        TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: "Message"),
-    ], options: [.customDismissAction, .hiddenPreviewsShowTitle]),
-    NotificationCategory(identifier: "REMINDER", actions: [
-        NotificationAction(identifier: "SNOOZE", title: "Snooze"),
-        NotificationAction(identifier: "OPEN", title: "Open", options: [.foreground]),
-    ]),
+    NotificationCategory(
+        identifier: "INVITE",
+        actions: [
+            NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground]),
+            NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
+        ]),
+    NotificationCategory(
+        identifier: "MESSAGE",
+        actions: [
+            TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: "Message")
+        ], options: [.customDismissAction, .hiddenPreviewsShowTitle]),
+    NotificationCategory(
+        identifier: "REMINDER",
+        actions: [
+            NotificationAction(identifier: "SNOOZE", title: "Snooze"),
+            NotificationAction(identifier: "OPEN", title: "Open", options: [.foreground]),
+        ]),
     NotificationCategory(identifier: "PLAIN", actions: []),
 ]
 
@@ -209,7 +215,10 @@ private final class Gate: @unchecked Sendable {
         #expect(observer.request(#"{"op":"unsubscribe","id":2,"observer":"\#(observerID)"}"#)?["result"] != nil)
 
         let accepted: [(String, String?)] = [
-            ("willPresent", #"{"notification":{"identifier":"n","source":"local","content":{"title":"t","subtitle":null,"body":"b","categoryIdentifier":null,"threadIdentifier":"th","userInfo":{"any":[1,{"x":null}]},"badge":-2,"sound":"ping","extra":{"ok":true}},"extra":1},"also":"user data"}"#),
+            (
+                "willPresent",
+                #"{"notification":{"identifier":"n","source":"local","content":{"title":"t","subtitle":null,"body":"b","categoryIdentifier":null,"threadIdentifier":"th","userInfo":{"any":[1,{"x":null}]},"badge":-2,"sound":"ping","extra":{"ok":true}},"extra":1},"also":"user data"}"#
+            ),
             ("willPresent", #"{"notification":{"identifier":"","source":null,"content":{"userInfo":null,"badge":null}}}"#),
             ("openSettings", nil), ("openSettings", "null"), ("openSettings", "{}"), ("openSettings", #"{"notification":null}"#),
             ("openSettings", #"{"notification":\#(n)}"#),
@@ -285,10 +294,19 @@ private final class Gate: @unchecked Sendable {
             // Action identifiers are unique per category, not across categories.
             (#"[{"identifier":"A","actions":[{"identifier":"X","title":"x"}]},{"identifier":"B","actions":[{"identifier":"X","title":"y"}]}]"#, 2),
             // Repeating an option is accepted: options are a set.
-            (#"[{"identifier":"A","options":["allowInCarPlay","allowInCarPlay"],"actions":[{"identifier":"X","title":"x","options":["foreground","foreground","authenticationRequired"]}]}]"#, 1),
+            (
+                #"[{"identifier":"A","options":["allowInCarPlay","allowInCarPlay"],"actions":[{"identifier":"X","title":"x","options":["foreground","foreground","authenticationRequired"]}]}]"#,
+                1
+            ),
             // Optional members may be null; titles may be empty.
-            (#"[{"identifier":"A","options":null,"intentIdentifiers":null,"actions":[{"identifier":"X","title":"","options":null,"textInput":null},{"identifier":"Y","title":"y","textInput":{"buttonTitle":"","placeholder":null}}]}]"#, 1),
-            (#"[{"identifier":"\#(String(repeating: "c", count: 256))","intentIdentifiers":["INStartCallIntent","INSendMessageIntent"],"options":["hiddenPreviewsShowSubtitle"],"actions":[]}]"#, 1),
+            (
+                #"[{"identifier":"A","options":null,"intentIdentifiers":null,"actions":[{"identifier":"X","title":"","options":null,"textInput":null},{"identifier":"Y","title":"y","textInput":{"buttonTitle":"","placeholder":null}}]}]"#,
+                1
+            ),
+            (
+                #"[{"identifier":"\#(String(repeating: "c", count: 256))","intentIdentifiers":["INStartCallIntent","INSendMessageIntent"],"options":["hiddenPreviewsShowSubtitle"],"actions":[]}]"#,
+                1
+            ),
             ("[]", 0),
         ]
         for (json, count) in accepted {
@@ -302,7 +320,8 @@ private final class Gate: @unchecked Sendable {
 
     @Test func getCategoriesReturnsTheAcceptedArrayByteForByte() throws {
         let broker = try BrokerUnderTest()
-        let odd = "[ {\"actions\" : [ {\"title\":\"Accept\", \"identifier\":\"ACCEPT\",\"options\":[\"foreground\",\"foreground\"]} ],\n  \"identifier\":\"INVITE\", \"options\":null, \"intentIdentifiers\":[] } ]"
+        let odd =
+            "[ {\"actions\" : [ {\"title\":\"Accept\", \"identifier\":\"ACCEPT\",\"options\":[\"foreground\",\"foreground\"]} ],\n  \"identifier\":\"INVITE\", \"options\":null, \"intentIdentifiers\":[] } ]"
         let set = try rawReply(broker.socket, #"{"op":"setCategories","id":1,"categories":\#(odd)}"#)
         #expect(String(decoding: set, as: UTF8.self) == #"{"op":"reply","id":1,"result":{"count":1}}"#)
         let got = try rawReply(broker.socket, #"{"op":"getCategories","id":2}"#)
@@ -369,8 +388,11 @@ private final class Gate: @unchecked Sendable {
             return .next
         }
         func click(_ action: String, _ category: String, text: String? = nil) -> NotificationResponse {
-            NotificationResponse(actionIdentifier: action, notification: BusNotification(identifier: action,
-                                 content: NotificationContent(categoryIdentifier: category)), userText: text)
+            NotificationResponse(
+                actionIdentifier: action,
+                notification: BusNotification(
+                    identifier: action,
+                    content: NotificationContent(categoryIdentifier: category)), userText: text)
         }
         async let held = bus.post("hold")
         #expect(try await eventually { try await bus.status().currentEvent != nil })
@@ -383,7 +405,8 @@ private final class Gate: @unchecked Sendable {
         // The new set flips which actions launch the app and drops MESSAGE.
         try await bus.setNotificationCategories([
             NotificationCategory(identifier: "INVITE", actions: [NotificationAction(identifier: "ACCEPT", title: "Accept")]),
-            NotificationCategory(identifier: "REMINDER", actions: [NotificationAction(identifier: "SNOOZE", title: "Snooze", options: [.foreground])]),
+            NotificationCategory(
+                identifier: "REMINDER", actions: [NotificationAction(identifier: "SNOOZE", title: "Snooze", options: [.foreground])]),
         ])
         do {
             _ = try await bus.post(didReceive: click("REPLY", "MESSAGE", text: "hi"))
@@ -413,8 +436,10 @@ private final class Gate: @unchecked Sendable {
         let o1 = first.request(#"{"op":"subscribe","id":1,\#(events),"priority":1}"#)?["result"]?["observer"]
         let o2 = second.request(#"{"op":"subscribe","id":1,\#(events),"priority":2}"#)?["result"]?["observer"]
         let post = #""name":"willPresent","payload":{"notification":{"identifier":"n","content":{}}}"#
-        let invalid = ["", #","value":null"#, #","value":"banner""#, #","value":["banner","banner"]"#, #","value":["popup"]"#,
-                       #","value":["Banner"]"#, #","value":[1]"#, #","value":{}"#, #","value":[["banner"]]"#, #","value":true"#]
+        let invalid = [
+            "", #","value":null"#, #","value":"banner""#, #","value":["banner","banner"]"#, #","value":["popup"]"#,
+            #","value":["Banner"]"#, #","value":[1]"#, #","value":{}"#, #","value":[["banner"]]"#, #","value":true"#,
+        ]
         for (i, value) in invalid.enumerated() {
             poster.client.send(#"{"op":"post","id":\#(100 + i),\#(post)}"#)
             guard let event = first.read()?["event"]?.intValue else { Issue.record("no event for \(value)"); continue }
@@ -454,23 +479,29 @@ private final class Gate: @unchecked Sendable {
         defer { app.close(); other.close() }
         try await app.setNotificationCategories(typedCategories)
         func click(_ action: String, _ category: String?, id: String, text: String? = nil) -> NotificationResponse {
-            NotificationResponse(actionIdentifier: action, notification: BusNotification(identifier: id, source: .remote,
-                                 content: NotificationContent(title: "t-\(id)", categoryIdentifier: category, userInfo: ["id": .string(id)])),
-                                 userText: text)
+            NotificationResponse(
+                actionIdentifier: action,
+                notification: BusNotification(
+                    identifier: id, source: .remote,
+                    content: NotificationContent(title: "t-\(id)", categoryIdentifier: category, userInfo: ["id": .string(id)])),
+                userText: text)
         }
         let accept = click("ACCEPT", "INVITE", id: "inv-1")
         let first = try await app.post(didReceive: accept)
         #expect(first.outcome == .unhandled && first.retained == "launch" && first.isRetainedForLaunch)
         #expect(try await app.peek("launch") == accept.jsonValue, "the whole payload is retained")
         // Unhandled clicks that do not launch the app leave the slot alone.
-        for background in [click("DECLINE", "INVITE", id: "inv-2"), click(dismissAction, "MESSAGE", id: "msg-1"),
-                           click("REPLY", "MESSAGE", id: "msg-2", text: "hi"), click("SNOOZE", "REMINDER", id: "rem-1")] {
+        for background in [
+            click("DECLINE", "INVITE", id: "inv-2"), click(dismissAction, "MESSAGE", id: "msg-1"),
+            click("REPLY", "MESSAGE", id: "msg-2", text: "hi"), click("SNOOZE", "REMINDER", id: "rem-1"),
+        ] {
             let result = try await app.post(didReceive: background)
             #expect(result.outcome == .unhandled && result.retained == nil, "\(background.actionIdentifier)")
         }
         #expect(try await app.peek("launch") == accept.jsonValue)
         // A newer launching click overwrites: the default action, then a foreground action.
-        let tap = NotificationResponse(notification: BusNotification(identifier: "msg-3", content: NotificationContent(categoryIdentifier: "MESSAGE")))
+        let tap = NotificationResponse(
+            notification: BusNotification(identifier: "msg-3", content: NotificationContent(categoryIdentifier: "MESSAGE")))
         #expect(try await app.post(didReceive: tap).isRetainedForLaunch)
         #expect(try await app.peek("launch") == tap.jsonValue)
         let open = click("OPEN", "REMINDER", id: "rem-2")
@@ -481,7 +512,9 @@ private final class Gate: @unchecked Sendable {
         // Handled or stopped clicks are never retained; passed-on ones are.
         let mode = Shared(DelegateReply.handled)
         try await other.addDidReceiveObserver { _ in mode.value }
-        for (reply, outcome, retained) in [(DelegateReply.handled, PostOutcome.completed, false), (.stop, .stopped, false), (.pass, .unhandled, true)] {
+        for (reply, outcome, retained) in [
+            (DelegateReply.handled, PostOutcome.completed, false), (.stop, .stopped, false), (.pass, .unhandled, true),
+        ] {
             mode.value = reply
             let result = try await app.post(didReceive: accept)
             #expect(result.outcome == outcome && result.isRetainedForLaunch == retained, "\(reply)")
@@ -508,16 +541,21 @@ private final class Gate: @unchecked Sendable {
         let set = try rawReply(socket, #"{"op":"setCategories","id":1,"categories":\#(sampleCategories)}"#)
         #expect(String(decoding: set, as: UTF8.self).contains(#""count":4"#))
         let before = try rawReply(socket, #"{"op":"getCategories","id":2}"#)
-        let open = NotificationResponse(actionIdentifier: "OPEN", notification: BusNotification(identifier: "rem-1",
-                                        content: NotificationContent(categoryIdentifier: "REMINDER")))
+        let open = NotificationResponse(
+            actionIdentifier: "OPEN",
+            notification: BusNotification(
+                identifier: "rem-1",
+                content: NotificationContent(categoryIdentifier: "REMINDER")))
         do {
             let bus = try await NotifBusConnection.connect(socket: socket)
             defer { bus.close() }
             #expect(try await bus.post(didReceive: open).isRetainedForLaunch)
             // A refused set is not written either.
             do {
-                try await bus.setNotificationCategories([NotificationCategory(identifier: "A", actions: []),
-                                                         NotificationCategory(identifier: "A", actions: [])])
+                try await bus.setNotificationCategories([
+                    NotificationCategory(identifier: "A", actions: []),
+                    NotificationCategory(identifier: "A", actions: []),
+                ])
                 Issue.record("duplicate identifiers were accepted")
             } catch {
                 #expect(error.code == "bad_request")
@@ -535,11 +573,19 @@ private final class Gate: @unchecked Sendable {
             #expect(try await bus.notificationCategories() == typedCategories)
             #expect(try await bus.launchNotificationResponse() == open)
             // The restored set judges clicks.
-            #expect(try await bus.post(didReceive: NotificationResponse(actionIdentifier: "REPLY", notification: BusNotification(
-                identifier: "m", content: NotificationContent(categoryIdentifier: "MESSAGE")), userText: "ok")).outcome == .unhandled)
+            #expect(
+                try await bus.post(
+                    didReceive: NotificationResponse(
+                        actionIdentifier: "REPLY",
+                        notification: BusNotification(
+                            identifier: "m", content: NotificationContent(categoryIdentifier: "MESSAGE")), userText: "ok")
+                ).outcome == .unhandled)
             do {
-                _ = try await bus.post(didReceive: NotificationResponse(actionIdentifier: "REPLY", notification: BusNotification(
-                    identifier: "m", content: NotificationContent(categoryIdentifier: "MESSAGE"))))
+                _ = try await bus.post(
+                    didReceive: NotificationResponse(
+                        actionIdentifier: "REPLY",
+                        notification: BusNotification(
+                            identifier: "m", content: NotificationContent(categoryIdentifier: "MESSAGE"))))
                 Issue.record("REPLY without text was accepted after the restart")
             } catch {
                 #expect(error.code == "invalid_action")
@@ -564,15 +610,20 @@ private final class Gate: @unchecked Sendable {
         let bus = try await NotifBusConnection.connect(socket: broker.socket)
         defer { bus.close() }
         let categories: [NotificationCategory] = [
-            NotificationCategory(identifier: "INVITE", actions: [
-                NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground, .authenticationRequired]),
-                NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
-            ], intentIdentifiers: ["INStartCallIntent"], options: [.allowInCarPlay]),
-            NotificationCategory(identifier: "MESSAGE", actions: [
-                TextInputNotificationAction(identifier: "REPLY", title: "Reply", options: [.authenticationRequired],
-                                            textInputButtonTitle: "Send", textInputPlaceholder: "Message"),
-                TextInputNotificationAction(identifier: "NOTE", title: "Note", textInputButtonTitle: "Save"),
-            ], options: [.customDismissAction, .hiddenPreviewsShowTitle, .hiddenPreviewsShowSubtitle]),
+            NotificationCategory(
+                identifier: "INVITE",
+                actions: [
+                    NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground, .authenticationRequired]),
+                    NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
+                ], intentIdentifiers: ["INStartCallIntent"], options: [.allowInCarPlay]),
+            NotificationCategory(
+                identifier: "MESSAGE",
+                actions: [
+                    TextInputNotificationAction(
+                        identifier: "REPLY", title: "Reply", options: [.authenticationRequired],
+                        textInputButtonTitle: "Send", textInputPlaceholder: "Message"),
+                    TextInputNotificationAction(identifier: "NOTE", title: "Note", textInputButtonTitle: "Save"),
+                ], options: [.customDismissAction, .hiddenPreviewsShowTitle, .hiddenPreviewsShowSubtitle]),
             NotificationCategory(identifier: "EMPTY", actions: []),
         ]
         #expect(try await bus.setNotificationCategories(categories) == 3)
@@ -591,8 +642,12 @@ private final class Gate: @unchecked Sendable {
 
         // The wire names agree with the protocol module's.
         #expect(Set(NotificationAction.Options([.foreground, .destructive, .authenticationRequired]).names) == CategorySet.actionOptions)
-        #expect(Set(NotificationCategory.Options([.customDismissAction, .allowInCarPlay, .hiddenPreviewsShowTitle,
-                                                  .hiddenPreviewsShowSubtitle]).names) == CategorySet.categoryOptions)
+        #expect(
+            Set(
+                NotificationCategory.Options([
+                    .customDismissAction, .allowInCarPlay, .hiddenPreviewsShowTitle,
+                    .hiddenPreviewsShowSubtitle,
+                ]).names) == CategorySet.categoryOptions)
         #expect(Set(PresentationOptions([.badge, .sound, .list, .banner, .alert]).names) == PresentationOptionNames.all)
         #expect(NotificationResponse.defaultActionIdentifier == defaultAction)
         #expect(NotificationResponse.dismissActionIdentifier == dismissAction)
@@ -601,9 +656,11 @@ private final class Gate: @unchecked Sendable {
         #expect(try PresentationOptions(json: []) == [])
 
         // Notifications and responses, both ways; members §3.6 does not name are ignored.
-        let full = BusNotification(identifier: "msg-1", source: .remote, content: NotificationContent(
-            title: "Ana", subtitle: "Lunch", body: "Noon?", categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
-            userInfo: ["chatId": "ana", "n": [1, 2.5, .null]], badge: 3, sound: "ping"))
+        let full = BusNotification(
+            identifier: "msg-1", source: .remote,
+            content: NotificationContent(
+                title: "Ana", subtitle: "Lunch", body: "Noon?", categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
+                userInfo: ["chatId": "ana", "n": [1, 2.5, .null]], badge: 3, sound: "ping"))
         #expect(try BusNotification(json: full.jsonValue) == full)
         let response = NotificationResponse(actionIdentifier: "REPLY", notification: full, userText: "On my way")
         #expect(try NotificationResponse(json: response.jsonValue) == response)
@@ -621,14 +678,20 @@ private final class Gate: @unchecked Sendable {
         #expect(decodingErrorPath { _ = try NotificationAction.Options(names: ["background"]) } == "options[0]")
         let badOption: JSONValue = [["identifier": "A", "actions": [["identifier": "X", "title": "x", "options": ["bogus"]]]]]
         #expect(decodingErrorPath { _ = try NotificationCategory.list(json: badOption) } == "categories[0].actions[0].options[0]")
-        #expect(decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": [["identifier": "X"]]]]) }
+        #expect(
+            decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": [["identifier": "X"]]]]) }
                 == "categories[0].actions[0].title")
-        #expect(decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": [], "extra": 1]]) }
+        #expect(
+            decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": [], "extra": 1]]) }
                 == "categories[0].extra")
-        #expect(decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": []], ["identifier": "A", "actions": []]]) }
+        #expect(
+            decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "A", "actions": []], ["identifier": "A", "actions": []]]) }
                 == "categories[1].identifier")
         #expect(decodingErrorPath { _ = try NotificationCategory.list(json: [["identifier": "", "actions": []]]) } == "categories[0].identifier")
-        #expect(decodingErrorPath { _ = try NotificationCategory(json: ["identifier": "A", "actions": [["identifier": "X", "title": "x", "textInput": [:]]]]) }
+        #expect(
+            decodingErrorPath {
+                _ = try NotificationCategory(json: ["identifier": "A", "actions": [["identifier": "X", "title": "x", "textInput": [:]]]])
+            }
                 == "category.actions[0].textInput.buttonTitle")
         #expect(decodingErrorPath { _ = try NotificationCategory.list(json: ["categories": []]) } == "categories")
         #expect(decodingErrorPath { _ = try BusNotification(json: ["identifier": "n", "content": ["badge": 1.5]]) } == "notification.content.badge")
@@ -636,7 +699,8 @@ private final class Gate: @unchecked Sendable {
         #expect(decodingErrorPath { _ = try BusNotification(json: ["content": [:]]) } == "notification.identifier")
         #expect(decodingErrorPath { _ = try BusNotification(json: ["identifier": "n"]) } == "notification.content")
         #expect(decodingErrorPath { _ = try NotificationResponse(json: ["notification": full.jsonValue]) } == "payload.actionIdentifier")
-        #expect(decodingErrorPath { _ = try NotificationResponse(json: ["actionIdentifier": "A", "userText": 1, "notification": full.jsonValue]) }
+        #expect(
+            decodingErrorPath { _ = try NotificationResponse(json: ["actionIdentifier": "A", "userText": 1, "notification": full.jsonValue]) }
                 == "payload.userText")
     }
 
@@ -659,9 +723,11 @@ private final class Gate: @unchecked Sendable {
             return notification.content.categoryIdentifier == "MESSAGE" ? [.banner, .sound] : nil
         }
         let h = try await host.addWillPresentObserver(priority: 2) { _ in [] }
-        let message = BusNotification(identifier: "msg-1", source: .remote, content: NotificationContent(
-            title: "Ana", subtitle: "Lunch", body: "Noon?", categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
-            userInfo: ["chatId": "ana", "n": [1, 2]], badge: 3, sound: "ping"))
+        let message = BusNotification(
+            identifier: "msg-1", source: .remote,
+            content: NotificationContent(
+                title: "Ana", subtitle: "Lunch", body: "Noon?", categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
+                userInfo: ["chatId": "ana", "n": [1, 2]], badge: 3, sound: "ping"))
         let shown = try await poster.post(willPresent: message)
         #expect(shown.outcome == .completed && shown.by == p.id && shown.presentationOptions == [.banner, .sound])
         #expect(shown.value == ["sound", "banner"])
@@ -740,7 +806,8 @@ private final class Gate: @unchecked Sendable {
         let usageErrors = [
             ["categories"], ["categories", "frob"], ["categories", "set"], ["categories", "set", "a", "b"], ["categories", "get", "x"],
             ["categories", "get", "--bogus"], ["notify"], ["notify", "extra", "--id", "n"], ["notify", "--id", "n", "--source", "push"],
-            ["notify", "--id", "n", "--user-info", "[1]"], ["notify", "--id", "n", "--user-info", "{bad"], ["notify", "--id", "n", "--badge", "lots"],
+            ["notify", "--id", "n", "--user-info", "[1]"], ["notify", "--id", "n", "--user-info", "{bad"],
+            ["notify", "--id", "n", "--badge", "lots"],
             ["notify", "--id", "n", "--timeout", "soon"], ["click"], ["click", "--id", "n", "--source", "sky"],
             ["click", "--id", "n", "--user-info", "5"], ["click", "--id", "n", "--badge", "1"],
         ]
@@ -797,13 +864,21 @@ private final class Gate: @unchecked Sendable {
 
         var observer = try broker.spawn(["observe", "willPresent", "--count", "1", "--reply", "complete", "--value", #"["banner","sound"]"#])
         #expect(observer.waitFor { observer.stderr.contains("observer o") })
-        r = try broker.cli(["notify", "--id", "n-2", "--title", "Hi", "--subtitle", "S", "--body", "B", "--category", "MESSAGE",
-                            "--thread", "t", "--badge", "4", "--sound", "ping", "--user-info", #"{"k":[1]}"#, "--source", "remote"])
+        r = try broker.cli([
+            "notify", "--id", "n-2", "--title", "Hi", "--subtitle", "S", "--body", "B", "--category", "MESSAGE",
+            "--thread", "t", "--badge", "4", "--sound", "ping", "--user-info", #"{"k":[1]}"#, "--source", "remote",
+        ])
         #expect(r.0 == 0 && r.1.hasPrefix("willPresent n-2: present with banner, sound (completed by o1; trace o1 complete)"), "\(r)")
         #expect(observer.waitExit() == 0)
-        let expected: JSONValue = ["notification": ["identifier": "n-2", "source": "remote", "content": [
-            "title": "Hi", "subtitle": "S", "body": "B", "categoryIdentifier": "MESSAGE", "threadIdentifier": "t", "badge": 4,
-            "sound": "ping", "userInfo": ["k": [1]]]]]
+        let expected: JSONValue = [
+            "notification": [
+                "identifier": "n-2", "source": "remote",
+                "content": [
+                    "title": "Hi", "subtitle": "S", "body": "B", "categoryIdentifier": "MESSAGE", "threadIdentifier": "t", "badge": 4,
+                    "sound": "ping", "userInfo": ["k": [1]],
+                ],
+            ]
+        ]
         #expect((try? JSONValue(parsing: observer.stdoutLines.first ?? ""))?["payload"] == expected)
 
         observer = try broker.spawn(["observe", "willPresent", "--count", "2", "--reply", "complete", "--value", "[]"])
@@ -833,10 +908,14 @@ private final class Gate: @unchecked Sendable {
         r = try broker.cli(["click", "--id", "inv-2", "--category", "INVITE", "--action", "DECLINE"])
         #expect(r.0 == 0 && r.1 == "didReceive DECLINE on inv-2: unhandled; not retained: the action does not launch the app\n", "\(r)")
         r = try broker.cli(["take", "launch"])
-        #expect((try? JSONValue(parsing: r.1.trimmingCharacters(in: .whitespacesAndNewlines))) ==
-                ["actionIdentifier": "ACCEPT", "notification": ["identifier": "inv-1", "content": ["categoryIdentifier": "INVITE"]]])
-        for args in [["click", "--id", "n-1"], ["click", "--id", "n-1", "--action", "default"],
-                     ["click", "--id", "n-1", "--action", defaultAction]] {
+        #expect(
+            (try? JSONValue(parsing: r.1.trimmingCharacters(in: .whitespacesAndNewlines))) == [
+                "actionIdentifier": "ACCEPT", "notification": ["identifier": "inv-1", "content": ["categoryIdentifier": "INVITE"]],
+            ])
+        for args in [
+            ["click", "--id", "n-1"], ["click", "--id", "n-1", "--action", "default"],
+            ["click", "--id", "n-1", "--action", defaultAction],
+        ] {
             r = try broker.cli(args)
             #expect(r.1 == "didReceive default on n-1: unhandled; retained for launch in slot 'launch'\n", "\(args): \(r)")
         }
@@ -847,13 +926,22 @@ private final class Gate: @unchecked Sendable {
         // What the observer receives: the typed text, user info, source.
         var observer = try broker.spawn(["observe", "didReceive", "--count", "1", "--reply", "complete", "--value", #"{"ok":true}"#])
         #expect(observer.waitFor { observer.stderr.contains("observer o") })
-        r = try broker.cli(["click", "--id", "msg-1", "--category", "MESSAGE", "--action", "REPLY", "--text", "hi there",
-                            "--title", "Ana", "--body", "B", "--user-info", #"{"chatId":"ana"}"#, "--source", "remote"])
+        r = try broker.cli([
+            "click", "--id", "msg-1", "--category", "MESSAGE", "--action", "REPLY", "--text", "hi there",
+            "--title", "Ana", "--body", "B", "--user-info", #"{"chatId":"ana"}"#, "--source", "remote",
+        ])
         #expect(r.0 == 0 && r.1 == "didReceive REPLY on msg-1: handled by o1, value {\"ok\":true}; not retained; trace o1 complete\n", "\(r)")
         #expect(observer.waitExit() == 0)
-        let expected: JSONValue = ["actionIdentifier": "REPLY", "userText": "hi there", "notification": [
-            "identifier": "msg-1", "source": "remote", "content": ["title": "Ana", "body": "B", "categoryIdentifier": "MESSAGE",
-                                                                   "userInfo": ["chatId": "ana"]]]]
+        let expected: JSONValue = [
+            "actionIdentifier": "REPLY", "userText": "hi there",
+            "notification": [
+                "identifier": "msg-1", "source": "remote",
+                "content": [
+                    "title": "Ana", "body": "B", "categoryIdentifier": "MESSAGE",
+                    "userInfo": ["chatId": "ana"],
+                ],
+            ],
+        ]
         #expect((try? JSONValue(parsing: observer.stdoutLines.first ?? ""))?["payload"] == expected)
 
         observer = try broker.spawn(["observe", "didReceive", "--count", "1", "--reply", "stop"])
@@ -865,8 +953,10 @@ private final class Gate: @unchecked Sendable {
 
         // Refused clicks: exit 1, the code on stderr, nothing queued.
         let posted = try JSONValue(parsing: try broker.cli(["status", "--json"]).1)["counters"]?["posted"]
-        for args in [["--category", "INVITE", "--action", "dismiss"], ["--category", "MESSAGE", "--action", "REPLY"],
-                     ["--action", "ACCEPT"], ["--category", "INVITE", "--text", "t"], ["--category", "INVITE", "--action", "REPLY", "--text", "t"]] {
+        for args in [
+            ["--category", "INVITE", "--action", "dismiss"], ["--category", "MESSAGE", "--action", "REPLY"],
+            ["--action", "ACCEPT"], ["--category", "INVITE", "--text", "t"], ["--category", "INVITE", "--action", "REPLY", "--text", "t"],
+        ] {
             r = try broker.cli(["click", "--id", "x"] + args)
             #expect(r.0 == 1 && r.1.isEmpty, "\(args): \(r)")
             #expect(r.2.hasPrefix("notifbus click: invalid_action: ") && r.2.split(separator: "\n").count == 1, "\(args): \(r)")

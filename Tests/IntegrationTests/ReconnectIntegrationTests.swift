@@ -63,7 +63,9 @@ func restarted(_ broker: BrokerUnderTest, _ signal: Int32) throws -> BrokerUnder
                 _ = try await bus.take("never", wait: .seconds(30))
                 outcomes.add("result")
             } catch {
-                if case NotifBusError.connectionLost = error { outcomes.add("lost") } else {
+                if case NotifBusError.connectionLost = error {
+                    outcomes.add("lost")
+                } else {
                     outcomes.add((error as? NotifBusError)?.code ?? "\(error)")
                 }
             }
@@ -104,9 +106,12 @@ func restarted(_ broker: BrokerUnderTest, _ signal: Int32) throws -> BrokerUnder
         let states = StateLog()
         states.follow(bus)
         let evictions = Recorder()
-        _ = try await bus.addObserver(events: ["e"], key: "k", onEvicted: { e in
-            if case .observer(_, let by) = e { evictions.add(by) }
-        }) { _ in .next }
+        _ = try await bus.addObserver(
+            events: ["e"], key: "k",
+            onEvicted: { e in
+                if case .observer(_, let by) = e { evictions.add(by) }
+            }
+        ) { _ in .next }
         let broker = try restarted(first, SIGKILL)
         let newcomer = try await NotifBusConnection.connect(socket: broker.socket, reconnect: .never)
         let mine = try await newcomer.addObserver(events: ["e"], key: "k") { _ in .stop }

@@ -21,7 +21,7 @@ struct Scenario: Sendable, CustomTestStringConvertible {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         return files.filter { $0.hasSuffix(".json") }.sorted().flatMap { file -> [Scenario] in
             guard let data = try? Data(contentsOf: folder.appendingPathComponent(file)),
-                  let root = try? JSONValue(parsing: Array(data))
+                let root = try? JSONValue(parsing: Array(data))
             else { return [Scenario(name: "unreadable \(file)", value: .null)] }
             let list = root.arrayValue ?? [root]
             return list.map { Scenario(name: $0["name"]?.stringValue ?? file, value: $0) }

@@ -78,11 +78,15 @@ func tree(of frame: BrokerFrame) -> JSONValue {
         }
         return .object(o)
     case .event(let e):
-        return ["op": "event", "event": .integer(e.event), "observer": .string(e.observer), "name": .string(e.name),
-                "payload": raw(e.payload)]
+        return [
+            "op": "event", "event": .integer(e.event), "observer": .string(e.observer), "name": .string(e.name),
+            "payload": raw(e.payload),
+        ]
     case .call(let c):
-        return ["op": "call", "call": .integer(c.call), "handler": .string(c.handler), "channel": .string(c.channel),
-                "method": .string(c.method), "arguments": raw(c.arguments), "from": .string(c.from)]
+        return [
+            "op": "call", "call": .integer(c.call), "handler": .string(c.handler), "channel": .string(c.channel),
+            "method": .string(c.method), "arguments": raw(c.arguments), "from": .string(c.from),
+        ]
     case .evicted(.observer(let o, let by)): return ["op": "evicted", "observer": .string(o), "by": .string(by)]
     case .evicted(.handler(let h, let by)): return ["op": "evicted", "handler": .string(h), "by": .string(by)]
     case .seen(let s):
@@ -160,7 +164,8 @@ func depth(of value: JSONValue) -> Int {
         var seen = 0
         for v in root["valid"]?.arrayValue ?? [] {
             guard let op = v["json"]?["op"]?.stringValue, [Op.reply, Op.event, Op.call, Op.evicted, Op.seen].contains(op),
-                  let hex = v["hex"]?.stringValue else { continue }
+                let hex = v["hex"]?.stringValue
+            else { continue }
             var bytes: [UInt8] = []
             var i = hex.startIndex
             while i < hex.endIndex {
@@ -184,21 +189,25 @@ func depth(of value: JSONValue) -> Int {
         #expect(e.payload == payload)
         let details = Array(#"{"retry" : 5}"#.utf8)
         let reply = Array(#"{"op":"reply","id":9,"error":{"code":"E","message":"m","details":"#.utf8) + details + Array("}}".utf8)
-        #expect(try BrokerFrameDecoder.decode(reply)
-            == .reply(.init(id: .integer(9), outcome: .error(.init(code: "E", message: "m", details: details)))))
+        #expect(
+            try BrokerFrameDecoder.decode(reply)
+                == .reply(.init(id: .integer(9), outcome: .error(.init(code: "E", message: "m", details: details)))))
         let nullDetails = Array(#"{"op":"reply","id":9,"error":{"code":"E","message":"m","details":null}}"#.utf8)
-        #expect(try BrokerFrameDecoder.decode(nullDetails)
-            == .reply(.init(id: .integer(9), outcome: .error(.init(code: "E", message: "m", details: Array("null".utf8))))))
+        #expect(
+            try BrokerFrameDecoder.decode(nullDetails)
+                == .reply(.init(id: .integer(9), outcome: .error(.init(code: "E", message: "m", details: Array("null".utf8))))))
         let noDetails = Array(#"{"op":"reply","id":"s","error":{"code":"E","message":"m"}}"#.utf8)
-        #expect(try BrokerFrameDecoder.decode(noDetails)
-            == .reply(.init(id: .string("s"), outcome: .error(.init(code: "E", message: "m", details: nil)))))
+        #expect(
+            try BrokerFrameDecoder.decode(noDetails)
+                == .reply(.init(id: .string("s"), outcome: .error(.init(code: "E", message: "m", details: nil)))))
     }
 
     /// A payload as deep as a 1 MiB frame allows (what the broker forwards) is kept whole,
     /// and a tree of 10,000 levels is built and written back without recursion.
     @Test func userDataOfAnyDepth() throws {
         for deep in [deepArray(524_000), deepObject(150_000)] {
-            let body = Array(#"{"op":"call","call":1,"handler":"h1","channel":"c","method":"m","from":"c2","arguments":"#.utf8) + deep
+            let body =
+                Array(#"{"op":"call","call":1,"handler":"h1","channel":"c","method":"m","from":"c2","arguments":"#.utf8) + deep
                 + Array("}".utf8)
             guard case .call(let c) = try BrokerFrameDecoder.decode(body) else { Issue.record("not a call"); return }
             #expect(c.arguments == deep)
@@ -233,12 +242,23 @@ func depth(of value: JSONValue) -> Int {
             (#"{"op":1}"#, .missingOp),
             (#"{"op":"next","event":1}"#, .unknownOp("next")),
             (#"{"op":"reply","result":1}"#, .missingMember(op: "reply", member: "id")),
-            (#"{"op":"reply","id":1.0,"result":1}"#, .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")),
-            (#"{"op":"reply","id":-1,"result":1}"#, .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")),
-            (#"{"op":"reply","id":true,"result":1}"#, .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")),
+            (
+                #"{"op":"reply","id":1.0,"result":1}"#,
+                .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")
+            ),
+            (
+                #"{"op":"reply","id":-1,"result":1}"#,
+                .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")
+            ),
+            (
+                #"{"op":"reply","id":true,"result":1}"#,
+                .invalidMember(op: "reply", member: "id", expected: "an integer from 0 to 2^53-1, a string or null")
+            ),
             (#"{"op":"reply","id":1}"#, .conflictingMembers(op: "reply", members: "neither 'result' nor 'error'")),
-            (#"{"op":"reply","id":1,"result":1,"error":{"code":"c","message":"m"}}"#,
-             .conflictingMembers(op: "reply", members: "both 'result' and 'error'")),
+            (
+                #"{"op":"reply","id":1,"result":1,"error":{"code":"c","message":"m"}}"#,
+                .conflictingMembers(op: "reply", members: "both 'result' and 'error'")
+            ),
             (#"{"op":"reply","id":null,"result":1}"#, .conflictingMembers(op: "reply", members: "'id' null and a 'result'")),
             (#"{"op":"reply","id":1,"error":"bad"}"#, .invalidMember(op: "reply", member: "error", expected: "an object")),
             (#"{"op":"reply","id":1,"error":{"message":"m"}}"#, .missingMember(op: "reply error", member: "code")),
@@ -246,13 +266,22 @@ func depth(of value: JSONValue) -> Int {
             (#"{"op":"reply","id":1,"result":1,"extra":null}"#, .unknownMember(op: "reply", member: "extra")),
             (#"{"op":"reply","id":1,"id":2,"result":1}"#, .duplicateMember(op: "reply", member: "id")),
             (#"{"op":"reply","op":"reply","id":1,"result":1}"#, .duplicateMember(op: "reply", member: "op")),
-            (#"{"op":"event","event":"1","observer":"o1","name":"n","payload":1}"#, .invalidMember(op: "event", member: "event", expected: "an integer")),
-            (#"{"op":"event","event":1.5,"observer":"o1","name":"n","payload":1}"#, .invalidMember(op: "event", member: "event", expected: "an integer")),
+            (
+                #"{"op":"event","event":"1","observer":"o1","name":"n","payload":1}"#,
+                .invalidMember(op: "event", member: "event", expected: "an integer")
+            ),
+            (
+                #"{"op":"event","event":1.5,"observer":"o1","name":"n","payload":1}"#,
+                .invalidMember(op: "event", member: "event", expected: "an integer")
+            ),
             (#"{"op":"event","event":1,"observer":"o1","name":"n"}"#, .missingMember(op: "event", member: "payload")),
             (#"{"op":"event","event":1,"observer":2,"name":"n","payload":1}"#, .invalidMember(op: "event", member: "observer", expected: "a string")),
             (#"{"op":"call","call":1,"handler":"h1","channel":"c","method":"m","arguments":null}"#, .missingMember(op: "call", member: "from")),
             (#"{"op":"evicted","by":"o2"}"#, .conflictingMembers(op: "evicted", members: "neither 'observer' nor 'handler'")),
-            (#"{"op":"evicted","observer":"o1","handler":"h1","by":"o2"}"#, .conflictingMembers(op: "evicted", members: "both 'observer' and 'handler'")),
+            (
+                #"{"op":"evicted","observer":"o1","handler":"h1","by":"o2"}"#,
+                .conflictingMembers(op: "evicted", members: "both 'observer' and 'handler'")
+            ),
             (#"{"op":"evicted","observer":"o1"}"#, .missingMember(op: "evicted", member: "by")),
             (#"{"op":"seen","dir":"sideways","client":"c1","frame":{}}"#, .invalidMember(op: "seen", member: "dir", expected: "\"in\" or \"out\"")),
             (#"{"op":"seen","dir":"in","client":"c1","frame":[]}"#, .invalidMember(op: "seen", member: "frame", expected: "an object")),

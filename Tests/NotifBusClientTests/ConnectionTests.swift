@@ -5,9 +5,10 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import NotifBusClient
 import NotifBusProtocol
 import Testing
+
+@testable import NotifBusClient
 
 /// Runs blocking work on a thread of its own: test bodies run on the cooperative pool, whose
 /// few threads the client's own tasks need.
@@ -244,8 +245,9 @@ final class Collected<T>: @unchecked Sendable {
             let answer = try #require(await broker.read())
             #expect(answer["op"] == "complete" && answer["event"] == 1)
             #expect(answer["value"].map { $0.encoded } == deep)
-            await broker.write(Array(#"{"op":"call","call":2,"handler":"h1","channel":"c","method":"echo","arguments":"#.utf8) + deep
-                + Array(#","from":"c2"}"#.utf8))
+            await broker.write(
+                Array(#"{"op":"call","call":2,"handler":"h1","channel":"c","method":"echo","arguments":"#.utf8) + deep
+                    + Array(#","from":"c2"}"#.utf8))
             let returned = try #require(await broker.read())
             #expect(returned["op"] == "return" && returned["call"] == 2)
             #expect(returned["result"].map { $0.encoded } == deep)

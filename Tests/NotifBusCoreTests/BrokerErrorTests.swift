@@ -1,8 +1,9 @@
+import NotifBusProtocol
+import Testing
+
 // The one map from the broker's errors to wire codes: each error's code, and that exactly
 // the refusals of a connection itself close it (by `ErrorCode.closesConnection`).
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct BrokerErrorTests {
     static let all: [BrokerError] = [
@@ -23,26 +24,32 @@ struct BrokerErrorTests {
 
     @Test func eachErrorHasItsCode() {
         let codes = BrokerErrorTests.all.map(\.code.rawValue)
-        #expect(codes == [
-            "forbidden", "too_many_clients", "hello_required", "hello_required", "bad_request", "unsupported_protocol",
-            "frame_too_large", "shutting_down", "overloaded",
-            "bad_request", "superseded", "not_found", "queue_full", "queue_full", "queue_full", "queue_full", "bad_request",
-            "bad_request", "superseded", "not_found", "bad_request", "not_implemented", "handler_gone", "timeout",
-            "bad_request", "bad_request", "bad_request", "invalid_action", "invalid_action", "storage_failed", "bad_json", "unknown_op",
-        ])
+        #expect(
+            codes == [
+                "forbidden", "too_many_clients", "hello_required", "hello_required", "bad_request", "unsupported_protocol",
+                "frame_too_large", "shutting_down", "overloaded",
+                "bad_request", "superseded", "not_found", "queue_full", "queue_full", "queue_full", "queue_full", "bad_request",
+                "bad_request", "superseded", "not_found", "bad_request", "not_implemented", "handler_gone", "timeout",
+                "bad_request", "bad_request", "bad_request", "invalid_action", "invalid_action", "storage_failed", "bad_json", "unknown_op",
+            ])
     }
 
     @Test func onlyRefusalsOfTheConnectionItselfClose() {
         let closing = BrokerErrorTests.all.filter(\.code.closesConnection)
-        #expect(closing == [.session(.forbidden(uid: 7)), .session(.tooManyClients(max: 2)), .session(.helloRequired),
-                            .session(.helloTimedOut(ms: 10)), .session(.unsupportedProtocol(2)),
-                            .session(.frameOutOfRange(length: 0, max: 9)), .session(.overBudget(held: 2, limit: 1))])
+        #expect(
+            closing == [
+                .session(.forbidden(uid: 7)), .session(.tooManyClients(max: 2)), .session(.helloRequired),
+                .session(.helloTimedOut(ms: 10)), .session(.unsupportedProtocol(2)),
+                .session(.frameOutOfRange(length: 0, max: 9)), .session(.overBudget(held: 2, limit: 1)),
+            ])
     }
 
     @Test func heldKeysAndRoutesNameTheirHolder() {
         let key = BrokerError.chain(.keyHeld(key: "k", by: 4)).frame(.integer(1)).encoded()
-        #expect(String(decoding: key[4...], as: UTF8.self)
-            == #"{"op":"reply","id":1,"error":{"code":"superseded","message":"key 'k' is held by o4, registered since; the resumed registration yields","details":{"by":"o4"}}}"#)
+        #expect(
+            String(decoding: key[4...], as: UTF8.self)
+                == #"{"op":"reply","id":1,"error":{"code":"superseded","message":"key 'k' is held by o4, registered since; the resumed registration yields","details":{"by":"o4"}}}"#
+        )
         let route = BrokerError.channel(.routeHeld(channel: "c", method: "m", by: 2)).frame(.integer(1)).encoded()
         #expect(String(decoding: route[4...], as: UTF8.self).contains(#""message":"route 'c' method 'm' is held by h2"#))
     }

@@ -1,7 +1,8 @@
-// CategoryRegistry on its own: every rule of a `didReceive` action against the categories.
-@testable import NotifBusCore
 import NotifBusProtocol
 import Testing
+
+// CategoryRegistry on its own: every rule of a `didReceive` action against the categories.
+@testable import NotifBusCore
 
 struct CategoryRegistryTests {
     static func registry() throws -> CategoryRegistry {
@@ -22,7 +23,8 @@ struct CategoryRegistryTests {
         #expect(r.check("REPLY", hasUserText: false, categoryID: "INVITE") == .failure(.unknownAction(action: "REPLY", category: "INVITE")))
         #expect(r.check("REPLY", hasUserText: false, categoryID: "MESSAGE") == .failure(.textInputRequired(action: "REPLY")))
         #expect(r.check("ACCEPT", hasUserText: true, categoryID: "INVITE") == .failure(.textInputNotAllowed(action: "ACCEPT")))
-        #expect(CategoryRegistry().check("ACCEPT", hasUserText: false, categoryID: "INVITE")
-            == .failure(.unknownCategory(action: "ACCEPT", category: "INVITE")))
+        #expect(
+            CategoryRegistry().check("ACCEPT", hasUserText: false, categoryID: "INVITE")
+                == .failure(.unknownCategory(action: "ACCEPT", category: "INVITE")))
     }
 }

@@ -443,7 +443,9 @@ import Testing
     /// naming the flag) while others still post; the share frees as its posts run, and
     /// `status` reports each client's waiting posts and the share.
     @Test func onePosterGetsQueueFullBeyondItsShare() {
-        var h = CoreHarness { $0.maxQueue = 10; $0.maxQueuePerClient = 3 }
+        var h = CoreHarness {
+            $0.maxQueue = 10; $0.maxQueuePerClient = 3
+        }
         let holder = h.connect(), a = h.connect(), b = h.connect()
         _ = h.subscribe(holder, ["e"])
         for id in 1...4 { h.send(a, "{\"op\":\"post\",\"id\":\(id),\"name\":\"e\"}") }  // one runs, three wait

@@ -1,9 +1,10 @@
+import NotifBusProtocol
+import Testing
+
 // ChannelRouter on its own, with a fake clock: method routes before whole channels,
 // the latest registration wins (also over a route just looked up), returns only from the
 // handler, calls expiring in order, a handler's calls found when its connection goes.
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct ChannelRouterTests {
     @Test func aMethodRouteBeatsTheWholeChannel() {

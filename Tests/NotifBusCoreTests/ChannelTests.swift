@@ -11,8 +11,11 @@ import Testing
         #expect(h.request(specific, #"{"op":"handle","id":1,"channel":"ni","method":"m1"}"#)["result"] == ["handler": "h2", "replaced": .null])
         h.send(caller, #"{"op":"invoke","id":"a","channel":"ni","method":"m1","arguments":{"x":1}}"#)
         let call = h.take(specific).frame
-        #expect(call == ["op": "call", "call": 1, "handler": "h2", "channel": "ni", "method": "m1", "arguments": ["x": 1],
-                         "from": .string("c\(caller)")])
+        #expect(
+            call == [
+                "op": "call", "call": 1, "handler": "h2", "channel": "ni", "method": "m1", "arguments": ["x": 1],
+                "from": .string("c\(caller)"),
+            ])
         h.send(caller, #"{"op":"invoke","id":"b","channel":"ni","method":"other"}"#)
         let call2 = h.take(whole).frame
         #expect(call2["handler"] == "h1" && call2["arguments"] == .null && call2["method"] == "other")
@@ -29,8 +32,10 @@ import Testing
         var h = CoreHarness()
         let handler = h.connect(), caller = h.connect()
         _ = h.request(handler, #"{"op":"handle","id":1,"channel":"ch"}"#)
-        for (i, error) in [#"{"code":"E1","message":"m","details":null}"#, #"{"code":"E2","message":"m"}"#,
-                           #"{"details":{"a":[1.0]},"message":"m","code":"E3"}"#].enumerated() {
+        for (i, error) in [
+            #"{"code":"E1","message":"m","details":null}"#, #"{"code":"E2","message":"m"}"#,
+            #"{"details":{"a":[1.0]},"message":"m","code":"E3"}"#,
+        ].enumerated() {
             h.send(caller, "{\"op\":\"invoke\",\"id\":\(i),\"channel\":\"ch\",\"method\":\"m\"}")
             let call = h.take(handler).frame["call"]!.intValue!
             h.send(handler, "{\"op\":\"return\",\"call\":\(call),\"error\":\(error)}")
@@ -46,9 +51,11 @@ import Testing
         _ = h.request(handler, #"{"op":"handle","id":1,"channel":"ch","method":"m"}"#)
         h.send(caller, #"{"op":"invoke","id":1,"channel":"ch","method":"m"}"#)
         _ = h.take(handler)
-        for bad in [#"{"op":"return","call":1}"#, #"{"op":"return","call":1,"result":1,"error":{"code":"c","message":"m"}}"#,
-                    #"{"op":"return","call":1,"error":{"code":"c"}}"#, #"{"op":"return","call":1,"error":{"code":"c","message":"m","x":1}}"#,
-                    #"{"op":"return","call":"1","result":1}"#, #"{"op":"return","call":1,"error":"oops"}"#] {
+        for bad in [
+            #"{"op":"return","call":1}"#, #"{"op":"return","call":1,"result":1,"error":{"code":"c","message":"m"}}"#,
+            #"{"op":"return","call":1,"error":{"code":"c"}}"#, #"{"op":"return","call":1,"error":{"code":"c","message":"m","x":1}}"#,
+            #"{"op":"return","call":"1","result":1}"#, #"{"op":"return","call":1,"error":"oops"}"#,
+        ] {
             #expect(errorCode(h.request(handler, bad)) == "bad_request", "\(bad)")
         }
         h.send(other, #"{"op":"return","call":1,"result":"forged"}"#)  // not the receiving connection
@@ -156,7 +163,9 @@ import Testing
     }
 
     @Test func slotLimits() {
-        var h = CoreHarness { $0.maxSlots = 2; $0.maxSlotBytes = 10 }
+        var h = CoreHarness {
+            $0.maxSlots = 2; $0.maxSlotBytes = 10
+        }
         let c = h.connect()
         _ = h.request(c, #"{"op":"put","id":1,"slot":"a","value":1}"#)
         _ = h.request(c, #"{"op":"put","id":1,"slot":"b","value":2}"#)

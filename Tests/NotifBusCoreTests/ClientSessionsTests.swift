@@ -1,8 +1,9 @@
+import NotifBusProtocol
+import Testing
+
 // ClientSessions on its own, with a fake clock: greeting deadlines in accept order, and
 // monitors kept once and forgotten with their connection.
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct ClientSessionsTests {
     static let peer = PeerCredentials(pid: 1, uid: 1000, gid: 1000)

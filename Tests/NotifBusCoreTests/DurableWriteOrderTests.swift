@@ -48,7 +48,10 @@ import Testing
         var h = holding()
         let c = h.connect()
         h.send(c, #"{"op":"setCategories","id":1,"categories":[{"identifier":"C","actions":[{"identifier":"A","title":"A"}]}]}"#)
-        h.send(c, #"{"op":"post","id":2,"name":"didReceive","payload":{"actionIdentifier":"A","notification":{"identifier":"n","content":{"categoryIdentifier":"C"}}}}"#)
+        h.send(
+            c,
+            #"{"op":"post","id":2,"name":"didReceive","payload":{"actionIdentifier":"A","notification":{"identifier":"n","content":{"categoryIdentifier":"C"}}}}"#
+        )
         h.finishWrite()
         let frames = h.takeAll(c)
         #expect(!frames.contains { errorCode($0) == "invalid_action" })
@@ -106,8 +109,11 @@ import Testing
         h.send(putter, #"{"op":"put","id":4,"slot":"s","value":"v"}"#)
         #expect(h.nothingSent(to: putter))
         h.finishWrite()
-        #expect(h.takeAll(first) == [["op": "reply", "id": 1, "result": ["replaced": false, "delivered": false]],
-                                     ["op": "reply", "id": 2, "result": "v"]])
+        #expect(
+            h.takeAll(first) == [
+                ["op": "reply", "id": 1, "result": ["replaced": false, "delivered": false]],
+                ["op": "reply", "id": 2, "result": "v"],
+            ])
         #expect(h.take(putter).frame == ["op": "reply", "id": 4, "result": ["replaced": false, "delivered": true]])
         #expect(h.nothingSent(to: second))
         h.send(putter, #"{"op":"put","id":5,"slot":"s","value":"w"}"#)
@@ -218,7 +224,10 @@ import Testing
         #expect(h.nothingSent(to: other))
         h.disconnect(leaver)
         #expect(h.inFlight.count == 1)
-        #expect(h.takeAll(other) == [["op": "reply", "id": 3, "result": "v"],
-                                     ["op": "reply", "id": 4, "result": ["replaced": false, "delivered": true]]])
+        #expect(
+            h.takeAll(other) == [
+                ["op": "reply", "id": 3, "result": "v"],
+                ["op": "reply", "id": 4, "result": ["replaced": false, "delivered": true]],
+            ])
     }
 }

@@ -6,7 +6,8 @@ import NotifBusProtocol
 import Testing
 
 @Suite struct DurableWriteTests {
-    static let click = #"{"actionIdentifier":"com.apple.UNNotificationDefaultActionIdentifier","notification":{"identifier":"n1","content":{"userInfo":{"id":7}}}}"#
+    static let click =
+        #"{"actionIdentifier":"com.apple.UNNotificationDefaultActionIdentifier","notification":{"identifier":"n1","content":{"userInfo":{"id":7}}}}"#
 
     /// A harness whose writes stay in flight until the test reports them.
     func holding() -> CoreHarness {
@@ -90,7 +91,7 @@ import Testing
         h.send(c, #"{"op":"put","id":1,"slot":"a","value":1}"#)
         h.send(c, #"{"op":"put","id":2,"slot":"b","value":2}"#)
         h.send(c, #"{"op":"put","id":3,"slot":"a","value":3}"#)  // same slot: waits
-        h.send(c, #"{"op":"ping","id":4}"#)                        // answers in order: waits
+        h.send(c, #"{"op":"ping","id":4}"#)  // answers in order: waits
         #expect(h.inFlight.count == 2)
         h.finishWrite()
         #expect(h.takeAll(c).map { $0["id"] } == [1])

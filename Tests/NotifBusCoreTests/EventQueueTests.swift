@@ -1,13 +1,15 @@
-// EventQueue on its own, with a fake clock: posts in order with their bytes, and the
-// chain state (idle, between, awaiting) moving as its file draws it.
-@testable import NotifBusCore
 import NotifBusProtocol
 import Testing
 
+// EventQueue on its own, with a fake clock: posts in order with their bytes, and the
+// chain state (idle, between, awaiting) moving as its file draws it.
+@testable import NotifBusCore
+
 struct EventQueueTests {
     static func enqueue(_ q: inout EventQueue, _ name: String, payload: String? = nil) -> Int64 {
-        q.enqueue(poster: 9, requestID: .integer(1), name: name, payload: payload.map { Array($0.utf8) },
-                  isWillPresent: false, launchesApp: false)
+        q.enqueue(
+            poster: 9, requestID: .integer(1), name: name, payload: payload.map { Array($0.utf8) },
+            isWillPresent: false, launchesApp: false)
     }
 
     @Test func postsWaitInOrderAndCountTheirBytes() {

@@ -1,8 +1,9 @@
+import NotifBusProtocol
+import Testing
+
 // ObserverRegistry on its own: chain order (priority, then subscription), unique keys
 // (the newest holder wins), removal, and chains handed out as copies.
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct ObserverRegistryTests {
     @Test func chainsArePriorityThenSubscriptionOrder() {

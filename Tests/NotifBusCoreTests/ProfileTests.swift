@@ -3,12 +3,14 @@
 import NotifBusProtocol
 import Testing
 
-let inviteAndMessage = #"[{"identifier":"INVITE","options":[],"actions":[{"identifier":"ACCEPT","title":"Accept","options":["foreground"]},{"identifier":"DECLINE","title":"Decline","options":["destructive"]}]},{"identifier":"MESSAGE","options":["customDismissAction","hiddenPreviewsShowTitle"],"actions":[{"identifier":"REPLY","title":"Reply","options":[],"textInput":{"buttonTitle":"Send","placeholder":"Message"}}]}]"#
+let inviteAndMessage =
+    #"[{"identifier":"INVITE","options":[],"actions":[{"identifier":"ACCEPT","title":"Accept","options":["foreground"]},{"identifier":"DECLINE","title":"Decline","options":["destructive"]}]},{"identifier":"MESSAGE","options":["customDismissAction","hiddenPreviewsShowTitle"],"actions":[{"identifier":"REPLY","title":"Reply","options":[],"textInput":{"buttonTitle":"Send","placeholder":"Message"}}]}]"#
 
 func click(_ action: String, category: String?, text: String? = nil, id: Int = 1) -> String {
     let categoryField = category.map { ",\"categoryIdentifier\":\"\($0)\"" } ?? ""
     let textField = text.map { ",\"userText\":\"\($0)\"" } ?? ""
-    return "{\"op\":\"post\",\"id\":\(id),\"name\":\"didReceive\",\"payload\":{\"actionIdentifier\":\"\(action)\"\(textField),\"notification\":{\"identifier\":\"n\(id)\",\"content\":{\"title\":\"t\"\(categoryField),\"userInfo\":{\"emailId\":\"e-\(id)\"}}}}}"
+    return
+        "{\"op\":\"post\",\"id\":\(id),\"name\":\"didReceive\",\"payload\":{\"actionIdentifier\":\"\(action)\"\(textField),\"notification\":{\"identifier\":\"n\(id)\",\"content\":{\"title\":\"t\"\(categoryField),\"userInfo\":{\"emailId\":\"e-\(id)\"}}}}}"
 }
 
 @Suite struct ProfileTests {
@@ -47,7 +49,9 @@ func click(_ action: String, category: String?, text: String? = nil, id: Int = 1
         }
         h.send(c, #"{"op":"getCategories","id":3}"#)
         #expect(h.take(c).raw.contains(inviteAndMessage))
-        #expect(h.request(c, #"{"op":"setCategories","id":4,"categories":[{"identifier":"A","actions":[],"options":null,"intentIdentifiers":["x"]}]}"#)["result"] == ["count": 1])
+        #expect(
+            h.request(c, #"{"op":"setCategories","id":4,"categories":[{"identifier":"A","actions":[],"options":null,"intentIdentifiers":["x"]}]}"#)[
+                "result"] == ["count": 1])
     }
 
     @Test func payloadSchemas() {

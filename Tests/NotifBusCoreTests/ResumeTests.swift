@@ -11,10 +11,15 @@ import Testing
         let newer = h.connect(), resumed = h.connect()
         let holder = h.subscribe(newer, ["e"], key: "chat")
         let reply = h.request(resumed, #"{"op":"subscribe","id":7,"events":["e"],"key":"chat","resume":true}"#)
-        #expect(reply == ["op": "reply", "id": 7, "error": [
-            "code": "superseded",
-            "message": .string("key 'chat' is held by \(holder), registered since; the resumed registration yields"),
-            "details": ["by": .string(holder)]]])
+        #expect(
+            reply == [
+                "op": "reply", "id": 7,
+                "error": [
+                    "code": "superseded",
+                    "message": .string("key 'chat' is held by \(holder), registered since; the resumed registration yields"),
+                    "details": ["by": .string(holder)],
+                ],
+            ])
         // The holder keeps its key and hears nothing; nothing was added to the chain.
         #expect(h.nothingSent(to: newer))
         let status = h.request(resumed, #"{"op":"status","id":8}"#)
@@ -61,10 +66,15 @@ import Testing
         let newer = h.connect(), resumed = h.connect(), caller = h.connect()
         #expect(h.request(newer, #"{"op":"handle","id":1,"channel":"ch","method":"m"}"#)["result"] == ["handler": "h1", "replaced": .null])
         let reply = h.request(resumed, #"{"op":"handle","id":2,"channel":"ch","method":"m","resume":true}"#)
-        #expect(reply == ["op": "reply", "id": 2, "error": [
-            "code": "superseded",
-            "message": "route 'ch' method 'm' is held by h1, registered since; the resumed registration yields",
-            "details": ["by": "h1"]]])
+        #expect(
+            reply == [
+                "op": "reply", "id": 2,
+                "error": [
+                    "code": "superseded",
+                    "message": "route 'ch' method 'm' is held by h1, registered since; the resumed registration yields",
+                    "details": ["by": "h1"],
+                ],
+            ])
         #expect(h.nothingSent(to: newer))
         // A free route is taken, whole channel included; calls reach the holder.
         let whole = h.request(resumed, #"{"op":"handle","id":3,"channel":"ch","resume":true}"#)

@@ -6,7 +6,9 @@ import Testing
 
 @Suite struct SessionTests {
     @Test func forbiddenUIDIsRefusedAndNotCounted() {
-        var h = CoreHarness { $0.maxClients = 1; $0.allowedUIDs = [2000] }
+        var h = CoreHarness {
+            $0.maxClients = 1; $0.allowedUIDs = [2000]
+        }
         let stranger = h.connect(uid: 4242, greet: false)
         let refusal = h.take(stranger).frame
         #expect(refusal["id"] == .null)
@@ -63,11 +65,16 @@ import Testing
     }
 
     @Test func helloResultAndSecondHello() {
-        var h = CoreHarness { $0.maxFrame = 4096; $0.serverName = "notifbus/test" }
+        var h = CoreHarness {
+            $0.maxFrame = 4096; $0.serverName = "notifbus/test"
+        }
         let c = h.connect(greet: false)
         let reply = h.request(c, #"{"op":"hello","id":1,"protocol":1,"name":"mail-app"}"#)
-        #expect(reply == ["op": "reply", "id": 1,
-                          "result": ["protocol": 1, "server": "notifbus/test", "client": .string("c\(c)"), "maxFrame": 4096]])
+        #expect(
+            reply == [
+                "op": "reply", "id": 1,
+                "result": ["protocol": 1, "server": "notifbus/test", "client": .string("c\(c)"), "maxFrame": 4096],
+            ])
         #expect(errorCode(h.request(c, #"{"op":"hello","id":2,"protocol":2}"#)) == "bad_request")
         #expect(h.closed.isEmpty)
     }
@@ -100,7 +107,7 @@ import Testing
         }
         let longID = String(repeating: "x", count: 256)
         #expect(h.request(c, "{\"op\":\"ping\",\"id\":\"\(longID)\"}")["id"] == .string(longID))
-        #expect(h.request(c, #"{"op":"ping","id":9007199254740991}"#)["id"] == 9007199254740991)
+        #expect(h.request(c, #"{"op":"ping","id":9007199254740991}"#)["id"] == 9_007_199_254_740_991)
         #expect(h.closed.isEmpty)
     }
 
@@ -128,7 +135,11 @@ import Testing
         for text in bad {
             #expect(errorCode(h.request(c, text)) == "bad_request", "\(text.prefix(80))")
         }
-        #expect(h.request(c, "{\"op\":\"subscribe\",\"id\":1,\"events\":[\(((0..<64).map { "\"e\($0)\"" }).joined(separator: ","))],\"priority\":-2147483648,\"key\":null}")["result"]?["replaced"] == .array([]))
+        #expect(
+            h.request(
+                c,
+                "{\"op\":\"subscribe\",\"id\":1,\"events\":[\(((0..<64).map { "\"e\($0)\"" }).joined(separator: ","))],\"priority\":-2147483648,\"key\":null}"
+            )["result"]?["replaced"] == .array([]))
         #expect(errorCode(h.request(c, #"{"op":"unsubscribe","id":1,"observer":"o999"}"#)) == "not_found")
         #expect(errorCode(h.request(c, #"{"op":"unsubscribe","id":1,"key":"nobody"}"#)) == "not_found")
         #expect(errorCode(h.request(c, #"{"op":"nope","id":1}"#)) == "unknown_op")
@@ -169,8 +180,9 @@ import Testing
         h.overBudget(c, held: 40_000, limit: 32_768)
         let frame = h.take(c).frame
         #expect(errorCode(frame) == "overloaded" && frame["id"] == .null)
-        #expect(frame["error"]?["message"]
-            == "cut off: the broker's buffers are full (--max-buffered-bytes 32768) and this connection held the most (40000 bytes)")
+        #expect(
+            frame["error"]?["message"]
+                == "cut off: the broker's buffers are full (--max-buffered-bytes 32768) and this connection held the most (40000 bytes)")
         #expect(h.closed == [c])
         let other = h.connect()
         let status = h.request(other, #"{"op":"status","id":1}"#)
@@ -190,21 +202,28 @@ import Testing
         let s = h.request(a, #"{"op":"status","id":9}"#)["result"]!
         #expect(s["server"] == "notifbus/0.1.0")
         #expect(s["uptimeMs"] == 1500)
-        #expect(s["clients"] == .array([
-            ["client": .string("c\(a)"), "name": "alpha", "pid": .integer(Int64(100 + a)), "uid": 1000, "queued": 0, "unresponsive": false],
-            ["client": .string("c\(b)"), "name": .null, "pid": .integer(Int64(100 + b)), "uid": 1000, "queued": 0, "unresponsive": false],
-        ]))
-        #expect(s["observers"] == .array([
-            ["observer": .string(o2), "client": .string("c\(b)"), "events": ["x"], "priority": -1, "key": .null],
-            ["observer": .string(o1), "client": .string("c\(a)"), "events": ["x", "y"], "priority": 50, "key": "k1"],
-        ]))
+        #expect(
+            s["clients"]
+                == .array([
+                    ["client": .string("c\(a)"), "name": "alpha", "pid": .integer(Int64(100 + a)), "uid": 1000, "queued": 0, "unresponsive": false],
+                    ["client": .string("c\(b)"), "name": .null, "pid": .integer(Int64(100 + b)), "uid": 1000, "queued": 0, "unresponsive": false],
+                ]))
+        #expect(
+            s["observers"]
+                == .array([
+                    ["observer": .string(o2), "client": .string("c\(b)"), "events": ["x"], "priority": -1, "key": .null],
+                    ["observer": .string(o1), "client": .string("c\(a)"), "events": ["x", "y"], "priority": 50, "key": "k1"],
+                ]))
         #expect(s["handlers"] == .array([["handler": "h1", "client": .string("c\(b)"), "channel": "ch", "method": .null]]))
         #expect(s["queue"] == ["pending": 0, "current": .null, "maxPerClient": 1250])
         #expect(s["slots"] == ["alpha", "zeta"])
         #expect(s["next"] == .null)
         #expect(s["buffers"] == ["bytes": 0, "max": 0, "cutOff": 0])
-        #expect(s["counters"] == ["posted": 0, "completed": 0, "stopped": 0, "unhandled": 0, "hopTimeouts": 0, "gone": 0,
-                                  "invalid": 0, "skipped": 0, "invokes": 0, "callTimeouts": 0])
+        #expect(
+            s["counters"] == [
+                "posted": 0, "completed": 0, "stopped": 0, "unhandled": 0, "hopTimeouts": 0, "gone": 0,
+                "invalid": 0, "skipped": 0, "invokes": 0, "callTimeouts": 0,
+            ])
     }
 
     /// A status larger than a page comes in pages that together list every item once, in
@@ -326,10 +345,11 @@ import Testing
         let reply = h.take(c).frame
         #expect(reply["result"] == [:])
         let seen = h.takeAll(m)
-        #expect(seen == [
-            ["op": "seen", "dir": "in", "client": .string("c\(c)"), "frame": ["op": "ping", "id": 42]],
-            ["op": "seen", "dir": "out", "client": .string("c\(c)"), "frame": ["op": "reply", "id": 42, "result": [:]]],
-        ])
+        #expect(
+            seen == [
+                ["op": "seen", "dir": "in", "client": .string("c\(c)"), "frame": ["op": "ping", "id": 42]],
+                ["op": "seen", "dir": "out", "client": .string("c\(c)"), "frame": ["op": "reply", "id": 42, "result": [:]]],
+            ])
         // Its own frames are not mirrored to itself, and bad JSON is not mirrored at all.
         _ = h.request(m, #"{"op":"ping","id":1}"#)
         #expect(h.nothingSent(to: m))

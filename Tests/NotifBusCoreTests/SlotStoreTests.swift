@@ -1,8 +1,9 @@
+import NotifBusProtocol
+import Testing
+
 // SlotStore on its own, with a fake clock: value bytes, limits counting reservations,
 // waiting takes served oldest first (passing held ones), and their deadlines.
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct SlotStoreTests {
     static func value(_ text: String) -> RawJSON { Array(text.utf8) }

@@ -1,8 +1,9 @@
+import NotifBusProtocol
+import Testing
+
 // WriteLedger on its own: ids never reused, a key busy while a write on it is in flight,
 // and a report for an unknown or already reported write changing nothing.
 @testable import NotifBusCore
-import NotifBusProtocol
-import Testing
 
 struct WriteLedgerTests {
     static func write(_ key: StateKey) -> PendingWrite {

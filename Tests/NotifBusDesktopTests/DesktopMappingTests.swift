@@ -15,25 +15,30 @@ import Testing
         options: [.customDismissAction])
 
     static let mail = NotifBusClient.Notification(
-        identifier: "m1", content: NotificationContent(title: "Ana", subtitle: "Lunch", body: "Friday <12:30>?",
-                                                       categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
-                                                       userInfo: ["secret": "x"], badge: 3, sound: "message-new-instant"))
+        identifier: "m1",
+        content: NotificationContent(
+            title: "Ana", subtitle: "Lunch", body: "Friday <12:30>?",
+            categoryIdentifier: "MESSAGE", threadIdentifier: "ana",
+            userInfo: ["secret": "x"], badge: 3, sound: "message-new-instant"))
 
     @Test func inlineReplyWhereAdvertised() {
-        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner, .sound],
-                                capabilities: ["actions", "body", "inline-reply"], appName: "mail", replacesID: 0)
-        #expect(a.description == """
-            ("mail", 0, "", "Ana", "Lunch\\nFriday <12:30>?", ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"], \
-            {"sound-name": <string "message-new-instant">, "urgency": <byte 1>, "x-dunst-stack-tag": <string "ana">, \
-            "x-kde-reply-placeholder-text": <string "Message">, "x-kde-reply-submit-button-text": <string "Send">}, -1)
-            """)
+        let a = NotifyArguments(
+            notification: Self.mail, category: Self.message, options: [.banner, .sound],
+            capabilities: ["actions", "body", "inline-reply"], appName: "mail", replacesID: 0)
+        #expect(
+            a.description == """
+                ("mail", 0, "", "Ana", "Lunch\\nFriday <12:30>?", ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"], \
+                {"sound-name": <string "message-new-instant">, "urgency": <byte 1>, "x-dunst-stack-tag": <string "ana">, \
+                "x-kde-reply-placeholder-text": <string "Message">, "x-kde-reply-submit-button-text": <string "Send">}, -1)
+                """)
         #expect(a.routes["inline-reply"] == .inlineReply("REPLY"))
         #expect(!a.description.contains("secret"))
     }
 
     @Test func textButtonFallbackMarkupAndSilence() {
-        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],
-                                capabilities: ["actions", "body", "body-markup"], appName: "mail", replacesID: 7)
+        let a = NotifyArguments(
+            notification: Self.mail, category: Self.message, options: [.banner],
+            capabilities: ["actions", "body", "body-markup"], appName: "mail", replacesID: 7)
         #expect(a.actions == ["default", "Open", "REPLY", "Reply", "DELETE", "Delete"])
         #expect(a.routes["REPLY"] == .textInputButton("REPLY"))
         #expect(a.body == "Lunch\nFriday &lt;12:30&gt;?")
@@ -43,8 +48,9 @@ import Testing
     }
 
     @Test func noActionsWithoutTheCapability() {
-        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.list],
-                                capabilities: ["body"], appName: "mail", replacesID: 0)
+        let a = NotifyArguments(
+            notification: Self.mail, category: Self.message, options: [.list],
+            capabilities: ["body"], appName: "mail", replacesID: 0)
         #expect(a.actions.isEmpty)
         #expect(a.routes.isEmpty)
     }
@@ -60,13 +66,20 @@ import Testing
                 NotificationAction(identifier: "action:default", title: "Prefixed"),
                 TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: nil),
             ])
-        let a = NotifyArguments(notification: Self.mail, category: clash, options: [.banner],
-                                capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
-        #expect(a.actions == ["default", "Open", "action:default", "Mark default", "action:inline-reply", "Not a reply",
-                              "action:action:default", "Prefixed", "inline-reply", "Reply"])
-        #expect(a.routes == ["default": .defaultAction, "action:default": .action("default"),
-                             "action:inline-reply": .action("inline-reply"), "action:action:default": .action("action:default"),
-                             "inline-reply": .inlineReply("REPLY")])
+        let a = NotifyArguments(
+            notification: Self.mail, category: clash, options: [.banner],
+            capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
+        #expect(
+            a.actions == [
+                "default", "Open", "action:default", "Mark default", "action:inline-reply", "Not a reply",
+                "action:action:default", "Prefixed", "inline-reply", "Reply",
+            ])
+        #expect(
+            a.routes == [
+                "default": .defaultAction, "action:default": .action("default"),
+                "action:inline-reply": .action("inline-reply"), "action:action:default": .action("action:default"),
+                "inline-reply": .inlineReply("REPLY"),
+            ])
         var t = DeliveryTable()
         t.record(Self.mail, desktopId: 3, category: clash, routes: a.routes)
         #expect(t.actionInvoked(desktopId: 3, key: "default")?.actionIdentifier == NotificationResponse.defaultActionIdentifier)
@@ -77,10 +90,10 @@ import Testing
     /// The Swift client reads the channel's results strictly: an id outside `u`'s range is
     /// an error, not a wrapped number.
     @Test func resultsReadStrictly() throws {
-        let ok = try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": 4294967295])
-        #expect(ok.desktopId == 4294967295 && ok.options == .banner)
+        let ok = try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": 4_294_967_295])
+        #expect(ok.desktopId == 4_294_967_295 && ok.options == .banner)
         #expect(try NotificationDelivery(json: ["presented": false, "options": [], "desktopId": .null]).desktopId == nil)
-        for bad: JSONValue in [-1, 4294967296] {
+        for bad: JSONValue in [-1, 4_294_967_296] {
             #expect(throws: NotificationDecodingError.self) {
                 try NotificationDelivery(json: ["presented": true, "options": ["banner"], "desktopId": bad])
             }
@@ -95,8 +108,9 @@ import Testing
 
     func table() -> (DeliveryTable, NotifyArguments) {
         var t = DeliveryTable()
-        let a = NotifyArguments(notification: Self.mail, category: Self.message, options: [.banner],
-                                capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
+        let a = NotifyArguments(
+            notification: Self.mail, category: Self.message, options: [.banner],
+            capabilities: ["actions", "inline-reply"], appName: "mail", replacesID: 0)
         t.record(Self.mail, desktopId: 5, category: Self.message, routes: a.routes)
         return (t, a)
     }

@@ -8,11 +8,13 @@ import Testing
     let s = NATSSubjects(device: "d1")
 
     @Test func postAndPutForms() {
-        #expect(s.classify(subject: "notifbus.d1.post.mail.sync", msgID: "m", body: Array(#"{"n":1}"#.utf8))
-            == .success(.post(event: "mail.sync", payload: ["n": 1])))
+        #expect(
+            s.classify(subject: "notifbus.d1.post.mail.sync", msgID: "m", body: Array(#"{"n":1}"#.utf8))
+                == .success(.post(event: "mail.sync", payload: ["n": 1])))
         #expect(s.classify(subject: "notifbus.d1.post.ping", msgID: "m", body: []) == .success(.post(event: "ping", payload: .null)))
-        #expect(s.classify(subject: "notifbus.d1.put.launch", msgID: "m", body: Array("null".utf8))
-            == .success(.put(slot: "launch", value: .null)))
+        #expect(
+            s.classify(subject: "notifbus.d1.put.launch", msgID: "m", body: Array("null".utf8))
+                == .success(.put(slot: "launch", value: .null)))
     }
 
     @Test func deadLetterReasonsInOrder() {

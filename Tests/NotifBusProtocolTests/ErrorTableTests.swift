@@ -37,7 +37,8 @@ enum ErrorTable {
         let table = try ErrorTable.load()
         for entry in table {
             let code = try #require(ErrorCode(rawValue: entry.code), "\(entry.code) is not an ErrorCode")
-            #expect(code.closesConnection == entry.closes, "\(entry.code): closesConnection is \(code.closesConnection), the table says \(entry.closes)")
+            #expect(
+                code.closesConnection == entry.closes, "\(entry.code): closesConnection is \(code.closesConnection), the table says \(entry.closes)")
         }
     }
 }

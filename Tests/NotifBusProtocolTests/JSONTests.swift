@@ -74,7 +74,7 @@ func scanTop(_ text: String) -> Result<[JSONField], JSONError> {
     @Test func numbers() throws {
         #expect(try JSONValue(parsing: "9223372036854775807") == .integer(Int64.max))
         #expect(try JSONValue(parsing: "-9223372036854775808") == .integer(Int64.min))
-        #expect(try JSONValue(parsing: "9223372036854775808") == .double(9223372036854775808))
+        #expect(try JSONValue(parsing: "9223372036854775808") == .double(9_223_372_036_854_775_808))
         #expect(try JSONValue(parsing: "1.5") == .double(1.5))
         #expect(try JSONValue(parsing: "2e3") == .double(2000))
     }
@@ -147,7 +147,8 @@ func bothScans(_ bytes: [UInt8]) -> (fast: ScanOutcome, reference: ScanOutcome, 
         }
         let b: ScanOutcome
         do throws(JSONError) {
-            b = .members(try reference.scanTopLevelObject().map { [$0.keyStart, $0.keyEnd, $0.keyEscaped ? 1 : 0, $0.start, $0.end, kindCode($0.kind)] })
+            b = .members(
+                try reference.scanTopLevelObject().map { [$0.keyStart, $0.keyEnd, $0.keyEscaped ? 1 : 0, $0.start, $0.end, kindCode($0.kind)] })
         } catch {
             b = .failed(error)
         }
@@ -266,7 +267,8 @@ struct SplitMix {
             Array("\"é日本😀\"".utf8), Array("123456789012".utf8), Array("-0.5e-3".utf8), Array("true".utf8), Array("false".utf8),
             Array("null".utf8), Array("\"".utf8), Array("\\".utf8), [0xC3], [0xA9], [0xED, 0xA0, 0x80], [0xF0, 0x9F], [0x01], [0xFF],
         ]
-        let valid = Array(#"{"op":"post","id":1,"name":"n","payload":{"m":[{"s":"Re: \"x\" \u00e9té","t":["a@b.org"],"n":-3.25e1,"r":true,"z":null},[],{}]}}"#.utf8)
+        let valid = Array(
+            #"{"op":"post","id":1,"name":"n","payload":{"m":[{"s":"Re: \"x\" \u00e9té","t":["a@b.org"],"n":-3.25e1,"r":true,"z":null},[],{}]}}"#.utf8)
         for _ in 0..<20000 {
             var doc: [UInt8]
             if random.below(2) == 0 {

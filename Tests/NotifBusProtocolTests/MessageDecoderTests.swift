@@ -9,14 +9,18 @@ func decode(_ text: String) -> DecodeResult {
 
 @Suite struct MessageDecoderTests {
     @Test func requestsDecode() {
-        guard case .decoded(.request(let id, .subscribe(let events, let priority, let key, false)), false) =
-                decode(#"{"op":"subscribe","id":"s1","events":["a","b"],"priority":-3,"key":"k"}"#) else {
+        guard
+            case .decoded(.request(let id, .subscribe(let events, let priority, let key, false)), false) =
+                decode(#"{"op":"subscribe","id":"s1","events":["a","b"],"priority":-3,"key":"k"}"#)
+        else {
             Issue.record("subscribe did not decode")
             return
         }
         #expect(id == .string("s1") && events == ["a", "b"] && priority == -3 && key == "k")
-        guard case .decoded(.request(_, .post(let name, let payload, let profile)), false) =
-                decode(#"{"op":"post","id":1,"name":"e","payload": [1, {"a":2}] }"#) else {
+        guard
+            case .decoded(.request(_, .post(let name, let payload, let profile)), false) =
+                decode(#"{"op":"post","id":1,"name":"e","payload": [1, {"a":2}] }"#)
+        else {
             Issue.record("post did not decode")
             return
         }
@@ -44,7 +48,8 @@ func decode(_ text: String) -> DecodeResult {
         }
         #expect(r.id == nil && r.code == .badRequest)
         guard case .decoded(.callReturn(let ret), false) = decode(#"{"op":"return","call":4,"result":null}"#),
-              case .result(let raw) = ret.body else {
+            case .result(let raw) = ret.body
+        else {
             Issue.record("return did not decode")
             return
         }
@@ -92,7 +97,10 @@ let decoderTemplates: [Members] = [
     [("op", #""unsubscribe""#), ("id", "2"), ("observer", #""o1""#)],
     [("op", #""unsubscribe""#), ("id", "2"), ("key", #""k""#)],
     [("op", #""post""#), ("id", "3"), ("name", #""e""#), ("payload", #"{"a":[1,2.5,"x",null]}"#)],
-    [("op", #""post""#), ("id", "3"), ("name", #""willPresent""#), ("payload", #"{"notification":{"identifier":"n1","content":{"title":"t","categoryIdentifier":"C"}}}"#)],
+    [
+        ("op", #""post""#), ("id", "3"), ("name", #""willPresent""#),
+        ("payload", #"{"notification":{"identifier":"n1","content":{"title":"t","categoryIdentifier":"C"}}}"#),
+    ],
     [("op", #""post""#), ("id", "3"), ("name", #""openSettings""#)],
     [("op", #""handle""#), ("id", "4"), ("channel", #""mail""#), ("method", #""open""#), ("resume", "false")],
     [("op", #""unhandle""#), ("id", "5"), ("handler", #""h1""#)],
@@ -139,7 +147,8 @@ func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLoc
         #expect(a == b && x == y && h1 == h2, "\(String(decoding: bytes, as: UTF8.self))", sourceLocation: sourceLocation)
         return
     }
-    #expect(String(describing: fast) == String(describing: reference), "\(String(decoding: bytes, as: UTF8.self))",
+    #expect(
+        String(describing: fast) == String(describing: reference), "\(String(decoding: bytes, as: UTF8.self))",
         sourceLocation: sourceLocation)
 }
 
@@ -203,8 +212,10 @@ func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLoc
                 }
             }
         }
-        for op in ["hello", "ping", "subscribe", "unsubscribe", "post", "handle", "unhandle", "invoke", "put", "take", "peek",
-            "setCategories", "getCategories", "status", "monitor", "next", "complete", "stop", "return"] {
+        for op in [
+            "hello", "ping", "subscribe", "unsubscribe", "post", "handle", "unhandle", "invoke", "put", "take", "peek",
+            "setCategories", "getCategories", "status", "monitor", "next", "complete", "stop", "return",
+        ] {
             for text in [op, op + "x", String(op.dropLast()), "x" + op, op.uppercased()] {
                 sameDecoding(Array(#"{"id":1,"op":"\#(text)"}"#.utf8))
                 sameDecoding(Array(#"{"op":"\#(text)","id":1,"event":2,"call":3}"#.utf8))

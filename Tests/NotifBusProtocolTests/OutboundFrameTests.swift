@@ -20,14 +20,16 @@ struct OutboundFrameTests {
         func vector(_ name: String) throws -> [UInt8] {
             try #require(vectors.valid.first { $0.name == name }).bytes
         }
-        #expect(OutboundFrame.reply(.integer(1), .hello(server: "notifbus/0.1.0", client: 7, maxFrame: 1_048_576)).encoded()
-            == (try vector("reply to hello")))
+        #expect(
+            OutboundFrame.reply(.integer(1), .hello(server: "notifbus/0.1.0", client: 7, maxFrame: 1_048_576)).encoded()
+                == (try vector("reply to hello")))
         #expect(OutboundFrame.error(nil, .badJSON, message: "unexpected byte at byte 0").encoded() == (try vector("error frame")))
         #expect(OutboundFrame.event(event: 12, observer: 2, name: "didReceive", payload: nil).encoded() == (try vector("event")))
         #expect(OutboundFrame.observerEvicted(1, by: 4).encoded() == (try vector("evicted observer")))
         #expect(OutboundFrame.handlerEvicted(1, by: 2).encoded() == (try vector("evicted handler")))
-        #expect(OutboundFrame.call(call: 31, handler: 2, channel: "c", method: "m", arguments: nil, from: 9).encoded()
-            == (try vector("call")))
+        #expect(
+            OutboundFrame.call(call: 31, handler: 2, channel: "c", method: "m", arguments: nil, from: 9).encoded()
+                == (try vector("call")))
         let ping = OutboundFrameTests.raw("{\"op\":\"ping\",\"id\":2}")
         let seen = ping.withUnsafeBytes { OutboundFrame.seen(inbound: true, client: 7, frame: $0) }
         #expect(seen == (try vector("seen")))
@@ -48,20 +50,26 @@ struct OutboundFrameTests {
         #expect(reply(.integer(1), .value(nil)) == #"{"op":"reply","id":1,"result":null}"#)
         #expect(reply(.integer(1), .categories(OutboundFrameTests.raw("[]"))) == #"{"op":"reply","id":1,"result":{"categories":[]}}"#)
         #expect(reply(.integer(1), .categoryCount(2)) == #"{"op":"reply","id":1,"result":{"count":2}}"#)
-        let post = PostReply(event: 7, outcome: .completed, by: 2, value: OutboundFrameTests.raw("[\"badge\"]"), retained: false,
-                             trace: [TraceHop(observer: 1, reply: .next), TraceHop(observer: 2, reply: .complete)])
-        #expect(reply(.integer(1), .posted(post))
-            == #"{"op":"reply","id":1,"result":{"event":7,"outcome":"completed","by":"o2","value":["badge"],"retained":null,"trace":[{"observer":"o1","reply":"next"},{"observer":"o2","reply":"complete"}]}}"#)
+        let post = PostReply(
+            event: 7, outcome: .completed, by: 2, value: OutboundFrameTests.raw("[\"badge\"]"), retained: false,
+            trace: [TraceHop(observer: 1, reply: .next), TraceHop(observer: 2, reply: .complete)])
+        #expect(
+            reply(.integer(1), .posted(post))
+                == #"{"op":"reply","id":1,"result":{"event":7,"outcome":"completed","by":"o2","value":["badge"],"retained":null,"trace":[{"observer":"o1","reply":"next"},{"observer":"o2","reply":"complete"}]}}"#
+        )
         let retained = PostReply(event: 8, outcome: .unhandled, by: nil, value: nil, retained: true, trace: [])
-        #expect(reply(.integer(1), .posted(retained))
-            == #"{"op":"reply","id":1,"result":{"event":8,"outcome":"unhandled","by":null,"value":null,"retained":"launch","trace":[]}}"#)
+        #expect(
+            reply(.integer(1), .posted(retained))
+                == #"{"op":"reply","id":1,"result":{"event":8,"outcome":"unhandled","by":null,"value":null,"retained":"launch","trace":[]}}"#)
     }
 
     @Test func errorRepliesAndRelayedHandlerErrors() {
-        #expect(OutboundFrameTests.body(OutboundFrame.error(.integer(2), .notFound, message: "no \"such\"\nobserver").encoded())
-            == #"{"op":"reply","id":2,"error":{"code":"not_found","message":"no \"such\"\nobserver"}}"#)
-        #expect(OutboundFrameTests.body(OutboundFrame.superseded(.integer(2), message: "m", by: "o1").encoded())
-            == #"{"op":"reply","id":2,"error":{"code":"superseded","message":"m","details":{"by":"o1"}}}"#)
+        #expect(
+            OutboundFrameTests.body(OutboundFrame.error(.integer(2), .notFound, message: "no \"such\"\nobserver").encoded())
+                == #"{"op":"reply","id":2,"error":{"code":"not_found","message":"no \"such\"\nobserver"}}"#)
+        #expect(
+            OutboundFrameTests.body(OutboundFrame.superseded(.integer(2), message: "m", by: "o1").encoded())
+                == #"{"op":"reply","id":2,"error":{"code":"superseded","message":"m","details":{"by":"o1"}}}"#)
         #expect(ErrorCode.timeout.frame(nil, message: "x") == OutboundFrame.error(nil, .timeout, message: "x").encoded())
     }
 
@@ -72,10 +80,12 @@ struct OutboundFrameTests {
         #expect(event.hasSuffix(",\"payload\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}"))
         let call = OutboundFrameTests.body(OutboundFrame.call(call: 1, handler: 1, channel: "c", method: "m", arguments: odd, from: 1).encoded())
         #expect(call.contains(",\"arguments\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" },"))
-        #expect(OutboundFrameTests.body(OutboundFrame.handlerError(.integer(1), odd).encoded())
-            == "{\"op\":\"reply\",\"id\":1,\"error\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}")
-        #expect(OutboundFrameTests.body(OutboundFrame.reply(.integer(1), .value(odd)).encoded())
-            == "{\"op\":\"reply\",\"id\":1,\"result\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}")
+        #expect(
+            OutboundFrameTests.body(OutboundFrame.handlerError(.integer(1), odd).encoded())
+                == "{\"op\":\"reply\",\"id\":1,\"error\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}")
+        #expect(
+            OutboundFrameTests.body(OutboundFrame.reply(.integer(1), .value(odd)).encoded())
+                == "{\"op\":\"reply\",\"id\":1,\"result\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}")
     }
 
     @Test func statusPageLayout() {
@@ -95,13 +105,19 @@ struct OutboundFrameTests {
         figures.maxPerClient = 1250
         figures.posted = 3
         let text = OutboundFrameTests.body(w.finish(next: .slot("y"), figures: figures))
-        #expect(text == #"{"op":"reply","id":4,"result":{"server":"s","uptimeMs":12,"clients":[{"client":"c1","name":null,"pid":10,"uid":1000,"queued":0,"unresponsive":false},{"client":"c2","name":"n","pid":11,"uid":1000,"queued":1,"unresponsive":true}],"observers":[{"observer":"o3","client":"c1","events":["a","b"],"priority":-5,"key":"k"}],"handlers":[{"handler":"h1","client":"c2","channel":"ch","method":null}],"slots":["x","y"],"next":"sy","queue":{"pending":2,"current":9,"maxPerClient":1250},"buffers":{"bytes":0,"max":0,"cutOff":0},"counters":{"posted":3,"completed":0,"stopped":0,"unhandled":0,"hopTimeouts":0,"gone":0,"invalid":0,"skipped":0,"invokes":0,"callTimeouts":0}}}"#)
+        #expect(
+            text
+                == #"{"op":"reply","id":4,"result":{"server":"s","uptimeMs":12,"clients":[{"client":"c1","name":null,"pid":10,"uid":1000,"queued":0,"unresponsive":false},{"client":"c2","name":"n","pid":11,"uid":1000,"queued":1,"unresponsive":true}],"observers":[{"observer":"o3","client":"c1","events":["a","b"],"priority":-5,"key":"k"}],"handlers":[{"handler":"h1","client":"c2","channel":"ch","method":null}],"slots":["x","y"],"next":"sy","queue":{"pending":2,"current":9,"maxPerClient":1250},"buffers":{"bytes":0,"max":0,"cutOff":0},"counters":{"posted":3,"completed":0,"stopped":0,"unhandled":0,"hopTimeouts":0,"gone":0,"invalid":0,"skipped":0,"invokes":0,"callTimeouts":0}}}"#
+        )
         var empty = StatusPageWriter(.integer(5), server: "s", uptimeMs: 0, capacity: 16)
         empty.beginObservers()
         empty.beginHandlers()
         empty.beginSlots()
         let emptyText = OutboundFrameTests.body(empty.finish(next: nil, figures: StatusFigures()))
-        #expect(emptyText.hasPrefix(#"{"op":"reply","id":5,"result":{"server":"s","uptimeMs":0,"clients":[],"observers":[],"handlers":[],"slots":[],"next":null,"queue":{"pending":0,"current":null,"#))
+        #expect(
+            emptyText.hasPrefix(
+                #"{"op":"reply","id":5,"result":{"server":"s","uptimeMs":0,"clients":[],"observers":[],"handlers":[],"slots":[],"next":null,"queue":{"pending":0,"current":null,"#
+            ))
     }
 
     // MARK: The scenarios' expected frames
@@ -160,9 +176,11 @@ struct OutboundFrameTests {
             return .event(event: e, observer: o, name: name, payload: json["payload"].flatMap { $0 == .null ? nil : $0.encoded })
         case "call":
             guard let call = json["call"]?.intValue, let h = number(json["handler"], "h"), let ch = json["channel"]?.stringValue,
-                  let m = json["method"]?.stringValue, let from = number(json["from"], "c") else { return nil }
-            return .call(call: call, handler: h, channel: ch, method: m, arguments: json["arguments"].flatMap { $0 == .null ? nil : $0.encoded },
-                         from: from)
+                let m = json["method"]?.stringValue, let from = number(json["from"], "c")
+            else { return nil }
+            return .call(
+                call: call, handler: h, channel: ch, method: m, arguments: json["arguments"].flatMap { $0 == .null ? nil : $0.encoded },
+                from: from)
         case "evicted":
             if let o = number(json["observer"], "o"), let by = number(json["by"], "o") { return .observerEvicted(o, by: by) }
             if let h = number(json["handler"], "h"), let by = number(json["by"], "h") { return .handlerEvicted(h, by: by) }
@@ -171,7 +189,7 @@ struct OutboundFrameTests {
             let rid = requestID(json["id"])
             if let error = json["error"] {
                 guard let codeText = error["code"]?.stringValue, let code = ErrorCode(rawValue: codeText),
-                      let message = error["message"]?.stringValue
+                    let message = error["message"]?.stringValue
                 else {
                     return rid.map { .handlerError($0, error.encoded) }
                 }
@@ -203,15 +221,17 @@ struct OutboundFrameTests {
             return .put(replaced: replaced, delivered: delivered)
         }
         if let event = r["event"]?.intValue, let outcomeText = r["outcome"]?.stringValue, let outcome = EventOutcome(rawValue: outcomeText),
-           case .array(let trace)? = r["trace"]
+            case .array(let trace)? = r["trace"]
         {
             let hops = trace.compactMap { hop -> TraceHop? in
                 guard let o = number(hop["observer"], "o"), let reply = hop["reply"]?.stringValue.flatMap(HopReply.init) else { return nil }
                 return TraceHop(observer: o, reply: reply)
             }
-            return .posted(PostReply(event: event, outcome: outcome, by: number(r["by"], "o"),
-                                     value: r["value"].flatMap { $0 == .null ? nil : $0.encoded },
-                                     retained: r["retained"] == "launch", trace: hops))
+            return .posted(
+                PostReply(
+                    event: event, outcome: outcome, by: number(r["by"], "o"),
+                    value: r["value"].flatMap { $0 == .null ? nil : $0.encoded },
+                    retained: r["retained"] == "launch", trace: hops))
         }
         if let categories = r["categories"], o.count == 1 { return .categories(categories.encoded) }
         if let count = r["count"]?.intValue, o.count == 1 { return .categoryCount(Int(count)) }

@@ -125,7 +125,13 @@ enum ReferenceDecoder {
         var seen: [StaticString] = []
         for m in members {
             let name: StaticString
-            if v.scanner.keyIs(m, "code") { name = "code" } else if v.scanner.keyIs(m, "message") { name = "message" } else if v.scanner.keyIs(m, "details") { name = "details" } else {
+            if v.scanner.keyIs(m, "code") {
+                name = "code"
+            } else if v.scanner.keyIs(m, "message") {
+                name = "message"
+            } else if v.scanner.keyIs(m, "details") {
+                name = "details"
+            } else {
                 throw v.bad("unknown field 'error.\(v.scanner.key(of: m))'")
             }
             guard !seen.contains(where: { $0.description == name.description }) else { throw v.bad("duplicate field 'error.\(name)'") }

@@ -7,8 +7,9 @@ import CLibevent
 import Glibc
 import NotifBusCore
 import NotifBusProtocol
-@testable import NotifBusTransport
 import Testing
+
+@testable import NotifBusTransport
 
 @Suite struct ConnectionStateTests {
     /// A slot value whose every `peek` reply is about 20 KB, so that a few of them fill
@@ -22,10 +23,11 @@ import Testing
         try h.greet(peer)
         peer.send(#"{"op":"put","id":1,"slot":"big","value":"# + bigValue + "}")
         var put: [JSONValue] = []
-        h.turn(until: {
-            put += peer.frames()
-            return !put.isEmpty
-        }, reading: peer)
+        h.turn(
+            until: {
+                put += peer.frames()
+                return !put.isEmpty
+            }, reading: peer)
         #expect(put.first?["result"]?["replaced"] == .bool(false))
         for i in 0..<count { peer.send("{\"op\":\"peek\",\"id\":\(i + 2),\"slot\":\"big\"}") }
         return (id, peer)
@@ -123,10 +125,12 @@ import Testing
         #expect(!connection.pendingInput.isEmpty)
         // The write is synced and answered; the frames already read go on, then the socket.
         var replies: [JSONValue] = []
-        #expect(h.turn(until: {
-            replies += peer.frames()
-            return replies.count == 20
-        }, reading: peer))
+        #expect(
+            h.turn(
+                until: {
+                    replies += peer.frames()
+                    return replies.count == 20
+                }, reading: peer))
         #expect(replies.map(\.["id"]) == (1...20).map { .integer(Int64($0)) })
         #expect(replies.allSatisfy { $0["result"] != nil })
         #expect(!connection.inputPaused && connection.pendingInput.isEmpty)
@@ -169,10 +173,12 @@ import Testing
         // The other client is served as before.
         bystander.send(#"{"op":"ping","id":5}"#)
         var replies: [JSONValue] = []
-        #expect(h.turn(until: {
-            replies += bystander.frames()
-            return !replies.isEmpty
-        }, reading: bystander))
+        #expect(
+            h.turn(
+                until: {
+                    replies += bystander.frames()
+                    return !replies.isEmpty
+                }, reading: bystander))
         #expect(replies.first?["id"] == .integer(5))
         #expect(h.server.connections.keys.sorted() == [bystanderID])
     }

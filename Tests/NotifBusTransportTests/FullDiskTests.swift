@@ -5,8 +5,9 @@
 import CLibevent
 import Glibc
 import NotifBusProtocol
-@testable import NotifBusTransport
 import Testing
+
+@testable import NotifBusTransport
 
 /// A `notifbus broker` child on a socket in `folder`, its stderr in a file there.
 final class BrokerChild {

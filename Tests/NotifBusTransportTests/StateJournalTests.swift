@@ -3,11 +3,13 @@
 // and a full disk (a file size limit on a broker child process).
 import Glibc
 import NotifBusProtocol
-@testable import NotifBusTransport
 import Testing
 
+@testable import NotifBusTransport
+
 @Suite struct StateJournalTests {
-    static let categories = utf8(#"[{"identifier":"INVITE","options":[],"actions":[{"identifier":"ACCEPT","title":"Accept","options":["foreground"]}]}]"#)
+    static let categories = utf8(
+        #"[{"identifier":"INVITE","options":[],"actions":[{"identifier":"ACCEPT","title":"Accept","options":["foreground"]}]}]"#)
 
     /// The file a compaction of `slots` and `categories` writes, byte for byte.
     static func snapshot(slots: [String: [UInt8]], categories: [UInt8]?) -> [UInt8] {

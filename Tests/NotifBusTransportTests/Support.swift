@@ -5,8 +5,9 @@ import CLibevent
 import Glibc
 import NotifBusCore
 import NotifBusProtocol
-@testable import NotifBusTransport
 import Testing
+
+@testable import NotifBusTransport
 
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
@@ -215,10 +216,11 @@ final class ServerHarness {
     func greet(_ peer: Peer) throws {
         peer.send(#"{"op":"hello","id":0,"protocol":1,"name":"transport-test"}"#)
         var replies: [JSONValue] = []
-        turn(until: {
-            replies += peer.frames()
-            return !replies.isEmpty
-        }, reading: peer)
+        turn(
+            until: {
+                replies += peer.frames()
+                return !replies.isEmpty
+            }, reading: peer)
         guard replies.first?["result"] != nil else { throw TestFailure("hello was not answered: \(replies)") }
     }
 

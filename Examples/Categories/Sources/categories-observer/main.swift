@@ -43,17 +43,23 @@ enum Program {
     /// The app's categories: an invitation, a message with an inline reply and a custom dismiss,
     /// and a reminder whose Snooze runs in the background next to an Open that launches the app.
     static let appCategories: [NotificationCategory] = [
-        NotificationCategory(identifier: "INVITE", actions: [
-            NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground]),
-            NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
-        ]),
-        NotificationCategory(identifier: "MESSAGE", actions: [
-            TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: "Message"),
-        ], options: [.customDismissAction, .hiddenPreviewsShowTitle]),
-        NotificationCategory(identifier: "REMINDER", actions: [
-            NotificationAction(identifier: "SNOOZE", title: "Snooze"),
-            NotificationAction(identifier: "OPEN", title: "Open", options: [.foreground]),
-        ]),
+        NotificationCategory(
+            identifier: "INVITE",
+            actions: [
+                NotificationAction(identifier: "ACCEPT", title: "Accept", options: [.foreground]),
+                NotificationAction(identifier: "DECLINE", title: "Decline", options: [.destructive]),
+            ]),
+        NotificationCategory(
+            identifier: "MESSAGE",
+            actions: [
+                TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: "Send", textInputPlaceholder: "Message")
+            ], options: [.customDismissAction, .hiddenPreviewsShowTitle]),
+        NotificationCategory(
+            identifier: "REMINDER",
+            actions: [
+                NotificationAction(identifier: "SNOOZE", title: "Snooze"),
+                NotificationAction(identifier: "OPEN", title: "Open", options: [.foreground]),
+            ]),
     ]
 
     static let usage = "usage: categories-observer (--register | --role invites|messages|reminders) [--socket PATH]"

@@ -14,13 +14,14 @@ struct MailApp: Sendable {
 
     /// From now on, clicks relayed by the host open their email here.
     func handleClicks() async throws(NotifBusError) {
-        try await channel.setMethodCallHandler({ call in
-            guard let emailID = call.arguments["emailId"]?.stringValue else {
-                throw PlatformError(code: "bad_arguments", message: "no emailId in \(call.arguments.text)")
-            }
-            Console.line("opening email \(emailID) (app in foreground/background)")
-            return ["opened": .string(emailID)]
-        }, method: MailChannel.openClickedEmail)
+        try await channel.setMethodCallHandler(
+            { call in
+                guard let emailID = call.arguments["emailId"]?.stringValue else {
+                    throw PlatformError(code: "bad_arguments", message: "no emailId in \(call.arguments.text)")
+                }
+                Console.line("opening email \(emailID) (app in foreground/background)")
+                return ["opened": .string(emailID)]
+            }, method: MailChannel.openClickedEmail)
         Console.line("ready: handling \(MailChannel.openClickedEmail)")
     }
 

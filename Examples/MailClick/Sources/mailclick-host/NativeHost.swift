@@ -29,13 +29,15 @@ struct NativeHost: Sendable {
         let userInfo = notification?["content"]?["userInfo"] ?? .null
         Console.line("click on \(identifier) (event \(event.event), userInfo \(userInfo.text)): asking the app to open it")
         do {
-            let answer = try await channel.invokeMethod(MailChannel.openClickedEmail, arguments: userInfo,
-                                                        timeout: .milliseconds(options.invokeTimeoutMs))
+            let answer = try await channel.invokeMethod(
+                MailChannel.openClickedEmail, arguments: userInfo,
+                timeout: .milliseconds(options.invokeTimeoutMs))
             Console.line("the app opened it (answer \(answer.text)): completing event \(event.event)")
             return .complete(answer)
         } catch .notImplemented {
-            Console.line("the app has no handler for it (not_implemented: not running, or not ready yet): "
-                + "answering next, so the click is kept for launch")
+            Console.line(
+                "the app has no handler for it (not_implemented: not running, or not ready yet): "
+                    + "answering next, so the click is kept for launch")
             return .next
         } catch {
             Console.line("the app did not take the click (\(error)): answering next, so the click is kept for launch")
@@ -46,8 +48,9 @@ struct NativeHost: Sendable {
     /// The app asks which click launched it: take the kept click once, waiting a little for
     /// one that is still on its way, and answer its emailId or null.
     func launchEmailID() async throws -> JSONValue {
-        Console.line("the app asks which click launched it: taking slot '\(MailChannel.launchSlot)', "
-            + "waiting up to \(Console.seconds(options.launchWaitMs))")
+        Console.line(
+            "the app asks which click launched it: taking slot '\(MailChannel.launchSlot)', "
+                + "waiting up to \(Console.seconds(options.launchWaitMs))")
         let payload: JSONValue?
         do {
             payload = try await bus.take(MailChannel.launchSlot, wait: .milliseconds(options.launchWaitMs))

@@ -11,8 +11,9 @@ let bus = await program.connect()
 let host = NativeHost(bus: bus, options: options)
 do {
     let observer = try await host.start()
-    Console.line("native host \(bus.clientID): observing \(MailChannel.clickEvent) as \(observer.id) "
-        + "(key \(options.key), priority \(options.priority)); answering \(MailChannel.launchEmailID)")
+    Console.line(
+        "native host \(bus.clientID): observing \(MailChannel.clickEvent) as \(observer.id) "
+            + "(key \(options.key), priority \(options.priority)); answering \(MailChannel.launchEmailID)")
 } catch {
     program.fail("cannot register", error)
 }
