@@ -29,6 +29,7 @@ for kind in "${kinds[@]}"; do
     build=.build-$kind
     reports=$root/$build/sanitizer-reports
     log=$root/$build/swift-test.log
+    skip=()
     if [ "$kind" = asan ]; then
         flags=(-Xswiftc -sanitize=address -Xswiftc -use-ld=lld)
         symbol=__asan_init
@@ -38,6 +39,10 @@ for kind in "${kinds[@]}"; do
     else
         flags=(-Xswiftc -sanitize=thread)
         symbol=__tsan_init
+        # ThreadSanitizer's runtime faults (SIGBUS) at start-up in a process with a file
+        # size limit, which FullDiskTests sets on its child broker (`ulimit -f`); that test
+        # runs in the ordinary and the ASan runs.
+        skip=(--skip FullDiskTests)
         export TSAN_OPTIONS="log_path=$reports/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1"
     fi
     rm -rf "$reports"
@@ -60,9 +65,9 @@ for kind in "${kinds[@]}"; do
         fi
     done
 
-    echo "==> $kind: NOTIFBUS_BIN=$bin/notifbus swift test --skip-build --build-path $build ${flags[*]} ${filter[*]}"
+    echo "==> $kind: NOTIFBUS_BIN=$bin/notifbus swift test --skip-build --build-path $build ${flags[*]} ${filter[*]} ${skip[*]}"
     start=$SECONDS
-    NOTIFBUS_BIN="$bin/notifbus" timeout 1500 swift test --skip-build --build-path "$build" "${flags[@]}" "${filter[@]}" >"$log" 2>&1
+    NOTIFBUS_BIN="$bin/notifbus" timeout 1500 swift test --skip-build --build-path "$build" "${flags[@]}" "${filter[@]}" "${skip[@]}" >"$log" 2>&1
     status=$?
     test_seconds=$((SECONDS - start))
     grep -E 'Test run with|Executed [0-9]+ tests?' "$log" | sed 's/^[[:space:]]*/    /' | sort -u
