@@ -5,12 +5,18 @@
 # instructions by the difference in returns handled. Prints figures; asserts nothing.
 #
 # usage: Benchmarks/callgrind-broker.sh [TOP]     (TOP functions to list, default 25)
-# env:   KEEP=dir   keep the two callgrind.out files in dir
+# env:   KEEP=dir     keep the two callgrind.out files in dir
+#        BROKER=path  measure this notifbus binary instead of building .build/release/notifbus
+#                     (an older build beside the new one, for before/after figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=${1:-25}
 command -v valgrind >/dev/null || { echo "callgrind-broker.sh: valgrind is not installed (scripts/setup.sh)" >&2; exit 2; }
-swift build -c release --product notifbus >&2
+broker=${BROKER:-}
+if [ -z "$broker" ]; then
+    swift build -c release --product notifbus >&2
+    broker=$PWD/.build/release/notifbus
+fi
 swift build -c release --product notifbus-bench >&2
 
 out=$(mktemp -d)
@@ -18,7 +24,7 @@ trap 'rm -rf "$out"' EXIT
 # The bench execs "$broker broker --socket ..."; this wrapper puts the broker under callgrind.
 cat >"$out/broker" <<EOF
 #!/bin/sh
-exec valgrind --tool=callgrind --callgrind-out-file="$out/\$RUN.out" "$PWD/.build/release/notifbus" "\$@"
+exec valgrind --tool=callgrind --callgrind-out-file="$out/\$RUN.out" "$broker" "\$@"
 EOF
 chmod +x "$out/broker"
 
