@@ -125,10 +125,3 @@ extension FrameBuilder {
         }
     }
 }
-
-extension ErrorCode {
-    /// An error reply (`rid` given) or error frame (`rid` nil), length-prefixed.
-    public func frame(_ rid: RequestID?, message: String) -> [UInt8] {
-        OutboundFrame.error(rid, self, message: message).encoded()
-    }
-}

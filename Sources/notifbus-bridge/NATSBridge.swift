@@ -384,7 +384,7 @@ final class NATSBridge: @unchecked Sendable {
                     again.sequence = store.recordIntent(work.id)
                     queue.append(again)
                     usleep(10_000)
-                case .failure(.broker(let e)) where e.code == "storage_failed" || e.code == ErrorCode.shuttingDown.rawValue:
+                case .failure(.broker(let e)) where e.code == ErrorCode.storageFailed.rawValue || e.code == ErrorCode.shuttingDown.rawValue:
                     log("broker refused message \(work.id) for now: \(e)")
                     lost = true
                 case .failure(.broker(let e)):

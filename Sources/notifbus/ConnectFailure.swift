@@ -7,10 +7,10 @@ enum ConnectFailure {
     /// One line for `error`, naming the fix where there is one.
     static func describe(_ error: any Error) -> String {
         guard let error = error as? NotifBusError else { return "\(error)" }
-        if case .broker(let refusal) = error, refusal.code == "forbidden" {
+        if case .broker(let refusal) = error, refusal.code == ErrorCode.forbidden.rawValue {
             return "\(refusal.code): \(refusal.message) (the broker's owner can admit it: notifbus broker --allow-uid \(getuid()))"
         }
-        if case .broker(let refusal) = error, refusal.code == "too_many_clients" {
+        if case .broker(let refusal) = error, refusal.code == ErrorCode.tooManyClients.rawValue {
             return "\(refusal.code): \(refusal.message) (try again once a client has left, or start the broker with a larger --max-clients)"
         }
         return error.description

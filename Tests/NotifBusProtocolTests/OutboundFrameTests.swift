@@ -70,7 +70,9 @@ struct OutboundFrameTests {
         #expect(
             OutboundFrameTests.body(OutboundFrame.superseded(.integer(2), message: "m", by: "o1").encoded())
                 == #"{"op":"reply","id":2,"error":{"code":"superseded","message":"m","details":{"by":"o1"}}}"#)
-        #expect(ErrorCode.timeout.frame(nil, message: "x") == OutboundFrame.error(nil, .timeout, message: "x").encoded())
+        #expect(
+            OutboundFrameTests.body(OutboundFrame.error(nil, .timeout, message: "x").encoded())
+                == #"{"op":"reply","id":null,"error":{"code":"timeout","message":"x"}}"#)
     }
 
     /// Raw user data is copied as written, whitespace and escapes included.
