@@ -101,7 +101,7 @@ public struct Broker {
         client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
         if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
-        switch decoded {
+        switch consume decoded {
         case .badJSON(let reason):
             refuse(id, nil, .badJSON(reason), now: now)
         case .rejected(let rejection, let isHello):
@@ -116,7 +116,7 @@ public struct Broker {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
-            switch inbound {
+            switch consume inbound {
             case .request(let requestID, let request):
                 // Nothing of this connection waits and no write is in flight: `admit` would
                 // start it at once (a put or take still asks it, for takers held back).
