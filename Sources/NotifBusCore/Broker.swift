@@ -241,9 +241,9 @@ public struct Broker {
     // MARK: Dispatch
 
     /// Carries out one request of `client` (which the sessions hold).
-    mutating func handle(_ request: Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
+    mutating func handle(_ request: consuming Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
         let c = client.id
-        switch request {
+        switch consume request {
         case .hello(let version, let name):
             guard !client.greeted else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
             guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }
