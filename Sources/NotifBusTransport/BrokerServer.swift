@@ -432,6 +432,14 @@ public final class BrokerServer {
     /// the buffer figures), until the core has nothing more to do. Output is only queued here; it is written once per loop iteration by
     /// `flushPending`.
     func settle() {
+        // Nothing to apply, report or cut off: only the figures, when they moved.
+        if actionBuffer.isEmpty && lost.isEmpty && bufferedBytes <= options.maxBufferedBytes {
+            if core.buffers.bytes != bufferedBytes || core.buffers.cutOff != cutOffCount {
+                core.buffers.bytes = bufferedBytes
+                core.buffers.cutOff = cutOffCount
+            }
+            return
+        }
         while true {
             swap(&actionBuffer, &applyingActions)
             if !applyingActions.isEmpty {
