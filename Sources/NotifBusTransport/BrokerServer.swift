@@ -534,8 +534,8 @@ public final class BrokerServer {
     }
 
     /// Carries out one action: I/O only, never a call into the core.
-    func apply(_ action: BrokerAction) {
-        switch action {
+    func apply(_ action: consuming BrokerAction) {
+        switch consume action {
         case .send(let id, let frame):
             queue(frame, to: id)
         case .close(let id):
@@ -566,7 +566,7 @@ public final class BrokerServer {
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
     /// Kept out of line: inlined into `settle`, every action would be copied whole to be applied.
     @inline(never)
-    func queue(_ frame: [UInt8], to id: ConnectionID) {
+    func queue(_ frame: consuming [UInt8], to id: ConnectionID) {
         guard let connection = connections[id], !connection.isClosed else { return }
         connection.enqueue(frame)
         account(connection)
