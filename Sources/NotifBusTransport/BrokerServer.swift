@@ -443,8 +443,10 @@ public final class BrokerServer {
         while true {
             swap(&actionBuffer, &applyingActions)
             if !applyingActions.isEmpty {
-                for action in applyingActions { apply(action) }
-                applyingActions.removeAll(keepingCapacity: true)
+                // Reversed and taken from the end, each action moves out whole, in order:
+                // no copy of it, and no pass destroying the list afterwards.
+                applyingActions.reverse()
+                while let action = applyingActions.popLast() { apply(action) }
                 continue
             }
             if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolder() }
