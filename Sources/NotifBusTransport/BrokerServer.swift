@@ -85,7 +85,7 @@ public final class BrokerServer {
     let base: OpaquePointer
     var core: Broker
     var journal: StateJournal?
-    var connections: [ConnectionID: Connection] = [:]
+    var connections = IDTable<Connection>()
     var nextConnectionID = 1
     var listenFD: Int32 = -1
     var listenEvent: OpaquePointer? = nil
@@ -445,7 +445,7 @@ public final class BrokerServer {
             if !applyingActions.isEmpty {
                 // Reversed and taken from the end, each action moves out whole, in order:
                 // no copy of it, and no pass destroying the list afterwards.
-                applyingActions.reverse()
+                if applyingActions.count > 1 { applyingActions.reverse() }
                 while let action = applyingActions.popLast() { apply(action) }
                 continue
             }
