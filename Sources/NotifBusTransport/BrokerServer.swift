@@ -113,6 +113,9 @@ public final class BrokerServer {
     /// worked; reported to the core once the journal is synced.
     var unreported: [(write: WriteID, appended: Bool)] = []
     var toFlush: [Connection] = []
+    /// The connections `flushPending` is writing to now: `toFlush` swapped out, so that
+    /// both lists keep their storage from turn to turn.
+    var flushing: [Connection] = []
     /// Connections whose reading is paused (`Connection.inputPaused`).
     var pausedConnections: [Connection] = []
     var stopping = false
@@ -524,12 +527,12 @@ public final class BrokerServer {
         while true {
             settle()
             if toFlush.isEmpty { break }
-            let pending = toFlush
-            toFlush.removeAll(keepingCapacity: true)
-            for connection in pending {
+            swap(&toFlush, &flushing)
+            for connection in flushing {
                 connection.queuedForFlush = false
                 flush(connection)
             }
+            flushing.removeAll(keepingCapacity: true)
         }
         rearmTimer()
         if stopping && connections.isEmpty { finished = true }
