@@ -162,11 +162,11 @@ extension Broker {
         endHop(.timeout, now: now)
     }
 
-    mutating func handleAnswer(_ answer: Answer, from c: ConnectionID, now: Instant) {
+    mutating func handleAnswer(_ answer: consuming Answer, from c: ConnectionID, now: Instant) {
         guard case .awaiting(let event, let hop) = events.state, hop.client == c, event.post.event == answer.event else {
             return  // another connection, another event, an ended hop, or a second answer
         }
-        switch answer {
+        switch consume answer {
         case .next:
             endHop(.next, now: now)
         case .stop:

@@ -29,7 +29,9 @@ extension Broker {
         send(.reply(rid, .handlerRemoved(id)), to: c)
     }
 
-    mutating func invoke(channel: String, method: String, arguments: RawJSON?, rid: RequestID, from client: ClientRecord, now: Instant) {
+    mutating func invoke(
+        channel: consuming String, method: consuming String, arguments: consuming RawJSON?, rid: RequestID, from client: ClientRecord, now: Instant
+    ) {
         let c = client.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         guard client.callsInvoked < configuration.maxCallsPerConnection else {
@@ -50,12 +52,14 @@ extension Broker {
     }
 
     /// Only the connection that received the call may return it; anything else is ignored.
-    mutating func handleReturn(_ ret: CallReturn, from client: ClientRecord) {
+    mutating func handleReturn(_ ret: consuming CallReturn, from client: ClientRecord) {
         guard let call = channels.returnCall(ret.call, from: client.id) else { return }
         client.callsReceived -= 1
         guard let invoker = sessions[call.invoker] else { return }
         invoker.callsInvoked -= 1
-        switch ret.body {
+        let body = ret.body
+        _ = consume ret
+        switch consume body {
         case .result(let raw): send(.reply(call.requestID, .value(raw)), to: call.invoker)
         case .error(let raw): send(.handlerError(call.requestID, raw), to: call.invoker)
         }

@@ -101,7 +101,7 @@ public struct Broker {
         client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
         if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
-        switch decoded {
+        switch consume decoded {
         case .badJSON(let reason):
             refuse(id, nil, .badJSON(reason), now: now)
         case .rejected(let rejection, let isHello):
@@ -116,7 +116,7 @@ public struct Broker {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
-            switch inbound {
+            switch consume inbound {
             case .request(let requestID, let request):
                 // Nothing of this connection waits and no write is in flight: `admit` would
                 // start it at once (a put or take still asks it, for takers held back).
@@ -241,9 +241,9 @@ public struct Broker {
     // MARK: Dispatch
 
     /// Carries out one request of `client` (which the sessions hold).
-    mutating func handle(_ request: Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
+    mutating func handle(_ request: consuming Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
         let c = client.id
-        switch request {
+        switch consume request {
         case .hello(let version, let name):
             guard !client.greeted else { return refuse(c, rid, .session(.alreadyGreeted), now: now) }
             guard version == protocolVersion else { return refuse(c, rid, .session(.unsupportedProtocol(version)), now: now) }

@@ -6,24 +6,27 @@
 /// would hash each id with a seeded SipHash on every lookup; these ids are not chosen by
 /// any peer, so a multiplicative (Fibonacci) hash spreads them well enough, and a lookup
 /// costs a multiply, a shift and usually one compare.
-struct IDTable<Value> {
+public struct IDTable<Value> {
     /// Slots of a power-of-two count (none until the first insert); nil is empty. Kept at
     /// most half full, so probe runs stay short.
-    private var slots: [(key: Int, value: Value)?] = []
-    private var shift = 64 - 4
-    private(set) var count = 0
+    @usableFromInline var slots: [(key: Int, value: Value)?] = []
+    @usableFromInline var shift = 64 - 4
+    /// How many ids are held.
+    public private(set) var count = 0
 
-    init() {}
+    /// An empty table (it allocates on the first insert).
+    public init() {}
 
-    var isEmpty: Bool { count == 0 }
+    /// Whether no id is held.
+    public var isEmpty: Bool { count == 0 }
 
-    @inline(__always)
-    private func home(_ key: Int) -> Int {
+    @inlinable @inline(__always)
+    func home(_ key: Int) -> Int {
         Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(key)) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
     }
 
-    @inline(__always)
-    private func index(of key: Int) -> Int? {
+    @inlinable @inline(__always)
+    func index(of key: Int) -> Int? {
         guard count > 0 else { return nil }
         let mask = slots.count - 1
         var i = home(key)
@@ -34,8 +37,9 @@ struct IDTable<Value> {
         return nil
     }
 
-    subscript(key: Int) -> Value? {
-        get {
+    /// The record of `key`; setting nil removes it.
+    public subscript(key: Int) -> Value? {
+        @inlinable get {
             guard let i = index(of: key) else { return nil }
             return slots[i]!.value
         }
@@ -44,7 +48,8 @@ struct IDTable<Value> {
         }
     }
 
-    mutating func insert(_ key: Int, _ value: Value) {
+    /// Sets `key`'s record, replacing any it had.
+    public mutating func insert(_ key: Int, _ value: Value) {
         if let i = index(of: key) {
             slots[i] = (key, value)
             return
@@ -64,7 +69,7 @@ struct IDTable<Value> {
     /// Removes `key`'s entry and closes the gap by moving later entries of the probe run
     /// back, so that no tombstones build up.
     @discardableResult
-    mutating func removeValue(forKey key: Int) -> Value? {
+    public mutating func removeValue(forKey key: Int) -> Value? {
         guard var hole = index(of: key) else { return nil }
         let removed = slots[hole]!.value
         slots[hole] = nil
@@ -85,7 +90,8 @@ struct IDTable<Value> {
         return removed
     }
 
-    mutating func removeAll() {
+    /// Empties the table and frees its slots.
+    public mutating func removeAll() {
         slots = []
         shift = 64 - 4
         count = 0
@@ -93,7 +99,7 @@ struct IDTable<Value> {
 
     /// Empties the table; its slots are kept for reuse while there are few of them (64), so
     /// that one large use does not make every later emptying slow.
-    mutating func removeAllKeepingSmallCapacity() {
+    public mutating func removeAllKeepingSmallCapacity() {
         guard count > 0 else { return }
         guard slots.count <= 64 else { return removeAll() }
         for i in slots.indices { slots[i] = nil }
@@ -109,9 +115,9 @@ struct IDTable<Value> {
     }
 
     /// The ids held, in no particular order.
-    var keys: [Int] { slots.compactMap { $0?.key } }
+    public var keys: [Int] { slots.compactMap { $0?.key } }
     /// The records held, in no particular order.
-    var values: [Value] { slots.compactMap { $0?.value } }
+    public var values: [Value] { slots.compactMap { $0?.value } }
     /// The entries, ordered by id.
-    var sortedEntries: [(key: Int, value: Value)] { slots.compactMap { $0 }.sorted { $0.key < $1.key } }
+    public var sortedEntries: [(key: Int, value: Value)] { slots.compactMap { $0 }.sorted { $0.key < $1.key } }
 }

@@ -85,7 +85,7 @@ public final class BrokerServer {
     let base: OpaquePointer
     var core: Broker
     var journal: StateJournal?
-    var connections: [ConnectionID: Connection] = [:]
+    var connections = IDTable<Connection>()
     var nextConnectionID = 1
     var listenFD: Int32 = -1
     var listenEvent: OpaquePointer? = nil
@@ -113,6 +113,9 @@ public final class BrokerServer {
     /// worked; reported to the core once the journal is synced.
     var unreported: [(write: WriteID, appended: Bool)] = []
     var toFlush: [Connection] = []
+    /// The connections `flushPending` is writing to now: `toFlush` swapped out, so that
+    /// both lists keep their storage from turn to turn.
+    var flushing: [Connection] = []
     /// Connections whose reading is paused (`Connection.inputPaused`).
     var pausedConnections: [Connection] = []
     var stopping = false
@@ -432,11 +435,21 @@ public final class BrokerServer {
     /// the buffer figures), until the core has nothing more to do. Output is only queued here; it is written once per loop iteration by
     /// `flushPending`.
     func settle() {
+        // Nothing to apply, report or cut off: only the figures, when they moved.
+        if actionBuffer.isEmpty && lost.isEmpty && bufferedBytes <= options.maxBufferedBytes {
+            if core.buffers.bytes != bufferedBytes || core.buffers.cutOff != cutOffCount {
+                core.buffers.bytes = bufferedBytes
+                core.buffers.cutOff = cutOffCount
+            }
+            return
+        }
         while true {
             swap(&actionBuffer, &applyingActions)
             if !applyingActions.isEmpty {
-                for action in applyingActions { apply(action) }
-                applyingActions.removeAll(keepingCapacity: true)
+                // Reversed and taken from the end, each action moves out whole, in order:
+                // no copy of it, and no pass destroying the list afterwards.
+                if applyingActions.count > 1 { applyingActions.reverse() }
+                while let action = applyingActions.popLast() { apply(action) }
                 continue
             }
             if lost.isEmpty && bufferedBytes > options.maxBufferedBytes { cutOffBiggestHolder() }
@@ -514,20 +527,20 @@ public final class BrokerServer {
         while true {
             settle()
             if toFlush.isEmpty { break }
-            let pending = toFlush
-            toFlush.removeAll(keepingCapacity: true)
-            for connection in pending {
+            swap(&toFlush, &flushing)
+            for connection in flushing {
                 connection.queuedForFlush = false
                 flush(connection)
             }
+            flushing.removeAll(keepingCapacity: true)
         }
         rearmTimer()
         if stopping && connections.isEmpty { finished = true }
     }
 
     /// Carries out one action: I/O only, never a call into the core.
-    func apply(_ action: BrokerAction) {
-        switch action {
+    func apply(_ action: consuming BrokerAction) {
+        switch consume action {
         case .send(let id, let frame):
             queue(frame, to: id)
         case .close(let id):
@@ -558,7 +571,7 @@ public final class BrokerServer {
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
     /// Kept out of line: inlined into `settle`, every action would be copied whole to be applied.
     @inline(never)
-    func queue(_ frame: [UInt8], to id: ConnectionID) {
+    func queue(_ frame: consuming [UInt8], to id: ConnectionID) {
         guard let connection = connections[id], !connection.isClosed else { return }
         connection.enqueue(frame)
         account(connection)

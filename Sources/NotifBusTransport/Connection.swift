@@ -132,7 +132,7 @@ final class Connection {
     // MARK: Output
 
     /// Queues a frame. The common case, an empty buffer, takes the array without copying.
-    func enqueue(_ frame: [UInt8]) {
+    func enqueue(_ frame: consuming [UInt8]) {
         if pendingOutputBytes == 0 {
             output = frame
             outputOffset = 0
