@@ -240,7 +240,8 @@ final class Session {
             begin(input: nil)
             context.shuttingDown = true
             // With writes in flight the connections close once the last is reported.
-            if inFlight.isEmpty { for peer in peers where peer.open { context.mustClose.insert(peer.id) } }
+            // Those that never greeted hold nothing and close at once.
+            for peer in peers where peer.open && (inFlight.isEmpty || !peer.greeted) { context.mustClose.insert(peer.id) }
             broker.shutdown(now: now, into: &buffer)
             end()
             if let deadline = broker.nextDeadline { violation("deadline \(deadline) still set after shutdown") }

@@ -211,7 +211,10 @@ public struct Broker {
         for waiter in slots.removeAllWaiters() where !waiter.held {
             refuse(waiter.client, waiter.requestID, .session(.shuttingDown), now: now)
         }
+        // No hello can arrive any more, and one that never came holds nothing: those
+        // connections close now instead of waiting for the writes of others.
         sessions.dropHelloDeadlines()
+        for id in sessions.records.keys.sorted() where sessions[id]?.greeted == false { close(id, now: now) }
         resumeWaiting(now: now)
         closeIfShutDown()
     }

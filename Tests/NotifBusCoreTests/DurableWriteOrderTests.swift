@@ -173,6 +173,23 @@ import Testing
         #expect(Set(h.closed) == [c, other])
     }
 
+    /// At shutdown a connection that never greeted closes at once, though another's write
+    /// is still in flight: it holds nothing, and its greeting can no longer arrive.
+    @Test func shutdownClosesUngreetedAtOnce() {
+        var h = holding()
+        let c = h.connect(), silent = h.connect(greet: false)
+        h.send(c, #"{"op":"put","id":1,"slot":"s","value":1}"#)
+        h.shutdown()
+        h.collect()
+        #expect(h.closed == [silent])
+        #expect(h.nothingSent(to: silent))
+        h.advance(ms: 60_000)
+        #expect(h.broker.nextDeadline == nil)
+        h.finishWrite()
+        #expect(h.takeAll(c).map { $0["id"] } == [1])
+        #expect(h.closed == [silent, c])
+    }
+
     /// Launch retentions that wait for a write of `launch` go on one by one, in order.
     @Test func waitingLaunchRetentionsGoOnInOrder() {
         var h = holding()
