@@ -2,6 +2,7 @@
 // `notifications` channel (add, remove, list, capabilities), asks the willPresent chain how
 // to present, and turns the server's signals into one didReceive per notification. The
 // delivered table is shared by the channel's tasks and the bus thread, under one lock.
+import Dispatch
 import Glibc
 import NotifBusClient
 import NotifBusDesktop
@@ -15,6 +16,8 @@ struct BridgeOptions: Sendable {
     var unhandled: PresentationOptions = .banner
     /// Bounds every D-Bus call.
     var dbusTimeoutMs: Int64 = 5000
+    /// How many shown notifications the bridge remembers; adding one more closes the oldest.
+    var maxDelivered = DeliveryTable.defaultCapacity
     var verbose = false
 }
 
@@ -29,7 +32,7 @@ final class DesktopBridge: @unchecked Sendable {
     let server: NotificationServer
     let options: BridgeOptions
     private let lock = Lock()
-    private var table = DeliveryTable()
+    private var table: DeliveryTable
     private var info: NotificationServerInfo? = nil
     /// The unique name that owns org.freedesktop.Notifications, once known.
     private var owner: String? = nil
@@ -40,11 +43,15 @@ final class DesktopBridge: @unchecked Sendable {
     /// notification, so it grows only as fast as a person answers them.
     private let responseStream: AsyncStream<NotificationResponse>
     private let responses: AsyncStream<NotificationResponse>.Continuation
+    /// Responses taken from the server's signals and not yet answered by the broker.
+    private var unposted = 0
+    private var stopping = false
 
     init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
         self.broker = broker
         self.server = server
         self.options = options
+        table = DeliveryTable(capacity: options.maxDelivered)
         (responseStream, responses) = AsyncStream.makeStream(of: NotificationResponse.self)
     }
 
@@ -104,16 +111,24 @@ final class DesktopBridge: @unchecked Sendable {
             capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
         if options.verbose { log("Notify\(arguments)") }
         let id = try await server.notify(arguments) { [self] id, sender in
-            let superseded = lock.withLock { () -> UInt32? in
+            let (superseded, forgotten) = lock.withLock { () -> (UInt32?, [UInt32]) in
                 // The connection that answered Notify owns the name: its signals are the ones to trust.
                 if let sender { owner = sender }
                 let before = table.desktopId(forIdentifier: notification.identifier)
-                _ = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
-                return before == id ? nil : before
+                let forgotten = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
+                return (before == id ? nil : before, forgotten)
             }
             // Another add of this identifier was shown meanwhile under another id (both were
             // sent before either was answered): only the newest stays, as when it replaces.
-            if let superseded { Task { try? await server.close(superseded) } }
+            // The oldest ones forgotten to stay within --max-delivered leave the screen too, so
+            // that nothing is shown whose answer the bridge would not know.
+            let closing = (superseded.map { [$0] } ?? []) + forgotten
+            if !closing.isEmpty {
+                if !forgotten.isEmpty {
+                    log("closing \(forgotten.count) oldest notification(s) to stay within --max-delivered \(options.maxDelivered)")
+                }
+                Task { for old in closing { try? await server.close(old) } }
+            }
         }
         return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
     }
@@ -205,7 +220,12 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
-        responses.yield(response)
+        lock.withLock { unposted += 1 }
+        guard case .enqueued = responses.yield(response) else {
+            lock.withLock { unposted -= 1 }
+            log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) not posted: the bridge is stopping")
+            return
+        }
         Task { [server, options] in
             // An answered notification leaves the screen, as on iOS; some servers (dunst
             // through dunstctl, KDE after a reply) keep it otherwise. The close that follows
@@ -233,7 +253,26 @@ final class DesktopBridge: @unchecked Sendable {
             } catch {
                 log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) was refused: \(error)")
             }
+            lock.withLock { unposted -= 1 }
         }
+    }
+
+    /// How many responses are still to be posted.
+    var unpostedCount: Int { lock.withLock { unposted } }
+
+    /// SIGINT or SIGTERM: signals are no longer turned into responses (each one that comes
+    /// is logged as not posted); those already taken are still posted, and `postResponses`
+    /// returns after the last.
+    /// Returns false when it was asked before.
+    func finishResponses() -> Bool {
+        guard
+            lock.withLock({ () -> Bool in
+                defer { stopping = true }
+                return !stopping
+            })
+        else { return false }
+        responses.finish()
+        return true
     }
 
     /// `NameOwnerChanged` for org.freedesktop.Notifications: a new server knows none of the
@@ -269,6 +308,37 @@ final class DesktopBridge: @unchecked Sendable {
         ) { [self] reply in
             guard case .success(let reader) = reply, let unique = try? reader.string() else { return }
             lock.withLock { if owner == nil { owner = unique } }
+        }
+    }
+}
+
+extension DesktopBridge {
+    /// How long SIGINT or SIGTERM waits for the responses already taken to be posted.
+    static let drainSeconds: UInt32 = 5
+
+    /// On any of `numbers`, stops taking responses, waits for `posting` (the task running
+    /// `postResponses`) and exits 0; after `drainSeconds` it exits 1, logging how many
+    /// were left. The returned sources must be kept alive.
+    func stopOnSignals(_ numbers: [Int32], posting: Task<Void, Never>) -> [any DispatchSourceSignal] {
+        numbers.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { @Sendable [self] in
+                guard finishResponses() else { return }
+                log("stopping (signal \(number)); posting \(unpostedCount) response(s) still queued")
+                _ = DetachedThread.start { [self] in
+                    sleep(DesktopBridge.drainSeconds)
+                    log("\(unpostedCount) response(s) not posted within \(DesktopBridge.drainSeconds) s; exiting")
+                    exit(1)
+                }
+                Task {
+                    await posting.value
+                    log("stopped; every response taken was posted")
+                    exit(0)
+                }
+            }
+            source.resume()
+            return source
         }
     }
 }

@@ -7,7 +7,7 @@ import NotifBusProtocol
 
 let usage = """
     Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]
-                            [--dbus-timeout DUR] [--verbose]
+                            [--dbus-timeout DUR] [--max-delivered N] [--verbose]
 
     Serves the method channel 'notifications' as UNUserNotificationCenter does, for the
     notification server on the D-Bus session bus ($DBUS_SESSION_BUS_ADDRESS):
@@ -22,8 +22,11 @@ let usage = """
 
     --app-name NAME     the app_name the server shows (default notifbus)
     --dbus-timeout DUR  bound of every D-Bus call, such as 5s or 500ms (default 5s)
+    --max-delivered N   notifications remembered for their answers; one more closes the
+                        oldest on the desktop (default 4096, 1 to 1000000)
     --verbose           log the arguments of every Notify call on stderr
-    The bridge exits 1 when the broker or the session bus goes away.
+    The bridge exits 1 when the broker or the session bus goes away. On SIGINT or SIGTERM
+    it posts the clicks and replies it already has (within 5 s), then exits 0.
     See Protocol/DESKTOP.md for the mapping.
     """
 
@@ -66,6 +69,10 @@ func parseOptions(_ args: [String]) -> BridgeOptions {
             let text = value(arg)
             guard let ms = parseDuration(text) else { fail("--dbus-timeout needs a duration such as 5s or 500ms, not '\(text)'", status: 2) }
             options.dbusTimeoutMs = ms
+        case "--max-delivered":
+            let text = value(arg)
+            guard let n = Int(text), n >= 1, n <= 1_000_000 else { fail("--max-delivered needs a count from 1 to 1000000, not '\(text)'", status: 2) }
+            options.maxDelivered = n
         case "--verbose": options.verbose = true
         default: fail("unknown option '\(arg)'; see 'notifbus desktop --help'", status: 2)
         }
@@ -111,7 +118,7 @@ do {
 } catch {
     fail("\(error)", status: 1)
 }
-Task { await bridge.postResponses() }
+let posting = Task { await bridge.postResponses() }
 guard sessionBus.start() else { fail("cannot start the D-Bus thread", status: 1) }
 bridge.lookUpOwner()
 
@@ -137,6 +144,10 @@ do {
     fail("cannot serve the '\(DesktopChannel.name)' channel: \(error)", status: 1)
 }
 log("serving channel '\(DesktopChannel.name)' on \(broker.clientID); notification server: \(serverLine)")
+
+// The server's clicks and replies already taken exist nowhere else: SIGINT and SIGTERM
+// post them before the bridge exits.
+let stopSignals = bridge.stopOnSignals([SIGINT, SIGTERM], posting: posting)
 
 while true {
     try? await Task.sleep(for: .seconds(3600))

@@ -6,9 +6,11 @@ and the broker going away. Signals are injected with the mock's EmitSignal.
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -301,6 +303,44 @@ def test_no_server(desktop):
     assert channel.invoke_method("add", notification("m1"))["presented"] is True
 
 
+def test_sigterm_posts_the_responses_already_taken(desktop):
+    """Clicks the bridge has taken from the server exist nowhere else: on SIGTERM each one
+    is still posted, in order, before the bridge exits 0."""
+    desktop.start_server()
+    desktop.start_broker()
+    desktop.start_bridge()
+    got: "queue.Queue[str]" = queue.Queue()
+
+    def slow(event):
+        got.put(event.payload["notification"]["identifier"])
+        time.sleep(0.3)
+        return notifbus.Complete({"seen": True})
+
+    desktop.client().add_observer("didReceive", slow)
+    channel = desktop.channel()
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(5)]
+    desktop.tool("clicks", *[str(i) for i in ids])
+    assert got.get(timeout=WAIT) == "n0"
+    desktop.bridge.send_signal(signal.SIGTERM)
+    assert desktop.bridge.wait(WAIT) == 0, desktop.log()
+    rest = [got.get(timeout=WAIT) for _ in ids[1:]]
+    assert rest == [f"n{i}" for i in range(1, 5)]
+    log = desktop.log()
+    assert "stopping (signal 15); posting" in log and "stopped; every response taken was posted" in log, log
+
+
+def test_max_delivered_closes_the_oldest_on_the_desktop(desktop):
+    """A notification the bridge forgets leaves the screen: its answer would post nothing."""
+    channel = ready(desktop, flags=("--max-delivered", "2"))
+    ids = [channel.invoke_method("add", notification(f"m{i}"))["desktopId"] for i in range(3)]
+    wait_until(lambda: desktop.calls("CloseNotification") == [[ids[0]]], "the oldest notification to be closed")
+    listed = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert [d["notification"]["identifier"] for d in listed] == ["m1", "m2"]
+    desktop.emit("ActionInvoked", "us", ids[0], "default")
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+    assert "closing 1 oldest notification(s) to stay within --max-delivered 2" in desktop.log()
+
+
 def test_broker_going_away_ends_the_bridge_with_exit_1(desktop):
     ready(desktop)
     desktop.broker.terminate()
@@ -324,6 +364,9 @@ def test_help_and_usage_errors():
     assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]" in out.stdout
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT)
     assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
+    for bad in ("0", "many", "1000001"):
+        out = subprocess.run([str(BIN / "notifbus"), "desktop", "--max-delivered", bad], capture_output=True, text=True, timeout=WAIT)
+        assert out.returncode == 2 and f"--max-delivered needs a count from 1 to 1000000, not '{bad}'" in out.stderr
 
 
 def test_cli_notify_deliver(desktop):
