@@ -16,48 +16,21 @@ import socket as _socket
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Set, Type, TypeVar, Union, cast
 
-from ._errors import (
-    ABSENT,
-    BrokerError,
-    ConnectionLost,
-    MethodCallError,
-    MissingPluginError,
-    NotifbusError,
-    ProtocolViolation,
-    RequestTimeout,
-)
+from . import _exports
 from ._aio_reconnect import AsyncReconnect
+from ._errors import ConnectionLost, RequestTimeout
+from ._exports import *  # noqa: F401,F403  (the names notifbus exports too)
 from ._framing import FrameDecoder
 from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, hand_over
 from ._front import read_failure, work_steps
 from ._paths import resolve_socket_path, socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
-from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
+from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
 from .profile import AsyncProfile
 
-__all__ = [
-    "ABSENT",
-    "NEXT",
-    "STOP",
-    "BrokerError",
-    "Client",
-    "Complete",
-    "ConnectionLost",
-    "ConnectionState",
-    "Event",
-    "Eviction",
-    "MethodCallError",
-    "MethodChannel",
-    "MissingPluginError",
-    "NotifbusError",
-    "PostResult",
-    "ProtocolViolation",
-    "PutResult",
-    "RequestTimeout",
-    "TraceEntry",
-    "connect",
-]
+__all__ = ["Client", "MethodChannel", "connect"]
+__all__ += _exports.__all__
 
 logger = logging.getLogger("notifbus")
 
