@@ -9,21 +9,20 @@ What the calls do beyond waiting is shared with the asyncio client, in ``_front`
 from __future__ import annotations
 
 import logging
-import os
 import socket as _socket
 import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _FutureTimeout
 from types import TracebackType
-from typing import Any, Callable, Optional, Type, TypeVar, Union, cast
+from typing import Any, Callable, Optional, Type, TypeVar, cast
 
 from ._blocking_reconnect import BlockingReconnect
 from ._errors import ConnectionLost, RequestTimeout
 from ._framing import FrameDecoder
 from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Threads
-from ._front import hand_over, read_failure, timed_out, work_steps
-from ._paths import resolve_socket_path, socket_error
+from ._front import Connecting, blocking_connect, connecting, hand_over, read_failure, timed_out, work_steps
+from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
 from .profile import BlockingProfile
@@ -32,33 +31,10 @@ logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
 
-def connect(
-    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
-    name: Optional[str] = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    *,
-    reconnect: Optional[bool] = None,
-    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
-) -> Client:
-    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
 
-    ``socket`` defaults to ``NOTIFBUS_SOCKET``, then ``$XDG_RUNTIME_DIR/notifbus.sock``,
-    then ``/tmp/notifbus-$UID/notifbus.sock``. ``name`` is shown in the broker's
-    status. ``timeout`` (seconds) bounds the connect and becomes the client's default
-    timeout for every call.
-
-    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) naming
-    the path when the socket cannot be reached, ``BrokerError`` when the broker refuses the
-    connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
-    ``RequestTimeout`` when it does not answer in time.
-
-    When the connection is lost (a broker restart), a client that holds observers or
-    handlers, or was waiting in a ``take``, connects again by itself and makes its
-    observers and handlers again (``reconnect=None``, the default); ``True`` always
-    reconnects, ``False`` never. ``on_connection_state`` gets a
-    :class:`ConnectionState` on each loss and each return (PROTOCOL.md §13).
-    """
-    path = resolve_socket_path(socket)
+def _open(settings: Connecting) -> Client:
+    """Connect to the socket and say ``hello``, within the connect's timeout."""
+    path, timeout = settings.path, settings.timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
@@ -70,10 +46,8 @@ def connect(
         sock.close()
         raise
     client = Client(sock, path, timeout)
-    client._name = name
-    client.on_connection_state = on_connection_state
     try:
-        client._perform(client._session.hello(name), None)
+        client._perform(client._session.hello(settings.name), None)
     except ConnectionLost as exc:
         # A refusing broker sends one error frame, then closes: let the reader take it
         # in, so the caller learns why.
@@ -86,8 +60,10 @@ def connect(
     except BaseException:
         client.close()
         raise
-    client._reconnect = reconnect
     return client
+
+
+connect = blocking_connect(connecting, _open)
 
 
 class Client(ClientFront, Threads, BlockingReconnect, BlockingProfile):

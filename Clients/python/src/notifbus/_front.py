@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import time
 import types
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from typing import Tuple, TypeVar, Union, overload
 
 from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
 from ._framing import FrameDecoder
-from ._reconnect import Registry, registered
+from ._paths import resolve_socket_path
+from ._reconnect import ConnectionState, Registry, registered
 from ._session import DeliverCall, DeliverEvent, Request, SendFrame, Session, StatusPages, Waiter, Work
 from ._session import status_time_left
 from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
+_C = TypeVar("_C")
 
 #: What an observer's handler is: it gets the :class:`Event` and answers with a
 #: :data:`Verdict` (the asyncio client awaits one it returns awaitable).
@@ -188,6 +191,87 @@ def _like(call: Any, steps: Callable[..., Any], note: str) -> Any:
     call.__signature__ = signature.replace(return_annotation=returns)
     call.__annotations__ = {**steps.__annotations__, "return": returns}
     return call
+
+
+@dataclass(frozen=True)
+class Connecting:
+    """What a ``connect`` asked for, its socket path resolved. The front opens the
+    connection and greets; :meth:`ready` then settles the client."""
+
+    path: str
+    name: Optional[str]
+    timeout: float
+    reconnect: Optional[bool]
+    on_connection_state: Optional[Callable[[ConnectionState], Any]]
+
+    def ready(self, client: _C) -> _C:
+        """``client``, greeted, with its name for a later hello and its reconnection set."""
+        client._name = self.name  # type: ignore[attr-defined]
+        client._reconnect = self.reconnect  # type: ignore[attr-defined]
+        client.on_connection_state = self.on_connection_state  # type: ignore[attr-defined]
+        return client
+
+
+def connecting(
+    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
+    name: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    *,
+    reconnect: Optional[bool] = None,
+    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
+) -> Connecting:
+    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
+
+    ``socket`` defaults to ``NOTIFBUS_SOCKET``, then ``$XDG_RUNTIME_DIR/notifbus.sock``,
+    then ``/tmp/notifbus-$UID/notifbus.sock``. ``name`` is shown in the broker's
+    status. ``timeout`` (seconds) bounds the connect and becomes the client's default
+    timeout for every call.
+
+    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) naming
+    the path when the socket cannot be reached, ``BrokerError`` when the broker refuses the
+    connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
+    ``RequestTimeout`` when it does not answer in time.
+
+    When the connection is lost (a broker restart), a client that holds observers or
+    handlers, or was waiting in a ``take``, connects again by itself and makes its
+    observers and handlers again (``reconnect=None``, the default); ``True`` always
+    reconnects, ``False`` never. ``on_connection_state`` gets a
+    :class:`ConnectionState` on each loss and each return (PROTOCOL.md §13).
+    """
+    return Connecting(resolve_socket_path(socket), name, timeout, reconnect, on_connection_state)
+
+
+def blocking_connect(template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], _C],
+                     note: str = "") -> "Callable[_P, _C]":
+    """The blocking ``connect`` of a front: the parameters and doc of ``template``
+    (:func:`connecting`), the connection opened and greeted by ``open_client``."""
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        settings = template(*args, **kwargs)
+        return settings.ready(open_client(settings))
+
+    return _connect_like(connect, template, open_client, note)
+
+
+def coroutine_connect(template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], Awaitable[_C]],
+                      note: str = "") -> "Callable[_P, Coroutine[Any, Any, _C]]":
+    """The asyncio ``connect`` of a front, made as :func:`blocking_connect` makes one,
+    awaiting ``open_client``."""
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        settings = template(*args, **kwargs)
+        return settings.ready(await open_client(settings))
+
+    return _connect_like(connect, template, open_client, note)
+
+
+def _connect_like(connect: Any, template: Callable[..., Any], open_client: Callable[..., Any], note: str) -> Any:
+    connect.__doc__ = inspect.cleandoc(template.__doc__ or "") + (f"\n\n{note}" if note else "")
+    connect.__signature__ = inspect.signature(template).replace(return_annotation="Client")
+    connect.__annotations__ = {**template.__annotations__, "return": "Client"}
+    connect.__module__ = open_client.__module__
+    connect.__qualname__ = "connect"
+    return connect
 
 
 class Threads:

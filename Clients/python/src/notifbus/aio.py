@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
 import socket as _socket
 from types import TracebackType
-from typing import Any, Callable, Dict, Optional, Set, Type, TypeVar, Union, cast
+from typing import Any, Callable, Dict, Optional, Set, Type, TypeVar, cast
 
 from . import _exports
 from ._aio_reconnect import AsyncReconnect
@@ -22,9 +21,9 @@ from ._errors import ConnectionLost, RequestTimeout
 from ._exports import *  # noqa: F401,F403  (the names notifbus exports too)
 from ._framing import FrameDecoder
 from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Tasks
-from ._front import hand_over, read_failure, timed_out, work_steps
+from ._front import Connecting, connecting, coroutine_connect, hand_over, read_failure, timed_out, work_steps
 from ._front import EvictionCallback, MethodCallHandler, ObserverHandler  # noqa: F401  (importable from here as before)
-from ._paths import resolve_socket_path, socket_error
+from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
 from ._types import SeenFrame, Verdict  # noqa: F401  (importable from here as before)
@@ -37,21 +36,10 @@ logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
 
-async def connect(
-    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
-    name: Optional[str] = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    *,
-    reconnect: Optional[bool] = None,
-    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
-) -> Client:
-    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
 
-    Same arguments and errors as :func:`notifbus.connect`, reconnection included;
-    ``on_connection_state`` may be a coroutine function. Use the client with
-    ``async with``.
-    """
-    path = resolve_socket_path(socket)
+async def _open(settings: Connecting) -> Client:
+    """Connect to the socket and say ``hello``, within the connect's timeout."""
+    path, timeout = settings.path, settings.timeout
     loop = asyncio.get_running_loop()
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.setblocking(False)
@@ -59,18 +47,19 @@ async def connect(
     decoder = FrameDecoder()
     try:
         try:
-            await asyncio.wait_for(_greet(loop, sock, path, session, decoder, name), timeout)
+            await asyncio.wait_for(_greet(loop, sock, path, session, decoder, settings.name), timeout)
         except asyncio.TimeoutError:
             raise RequestTimeout(f"no answer to hello from {path} within {timeout:g} s") from None
         reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(sock=sock), timeout)
     except BaseException:
         sock.close()
         raise
-    client = Client(reader, writer, path, timeout, session, decoder)
-    client._name = name
-    client._reconnect = reconnect
-    client.on_connection_state = on_connection_state
-    return client
+    return Client(reader, writer, path, timeout, session, decoder)
+
+
+connect = coroutine_connect(
+    connecting, _open, "``on_connection_state`` may be a coroutine function. Use the client with ``async with``."
+)
 
 
 async def _greet(
