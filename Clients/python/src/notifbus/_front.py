@@ -294,8 +294,10 @@ if TYPE_CHECKING:
         def __init__(self, steps: Callable[Concatenate[Any, _P], Steps[_T]], *, threads: str = "",
                      tasks: str = "") -> None: ...
 
+        steps: Callable[Concatenate[Any, _P], Steps[_T]]
+
         @overload
-        def __get__(self, instance: None, owner: type) -> Callable[..., Any]: ...
+        def __get__(self, instance: None, owner: type) -> Any: ...
 
         @overload
         def __get__(self, instance: Threads, owner: type) -> Callable[_P, _T]: ...
@@ -313,7 +315,8 @@ else:
         way (``threads=``, ``tasks=``)."""
 
         def __init__(self, steps, *, threads="", tasks=""):
-            self._steps = steps
+            #: The call's steps, to be played within another call's.
+            self.steps = steps
             self._notes = {blocking: threads, coroutine: tasks}
             self._name = steps.__name__
             self._made = {}
@@ -322,10 +325,12 @@ else:
             self._name = name
 
         def __get__(self, instance, owner):
-            plays = owner._plays
+            plays = getattr(owner, "_plays", None)
+            if plays is None:
+                return self  # on a class that writes calls, not on a client's
             made = self._made.get(plays)
             if made is None:
-                made = plays(self._steps, self._notes[plays])
+                made = plays(self.steps, self._notes[plays])
                 # Named as a method written in the body of the front's class.
                 front = next(cls for cls in owner.__mro__ if Threads in cls.__bases__ or Tasks in cls.__bases__)
                 made.__name__ = self._name
