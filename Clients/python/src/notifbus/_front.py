@@ -305,6 +305,8 @@ if TYPE_CHECKING:
         @overload
         def __get__(self, instance: Tasks, owner: type) -> Callable[_P, Coroutine[Any, Any, _T]]: ...
 
+        def __get__(self, instance: Any, owner: type) -> Any: ...
+
 else:
 
     class Call:
