@@ -1,13 +1,16 @@
-"""What the blocking and the asyncio client share, written once: the connection's
-properties, the steps of each call beyond sending one request, what a handler's work
-item answers, and handing read frames to the session.
+"""What the blocking and the asyncio client share, written once: every public call
+(its parameters, doc, argument handling, requests and how the replies are read),
+``connect``'s parameters, the connection's properties, what a handler's work item
+answers, and handing read frames to the session.
 
 It does no I/O and never waits: each front carries the requests and runs the user's code
 its own way (threads, or tasks on one loop). A call written here is a generator of
 steps: it yields an :class:`Ask` (a request, and the timeout for its reply) or a
 :class:`Run` (user code to call), is sent the reply's result or the code's return
 value, or has their exception thrown in, and returns the call's result. A front's
-``_drive`` plays it, the blocking one by waiting, the asyncio one by awaiting.
+``_drive`` plays it, the blocking one by waiting, the asyncio one by awaiting. A
+:class:`Call` turns the steps into a method of each client: a blocking one on
+:class:`Threads` classes, a coroutine on :class:`Tasks` classes, nothing else differing.
 """
 
 from __future__ import annotations
@@ -182,15 +185,20 @@ def coroutine(steps: Callable[..., Steps[Any]], note: str) -> Callable[..., Any]
 
 
 def _like(call: Any, steps: Callable[..., Any], note: str) -> Any:
-    call.__doc__ = inspect.cleandoc(steps.__doc__ or "") + (f"\n\n{note}" if note else "")
-    signature = inspect.signature(steps)
-    returns = signature.return_annotation
+    returns = inspect.signature(steps).return_annotation
     # The steps return ``Steps[X]``; the call returns the ``X``.
     if isinstance(returns, str) and returns.startswith("Steps[") and returns.endswith("]"):
         returns = returns[len("Steps["):-1]
-    call.__signature__ = signature.replace(return_annotation=returns)
-    call.__annotations__ = {**steps.__annotations__, "return": returns}
-    return call
+    return _dressed(call, steps, note, returns)
+
+
+def _dressed(made: Any, template: Callable[..., Any], note: str, returns: Any) -> Any:
+    """``made``, given the parameters and doc of ``template``, ``note`` after the doc,
+    and ``returns`` as its result's annotation."""
+    made.__doc__ = inspect.cleandoc(template.__doc__ or "") + (f"\n\n{note}" if note else "")
+    made.__signature__ = inspect.signature(template).replace(return_annotation=returns)
+    made.__annotations__ = {**template.__annotations__, "return": returns}
+    return made
 
 
 @dataclass(frozen=True)
@@ -266,12 +274,9 @@ def coroutine_connect(template: "Callable[_P, Connecting]", open_client: Callabl
 
 
 def _connect_like(connect: Any, template: Callable[..., Any], open_client: Callable[..., Any], note: str) -> Any:
-    connect.__doc__ = inspect.cleandoc(template.__doc__ or "") + (f"\n\n{note}" if note else "")
-    connect.__signature__ = inspect.signature(template).replace(return_annotation="Client")
-    connect.__annotations__ = {**template.__annotations__, "return": "Client"}
     connect.__module__ = open_client.__module__
     connect.__qualname__ = "connect"
-    return connect
+    return _dressed(connect, template, note, "Client")
 
 
 class Threads:

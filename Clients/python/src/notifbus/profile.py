@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from ._front import Call, ClientFront, Steps, Tasks, call
 from ._types import NEXT, STOP, Complete, Event, PostResult, Verdict
@@ -187,6 +187,12 @@ def _launch_response(value: Any) -> Optional[NotificationResponse]:
     return None if value is None else NotificationResponse.from_json(value)
 
 
+_V = TypeVar("_V")
+_A = TypeVar("_A")
+#: A typed observer's handler: it gets the typed value and answers; the asyncio client
+#: awaits an answer that is awaitable.
+TypedHandler = Callable[[_V], Union[_A, Awaitable[_A]]]
+
 #: What the asyncio client's typed observers may be besides plain functions.
 _COROUTINE_HANDLER = "``handler`` may be a coroutine function."
 
@@ -196,7 +202,7 @@ class ProfileFront:
     each client plays them its own way, as its other calls."""
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_will_present_observer(self, handler: Callable[[Notification], Optional[Sequence[str]]], *,
+    def add_will_present_observer(self, handler: TypedHandler[Notification, Optional[Sequence[str]]], *,
                                   priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``willPresent``: ``handler(notification)`` returns the presentation
         options (``["banner", "sound"]``; ``[]`` means do not present), or ``None`` to pass
@@ -206,7 +212,7 @@ class ProfileFront:
                                                           **kwargs))
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_did_receive_observer(self, handler: Callable[[NotificationResponse], Verdict], *,
+    def add_did_receive_observer(self, handler: TypedHandler[NotificationResponse, Verdict], *,
                                  priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``didReceive``: ``handler(response)`` returns ``HANDLED`` (or
         ``Complete(value)``), ``PASS`` or ``STOP``. Returns the observer id."""
@@ -215,7 +221,7 @@ class ProfileFront:
                                                           **kwargs))
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_open_settings_observer(self, handler: Callable[[Optional[Notification]], Verdict], *,
+    def add_open_settings_observer(self, handler: TypedHandler[Optional[Notification], Verdict], *,
                                    priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``openSettings``: ``handler(notification_or_None)`` returns ``HANDLED``,
         ``PASS`` or ``STOP``. Returns the observer id."""
