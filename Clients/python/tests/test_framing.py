@@ -21,6 +21,20 @@ def frame(obj: object) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
+def fed_byte_by_byte(data: bytes) -> List[Any]:
+    """Every frame a fresh decoder gives out while ``data`` is fed one byte at a time;
+    checks that nothing is left over."""
+    decoder = FrameDecoder()
+    frames = []
+    for byte in data:
+        decoder.feed(bytes([byte]))
+        got = decoder.next_frame()
+        if got is not None:
+            frames.append(got)
+    assert decoder.buffered == 0
+    return frames
+
+
 def test_encode_is_big_endian_length_then_compact_utf8_json():
     data = encode_frame({"op": "post", "id": 1, "name": "é"})
     body = '{"op":"post","id":1,"name":"é"}'.encode("utf-8")
@@ -43,15 +57,7 @@ def test_decoder_whole_byte_by_byte_and_concatenated():
     decoder.feed(stream)
     assert [decoder.next_frame(), decoder.next_frame(), decoder.next_frame()] == frames + [None]
 
-    decoder = FrameDecoder()
-    seen = []
-    for byte in stream:
-        decoder.feed(bytes([byte]))
-        got = decoder.next_frame()
-        if got is not None:
-            seen.append(got)
-    assert seen == frames
-    assert decoder.buffered == 0
+    assert fed_byte_by_byte(stream) == frames
 
 
 def test_decoder_waits_for_truncated_frame():
@@ -165,13 +171,7 @@ def test_valid_vector_decodes_whole_and_byte_by_byte(vector):
     assert same_json(decoder.next_frame(), vector["json"])
     assert decoder.buffered == 0
 
-    decoder = FrameDecoder()
-    decoded = []
-    for byte in data:
-        decoder.feed(bytes([byte]))
-        got = decoder.next_frame()
-        if got is not None:
-            decoded.append(got)
+    decoded = fed_byte_by_byte(data)
     assert len(decoded) == 1 and same_json(decoded[0], vector["json"])
 
     decoder = FrameDecoder()

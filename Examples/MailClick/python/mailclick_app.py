@@ -7,33 +7,23 @@ do nothing the Swift app does not.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "Clients" / "python" / "src"))
+_ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(_ROOT / "Clients" / "python" / "src"))
+sys.path.insert(0, str(_ROOT / "Examples"))
 
-import notifbus  # noqa: E402  (importable only once the path above is in place)
+import notifbus  # noqa: E402  (importable only once the paths above are in place)
+from example_support import connection_lost, run_client, say  # noqa: E402
 
 CHANNEL = "notification_interaction"
 #: Host -> app: a click arrived while the app runs. Arguments: the notification's userInfo.
 OPEN_CLICKED_EMAIL = "current_email_id_in_notification_click_when_app_foreground_or_background"
 #: App -> host: the id of the email whose click launched the app, or null.
 LAUNCH_EMAIL_ID = "current_email_id_in_notification_click_when_app_terminated"
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-class Terminated(Exception):
-    """SIGTERM or SIGINT arrived: the app closes."""
-
-
-def _on_signal(signum: int, _frame: Any) -> NoReturn:
-    raise Terminated(signal.Signals(signum).name)
 
 
 class MailApp:
@@ -88,39 +78,27 @@ def main() -> int:
     parser.add_argument("--run-for", type=float, default=60.0, metavar="SECONDS",
                         help="exit after this long (default 60)")
     options = parser.parse_args()
+    return run_client("mailclick_app.py", "app", "mailclick-app.py", lambda bus: serve(bus, options))
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    bus: Optional[notifbus.Client] = None
-    try:
-        bus = notifbus.connect(name="mailclick-app.py")
-        say(f"app {bus.client_id} started")
-        app = MailApp(bus, options.ask_timeout)
-        if options.ask_first:
-            app.ask_launch_click(again=False)
-        app.handle_clicks()
-        if not options.ask_first:
-            app.ask_launch_click(again=False)
-        if options.ask_twice:
-            app.ask_launch_click(again=True)
-        deadline = time.monotonic() + options.run_for
-        while bus.connected and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if bus.connected:
-            say("app: --run-for has passed, closing")
-            return 0
-        print("mailclick_app.py: the connection to the broker was lost", file=sys.stderr)
-        return 1
-    except Terminated as why:
-        say(f"app: closing ({why})")
+
+def serve(bus: notifbus.Client, options: argparse.Namespace) -> int:
+    """Ask and handle as the flags say, then stay until --run-for has passed."""
+    say(f"app {bus.client_id} started")
+    app = MailApp(bus, options.ask_timeout)
+    if options.ask_first:
+        app.ask_launch_click(again=False)
+    app.handle_clicks()
+    if not options.ask_first:
+        app.ask_launch_click(again=False)
+    if options.ask_twice:
+        app.ask_launch_click(again=True)
+    deadline = time.monotonic() + options.run_for
+    while bus.connected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if bus.connected:
+        say("app: --run-for has passed, closing")
         return 0
-    except (OSError, notifbus.NotifbusError) as exc:
-        print(f"mailclick_app.py: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if bus is not None:
-            bus.close()
-
+    return connection_lost("mailclick_app.py")
 
 if __name__ == "__main__":
     sys.exit(main())

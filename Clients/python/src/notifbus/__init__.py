@@ -13,21 +13,12 @@ Durations are seconds (floats) everywhere: ``timeout=``, ``take``'s ``wait``::
 
 from __future__ import annotations
 
+from . import _exports
 from ._blocking import DEFAULT_TIMEOUT, Client, MethodChannel, connect
-from ._errors import (
-    ABSENT,
-    BrokerError,
-    ConnectionLost,
-    MethodCallError,
-    MissingPluginError,
-    NotifbusError,
-    ProtocolViolation,
-    RequestTimeout,
-)
+from ._exports import *  # noqa: F401,F403  (the names notifbus.aio exports too)
 from ._paths import resolve_socket_path
-from ._reconnect import ConnectionState
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
-from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
+from ._types import SeenFrame, Verdict
 from .profile import (
     DEFAULT_ACTION_IDENTIFIER,
     DISMISS_ACTION_IDENTIFIER,
@@ -44,7 +35,6 @@ from .profile import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "ABSENT",
     "DEFAULT_ACTION_IDENTIFIER",
     "DISMISS_ACTION_IDENTIFIER",
     "HANDLED",
@@ -58,26 +48,11 @@ __all__ = [
     "presentation_options",
     "DEFAULT_TIMEOUT",
     "HANDLER_EXCEPTION_CODE",
-    "NEXT",
     "PROTOCOL_VERSION",
-    "STOP",
-    "BrokerError",
     "Client",
-    "Complete",
-    "ConnectionLost",
-    "ConnectionState",
-    "Event",
-    "Eviction",
-    "MethodCallError",
     "MethodChannel",
-    "MissingPluginError",
-    "NotifbusError",
-    "PostResult",
-    "ProtocolViolation",
-    "PutResult",
-    "RequestTimeout",
-    "TraceEntry",
     "Verdict",
     "connect",
     "resolve_socket_path",
 ]
+__all__ += _exports.__all__

@@ -9,62 +9,32 @@ What the calls do beyond waiting is shared with the asyncio client, in ``_front`
 from __future__ import annotations
 
 import logging
-import os
 import socket as _socket
 import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _FutureTimeout
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union, cast
+from typing import Any, Callable, Optional, Type, TypeVar, cast
 
 from ._blocking_reconnect import BlockingReconnect
 from ._errors import ConnectionLost, RequestTimeout
 from ._framing import FrameDecoder
-from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, hand_over
-from ._front import read_failure, work_steps
-from ._paths import resolve_socket_path, socket_error
+from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Threads
+from ._front import Connecting, blocking_connect, connecting, hand_over, read_failure, timed_out, work_steps
+from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
-from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
 from .profile import BlockingProfile
 
 logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
 
-ObserverHandler = Callable[[Event], Verdict]
-MethodCallHandler = Callable[[str, Any], Any]
-EvictionCallback = Callable[[Eviction], Any]
 
-
-def connect(
-    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
-    name: Optional[str] = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    *,
-    reconnect: Optional[bool] = None,
-    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
-) -> Client:
-    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
-
-    ``socket`` defaults to ``NOTIFBUS_SOCKET``, then ``$XDG_RUNTIME_DIR/notifbus.sock``,
-    then ``/tmp/notifbus-$UID/notifbus.sock``. ``name`` is shown in the broker's
-    status. ``timeout`` (seconds) bounds the connect and becomes the client's default
-    timeout for every call.
-
-    Raises ``OSError`` (``FileNotFoundError``, ``ConnectionRefusedError``, ...) naming
-    the path when the socket cannot be reached, ``BrokerError`` when the broker refuses the
-    connection (``forbidden``, ``too_many_clients``, ``unsupported_protocol``) and
-    ``RequestTimeout`` when it does not answer in time.
-
-    When the connection is lost (a broker restart), a client that holds observers or
-    handlers, or was waiting in a ``take``, connects again by itself and makes its
-    observers and handlers again (``reconnect=None``, the default); ``True`` always
-    reconnects, ``False`` never. ``on_connection_state`` gets a
-    :class:`ConnectionState` on each loss and each return (PROTOCOL.md §13).
-    """
-    path = resolve_socket_path(socket)
+def _open(settings: Connecting) -> Client:
+    """Connect to the socket and say ``hello``, within the connect's timeout."""
+    path, timeout = settings.path, settings.timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
@@ -76,10 +46,8 @@ def connect(
         sock.close()
         raise
     client = Client(sock, path, timeout)
-    client._name = name
-    client.on_connection_state = on_connection_state
     try:
-        client._perform(client._session.hello(name), None)
+        client._perform(client._session.hello(settings.name), None)
     except ConnectionLost as exc:
         # A refusing broker sends one error frame, then closes: let the reader take it
         # in, so the caller learns why.
@@ -92,11 +60,13 @@ def connect(
     except BaseException:
         client.close()
         raise
-    client._reconnect = reconnect
     return client
 
 
-class Client(ClientFront, BlockingReconnect, BlockingProfile):
+connect = blocking_connect(connecting, _open)
+
+
+class Client(ClientFront, Threads, BlockingReconnect, BlockingProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Thread-safe: any thread may call any method. A context manager: leaving the
@@ -182,11 +152,6 @@ class Client(ClientFront, BlockingReconnect, BlockingProfile):
         if not self._closed:
             raise self._session.lost_error()
 
-    def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
-        """Mirror every frame the broker exchanges with other clients: ``callback`` gets
-        each :class:`SeenFrame` in order, on the reader thread (keep it short)."""
-        self._drive(self._monitor_steps(callback, timeout))
-
     def __enter__(self) -> Client:
         return self
 
@@ -198,105 +163,12 @@ class Client(ClientFront, BlockingReconnect, BlockingProfile):
     ) -> None:
         self.close()
 
-    def ping(self, *, timeout: Optional[float] = None) -> None:
-        """Round-trip a ``ping`` to the broker."""
-        self._perform(self._session.ping(), timeout)
-
-    # -- observers --------------------------------------------------------------------
-
-    def add_observer(
-        self,
-        events: Union[str, Iterable[str]],
-        handler: ObserverHandler,
-        priority: int = 100,
-        key: Optional[str] = None,
-        *,
-        on_evicted: Optional[EvictionCallback] = None,
-        timeout: Optional[float] = None,
-    ) -> str:
-        """Subscribe ``handler`` to one event name or several; return the observer id.
-
-        Lower ``priority`` runs first; ties run in subscription order. A ``key`` is
-        unique across the broker: subscribing with a key that a live observer holds
-        removes that observer, and its owner's ``on_evicted`` gets an
-        :class:`Eviction`.
-
-        ``handler(event)`` receives an :class:`Event` and returns :data:`NEXT`,
-        :data:`STOP` or :class:`Complete` (``None`` counts as ``NEXT``). It runs on a
-        thread of its own and may take its time; if it raises, the error is logged
-        and the event is passed on with ``next``. ``on_evicted`` runs on such a thread
-        too.
-        """
-        return self._drive(self._subscribe_steps(events, handler, priority, key, on_evicted, timeout))
-
-    def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
-        """Remove an observer (of any connection) by id; return the removed ids.
-
-        Raises ``BrokerError`` with code ``not_found`` when there is none.
-        """
-        return self._drive(self._unsubscribe_steps(observer=observer_id, timeout=timeout))
-
-    def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
-        """Remove the observer holding ``key``; return the removed ids.
-
-        Raises ``BrokerError`` with code ``not_found`` when there is none.
-        """
-        return self._drive(self._unsubscribe_steps(key=key, timeout=timeout))
-
-    def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
-        """Post an event and wait until its chain has run; return the :class:`PostResult`.
-
-        The broker runs one event at a time, so the wait includes the events queued
-        before this one. Posting from an observer handler therefore waits for the
-        handler's own event to finish first.
-        """
-        return self._perform(self._session.post(name, payload), timeout)
-
-    # -- method channels --------------------------------------------------------------
+    # -- the calls: ping, monitor, add_observer, remove_observer(_by_unique_key), post, put,
+    # take, peek, (set_)notification_categories and status, written once in _front.ClientFront
 
     def method_channel(self, name: str) -> MethodChannel:
         """A :class:`MethodChannel` named ``name`` on this connection."""
         return MethodChannel(self, name)
-
-    # -- slots ------------------------------------------------------------------------
-
-    def put(self, slot: str, value: Any, *, timeout: Optional[float] = None) -> PutResult:
-        """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once."""
-        return self._perform(self._session.put(slot, value), timeout)
-
-    def take(self, slot: str, wait: Optional[float] = None, *, timeout: Optional[float] = None) -> Any:
-        """Take the value out of ``slot``, or ``None`` if it is empty.
-
-        With ``wait`` (seconds, up to 600), an empty slot is waited on that long for a
-        ``put``. The call's timeout is ``timeout`` plus ``wait``.
-        """
-        return self._perform(self._session.take(slot, wait), timeout)
-
-    def peek(self, slot: str, *, timeout: Optional[float] = None) -> Any:
-        """The value in ``slot``, left in place, or ``None`` if it is empty."""
-        return self._perform(self._session.peek(slot), timeout)
-
-    # -- notification profile and introspection --------------------------------------
-
-    def set_notification_categories(
-        self, categories: Iterable[Dict[str, Any]], *, timeout: Optional[float] = None
-    ) -> int:
-        """Replace the notification categories (dicts as in protocol §3.6); return their count.
-
-        An invalid set raises ``BrokerError`` (``bad_request``) and leaves the set in
-        force unchanged.
-        """
-        return self._perform(self._session.set_categories(categories), timeout)
-
-    def notification_categories(self, *, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
-        """The notification categories in force, exactly as they were set."""
-        return self._perform(self._session.get_categories(), timeout)
-
-    def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The broker's status object (clients, observers, handlers, queue, slots, buffers,
-        counters). A large status comes in pages; this asks for each in turn and returns
-        them merged; ``timeout`` bounds the whole walk."""
-        return self._drive(self._status_steps(timeout))
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -316,25 +188,19 @@ class Client(ClientFront, BlockingReconnect, BlockingProfile):
     def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
         limit = self._limit(request, timeout)
         deadline = time.monotonic() + limit
-        while True:
+        started = None
+        while started is None:
             self._wait_until_connected(request.op, deadline)
             waiter: "Future[_T]" = Future()
-            try:
-                with self._session._lock:
-                    generation = self._session.generation
-                    request_id, data = self._session.start(request, waiter)
-                break
-            except ConnectionLost:
-                # Lost before anything was sent: wait for the reconnect, if one comes.
-                if not self._may_wait_for_reconnect():
-                    raise
+            started = self._start(request, waiter)
+        generation, request_id, data = started
         try:
             self._send(data, generation)
             return waiter.result(max(0.0, deadline - time.monotonic()))
         except _FutureTimeout:
             if waiter.done():
                 return waiter.result(0)
-            raise RequestTimeout(f"no reply to {request.op} within {limit:g} s") from None
+            raise timed_out(request, limit) from None
         finally:
             self._session.cancel(request_id)
 
@@ -377,9 +243,7 @@ class Client(ClientFront, BlockingReconnect, BlockingProfile):
         except Exception as exc:  # a bug here must not leave callers hanging either
             reason = read_failure(exc, "thread")
         finally:
-            if self._closed:
-                reason = "connection closed by the client"
-            self._connection_ended(generation, reason)
+            self._reader_ended(generation, reason)
             try:
                 sock.shutdown(_socket.SHUT_RDWR)
             except OSError:
@@ -396,43 +260,8 @@ class Client(ClientFront, BlockingReconnect, BlockingProfile):
             self._send_answer(data, generation)
 
 
-class MethodChannel(MethodChannelFront):
-    """A named channel for method calls between processes, as Flutter's ``MethodChannel``."""
+class MethodChannel(MethodChannelFront, Threads):
+    """A named channel for method calls between processes, as Flutter's ``MethodChannel``:
+    ``invoke_method`` and ``set_method_call_handler``, written once in ``_front``."""
 
     _client: Client
-
-    def invoke_method(self, method: str, arguments: Any = None, *, timeout: Optional[float] = None) -> Any:
-        """Call ``method`` on whichever process handles it; return its result.
-
-        Raises ``MissingPluginError`` when no handler implements the method
-        (``not_implemented``) and ``MethodCallError`` for any other error reply, with
-        the handler's ``code``, ``message`` and ``details`` unchanged.
-        """
-        return self._client._drive(self._invoke_steps(method, arguments, timeout))
-
-    def set_method_call_handler(
-        self,
-        handler: Optional[MethodCallHandler],
-        method: Optional[str] = None,
-        *,
-        on_evicted: Optional[EvictionCallback] = None,
-        timeout: Optional[float] = None,
-    ) -> Optional[str]:
-        """Handle calls of ``method`` on this channel, or of every method without a
-        handler of its own when ``method`` is ``None``. Return the handler id.
-
-        ``handler(method, arguments)`` receives the method name (a ``str``) and the
-        call's arguments as decoded JSON (``None`` when the invoker sent none). It runs
-        on a thread of its own and returns the result (any JSON value). Raising
-        ``MethodCallError`` returns that error; ``NotImplementedError`` returns
-        ``not_implemented``; any other exception returns code ``"error"`` with the
-        exception's text as message.
-
-        The latest registration for a ``(channel, method)`` wins, across processes:
-        when another one takes this handler's place, ``on_evicted`` gets an
-        :class:`Eviction`. Replacing this connection's own handler is silent.
-
-        ``handler=None`` removes this connection's handler for ``(channel, method)``, if
-        it has one, and returns ``None``.
-        """
-        return self._client._drive(self._handler_steps(handler, method, on_evicted, timeout))

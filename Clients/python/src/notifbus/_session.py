@@ -202,6 +202,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _id_and_names(frame: Dict[str, Any], op: str, first: str, second: str) -> Optional[Tuple[int, str, str]]:
+    """An ``event`` or ``call`` frame's id (its field named as the op) and two string
+    fields; None, logged, when one is missing or of another type."""
+    frame_id, one, two = frame.get(op), frame.get(first), frame.get(second)
+    if not isinstance(frame_id, int) or isinstance(frame_id, bool) or not isinstance(one, str) or not isinstance(two, str):
+        logger.warning("notifbus: ignoring malformed %s frame %r", op, frame)
+        return None
+    return frame_id, one, two
+
+
 def error_from_wire(error: Any, error_type: Type[BrokerError] = BrokerError) -> BrokerError:
     """Build the exception for a wire ``error`` object.
 
@@ -424,17 +434,10 @@ class Session:
             logger.exception("notifbus: monitor callback failed")
 
     def _on_event(self, frame: Dict[str, Any]) -> Optional[Work]:
-        event_id = frame.get("event")
-        observer = frame.get("observer")
-        name = frame.get("name")
-        if (
-            not isinstance(event_id, int)
-            or isinstance(event_id, bool)
-            or not isinstance(observer, str)
-            or not isinstance(name, str)
-        ):
-            logger.warning("notifbus: ignoring malformed event frame %r", frame)
+        fields = _id_and_names(frame, "event", "observer", "name")
+        if fields is None:
             return None
+        event_id, observer, name = fields
         with self._lock:
             record = self._observers.get(observer)
         if record is None:
@@ -444,18 +447,11 @@ class Session:
         return DeliverEvent(event, record.handler)
 
     def _on_call(self, frame: Dict[str, Any]) -> Optional[Work]:
-        call_id = frame.get("call")
-        handler_id = frame.get("handler")
-        channel = frame.get("channel")
-        method = frame.get("method")
-        if (
-            not isinstance(call_id, int)
-            or isinstance(call_id, bool)
-            or not isinstance(channel, str)
-            or not isinstance(method, str)
-        ):
-            logger.warning("notifbus: ignoring malformed call frame %r", frame)
+        fields = _id_and_names(frame, "call", "channel", "method")
+        if fields is None:
             return None
+        call_id, channel, method = fields
+        handler_id = frame.get("handler")
         with self._lock:
             record = self._handlers.get(handler_id) if isinstance(handler_id, str) else None
         if record is None:

@@ -11,78 +11,35 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
 import socket as _socket
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Set, Type, TypeVar, Union, cast
+from typing import Any, Callable, Dict, Optional, Set, Type, TypeVar, cast
 
-from ._errors import (
-    ABSENT,
-    BrokerError,
-    ConnectionLost,
-    MethodCallError,
-    MissingPluginError,
-    NotifbusError,
-    ProtocolViolation,
-    RequestTimeout,
-)
+from . import _exports
 from ._aio_reconnect import AsyncReconnect
+from ._errors import ConnectionLost, RequestTimeout
+from ._exports import *  # noqa: F401,F403  (the names notifbus exports too)
 from ._framing import FrameDecoder
-from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, hand_over
-from ._front import read_failure, work_steps
-from ._paths import resolve_socket_path, socket_error
+from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Tasks
+from ._front import Connecting, connecting, coroutine_connect, hand_over, read_failure, timed_out, work_steps
+from ._front import EvictionCallback, MethodCallHandler, ObserverHandler  # noqa: F401  (importable from here as before)
+from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
-from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, SeenFrame, TraceEntry, Verdict
+from ._types import SeenFrame, Verdict  # noqa: F401  (importable from here as before)
 from .profile import AsyncProfile
 
-__all__ = [
-    "ABSENT",
-    "NEXT",
-    "STOP",
-    "BrokerError",
-    "Client",
-    "Complete",
-    "ConnectionLost",
-    "ConnectionState",
-    "Event",
-    "Eviction",
-    "MethodCallError",
-    "MethodChannel",
-    "MissingPluginError",
-    "NotifbusError",
-    "PostResult",
-    "ProtocolViolation",
-    "PutResult",
-    "RequestTimeout",
-    "TraceEntry",
-    "connect",
-]
+__all__ = ["Client", "MethodChannel", "connect"]
+__all__ += _exports.__all__
 
 logger = logging.getLogger("notifbus")
 
 _T = TypeVar("_T")
 
-ObserverHandler = Callable[[Event], Union[Verdict, Awaitable[Verdict]]]
-MethodCallHandler = Callable[[str, Any], Any]
-EvictionCallback = Callable[[Eviction], Any]
 
-
-async def connect(
-    socket: Optional[Union[str, "os.PathLike[str]"]] = None,
-    name: Optional[str] = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    *,
-    reconnect: Optional[bool] = None,
-    on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
-) -> Client:
-    """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
-
-    Same arguments and errors as :func:`notifbus.connect`, reconnection included;
-    ``on_connection_state`` may be a coroutine function. Use the client with
-    ``async with``.
-    """
-    path = resolve_socket_path(socket)
+async def _open(settings: Connecting) -> Client:
+    """Connect to the socket and say ``hello``, within the connect's timeout."""
+    path, timeout = settings.path, settings.timeout
     loop = asyncio.get_running_loop()
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.setblocking(False)
@@ -90,18 +47,19 @@ async def connect(
     decoder = FrameDecoder()
     try:
         try:
-            await asyncio.wait_for(_greet(loop, sock, path, session, decoder, name), timeout)
+            await asyncio.wait_for(_greet(loop, sock, path, session, decoder, settings.name), timeout)
         except asyncio.TimeoutError:
             raise RequestTimeout(f"no answer to hello from {path} within {timeout:g} s") from None
         reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(sock=sock), timeout)
     except BaseException:
         sock.close()
         raise
-    client = Client(reader, writer, path, timeout, session, decoder)
-    client._name = name
-    client._reconnect = reconnect
-    client.on_connection_state = on_connection_state
-    return client
+    return Client(reader, writer, path, timeout, session, decoder)
+
+
+connect = coroutine_connect(
+    connecting, _open, "``on_connection_state`` may be a coroutine function. Use the client with ``async with``."
+)
 
 
 async def _greet(
@@ -152,7 +110,7 @@ async def _greet(
         raise
 
 
-class Client(ClientFront, AsyncReconnect, AsyncProfile):
+class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
     """A connection to the broker. Use :func:`connect` to make one.
 
     Methods are coroutines and must be awaited on the loop that connected. Every one
@@ -235,11 +193,6 @@ class Client(ClientFront, AsyncReconnect, AsyncProfile):
         if not self._closed:
             raise self._session.lost_error()
 
-    async def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> None:
-        """Mirror every frame the broker exchanges with other clients: ``callback`` (a
-        plain function, run on the loop in order) gets each :class:`SeenFrame`."""
-        await self._drive(self._monitor_steps(callback, timeout))
-
     async def __aenter__(self) -> Client:
         return self
 
@@ -251,80 +204,12 @@ class Client(ClientFront, AsyncReconnect, AsyncProfile):
     ) -> None:
         await self.close()
 
-    async def ping(self, *, timeout: Optional[float] = None) -> None:
-        """Round-trip a ``ping`` to the broker."""
-        await self._perform(self._session.ping(), timeout)
-
-    # -- observers --------------------------------------------------------------------
-
-    async def add_observer(
-        self,
-        events: Union[str, Iterable[str]],
-        handler: ObserverHandler,
-        priority: int = 100,
-        key: Optional[str] = None,
-        *,
-        on_evicted: Optional[EvictionCallback] = None,
-        timeout: Optional[float] = None,
-    ) -> str:
-        """Subscribe ``handler`` to one event name or several; return the observer id.
-
-        As :meth:`notifbus.Client.add_observer`. ``handler`` may be a coroutine
-        function; a plain function runs on the loop and must not block. Each event
-        runs in a task of its own. ``on_evicted`` may be a coroutine function too.
-        """
-        return await self._drive(self._subscribe_steps(events, handler, priority, key, on_evicted, timeout))
-
-    async def remove_observer(self, observer_id: str, *, timeout: Optional[float] = None) -> List[str]:
-        """Remove an observer (of any connection) by id; return the removed ids."""
-        return await self._drive(self._unsubscribe_steps(observer=observer_id, timeout=timeout))
-
-    async def remove_observer_by_unique_key(self, key: str, *, timeout: Optional[float] = None) -> List[str]:
-        """Remove the observer holding ``key``; return the removed ids."""
-        return await self._drive(self._unsubscribe_steps(key=key, timeout=timeout))
-
-    async def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> PostResult:
-        """Post an event and wait until its chain has run; return the :class:`PostResult`."""
-        return await self._perform(self._session.post(name, payload), timeout)
-
-    # -- method channels --------------------------------------------------------------
+    # -- the calls: ping, monitor, add_observer, remove_observer(_by_unique_key), post, put,
+    # take, peek, (set_)notification_categories and status, written once in _front.ClientFront
 
     def method_channel(self, name: str) -> MethodChannel:
         """A :class:`MethodChannel` named ``name`` on this connection."""
         return MethodChannel(self, name)
-
-    # -- slots ------------------------------------------------------------------------
-
-    async def put(self, slot: str, value: Any, *, timeout: Optional[float] = None) -> PutResult:
-        """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once."""
-        return await self._perform(self._session.put(slot, value), timeout)
-
-    async def take(self, slot: str, wait: Optional[float] = None, *, timeout: Optional[float] = None) -> Any:
-        """As :meth:`notifbus.Client.take`: the value out of ``slot``, or ``None``; ``wait``
-        seconds (up to 600) for a ``put`` into an empty one, on top of ``timeout``."""
-        return await self._perform(self._session.take(slot, wait), timeout)
-
-    async def peek(self, slot: str, *, timeout: Optional[float] = None) -> Any:
-        """The value in ``slot``, left in place, or ``None`` if it is empty."""
-        return await self._perform(self._session.peek(slot), timeout)
-
-    # -- notification profile and introspection --------------------------------------
-
-    async def set_notification_categories(
-        self, categories: Iterable[Dict[str, Any]], *, timeout: Optional[float] = None
-    ) -> int:
-        """Replace the notification categories (dicts as in protocol §3.6); return their count."""
-        return await self._perform(self._session.set_categories(categories), timeout)
-
-    async def notification_categories(self, *, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
-        """The notification categories in force, exactly as they were set."""
-        return await self._perform(self._session.get_categories(), timeout)
-
-    async def status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The broker's status object (clients, observers, handlers, queue, slots, buffers,
-        counters). A large status comes in pages; this asks for each in turn and returns
-        them merged; ``timeout`` bounds the whole walk."""
-        return await self._drive(self._status_steps(timeout))
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -349,21 +234,17 @@ class Client(ClientFront, AsyncReconnect, AsyncProfile):
         limit = self._limit(request, timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
-        while True:
+        started = None
+        while started is None:
             await self._wait_until_connected(request.op, deadline)
             waiter: "asyncio.Future[_T]" = loop.create_future()
-            try:
-                generation = self._session.generation
-                request_id, data = self._session.start(request, waiter)
-                break
-            except ConnectionLost:
-                if not self._may_wait_for_reconnect():
-                    raise
+            started = self._start(request, waiter)
+        generation, request_id, data = started
         try:
             await self._send(data, generation)
             return await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
-            raise RequestTimeout(f"no reply to {request.op} within {limit:g} s") from None
+            raise timed_out(request, limit) from None
         finally:
             self._session.cancel(request_id)
 
@@ -400,9 +281,7 @@ class Client(ClientFront, AsyncReconnect, AsyncProfile):
         except Exception as exc:  # a bug here must not leave callers hanging either
             reason = read_failure(exc, "task")
         finally:
-            if self._closed:
-                reason = "connection closed by the client"
-            self._connection_ended(generation, reason)
+            self._reader_ended(generation, reason)
             writer.close()
 
     def _dispatch(self, work: Work, generation: int) -> None:
@@ -416,33 +295,8 @@ class Client(ClientFront, AsyncReconnect, AsyncProfile):
             await self._send_answer(data, generation)
 
 
-class MethodChannel(MethodChannelFront):
-    """A named channel for method calls between processes, as Flutter's ``MethodChannel``."""
+class MethodChannel(MethodChannelFront, Tasks):
+    """A named channel for method calls between processes, as Flutter's ``MethodChannel``:
+    ``invoke_method`` and ``set_method_call_handler``, written once in ``_front``."""
 
     _client: Client
-
-    async def invoke_method(self, method: str, arguments: Any = None, *, timeout: Optional[float] = None) -> Any:
-        """Call ``method`` on whichever process handles it; return its result.
-
-        Raises ``MissingPluginError`` for ``not_implemented`` and ``MethodCallError``
-        for any other error reply, with ``code``, ``message`` and ``details`` unchanged.
-        """
-        return await self._client._drive(self._invoke_steps(method, arguments, timeout))
-
-    async def set_method_call_handler(
-        self,
-        handler: Optional[MethodCallHandler],
-        method: Optional[str] = None,
-        *,
-        on_evicted: Optional[EvictionCallback] = None,
-        timeout: Optional[float] = None,
-    ) -> Optional[str]:
-        """Handle calls of ``method`` (or of the whole channel when ``None``); return the
-        handler id. ``handler=None`` removes this connection's handler and returns ``None``.
-
-        As :meth:`notifbus.MethodChannel.set_method_call_handler`: ``handler(method,
-        arguments)`` gets the method name and the decoded arguments (``None`` when
-        absent). It may be a coroutine function; a plain function runs on the loop and
-        must not block. Each call runs in a task of its own.
-        """
-        return await self._client._drive(self._handler_steps(handler, method, on_evicted, timeout))

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
+from ._front import Call, ClientFront, Steps, Tasks, call
 from ._types import NEXT, STOP, Complete, Event, PostResult, Verdict
 
 #: ``UNNotificationDefaultActionIdentifier``: the user tapped the notification itself.
@@ -149,25 +150,14 @@ def _open_settings_notification(payload: Any) -> Optional[Notification]:
     return None if data is None else Notification.from_json(data)
 
 
-class _Wrap:
-    """Turns a typed observer into a plain one: reads the payload, answers ``next`` when
-    it does not read, and converts the typed answer. Awaits coroutines for asyncio."""
+def _typed_observer(client: Any, read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
+                    handler: Callable[[Any], Any]) -> Callable[[Event], Any]:
+    """A plain observer from a typed one: it reads the payload, answers ``next`` when it
+    does not read, and converts the typed answer; for the asyncio client it awaits a
+    handler's coroutine first."""
+    if isinstance(client, Tasks):
 
-    @staticmethod
-    def blocking(read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
-                 handler: Callable[[Any], Any]) -> Callable[[Event], Verdict]:
-        def observer(event: Event) -> Verdict:
-            try:
-                value = read(event.payload)
-            except (ValueError, TypeError, KeyError):
-                return NEXT
-            return answer(handler(value))
-        return observer
-
-    @staticmethod
-    def asynchronous(read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
-                     handler: Callable[[Any], Any]) -> Callable[[Event], Awaitable[Verdict]]:
-        async def observer(event: Event) -> Verdict:
+        async def awaiting(event: Event) -> Verdict:
             try:
                 value = read(event.payload)
             except (ValueError, TypeError, KeyError):
@@ -176,7 +166,17 @@ class _Wrap:
             if inspect.isawaitable(outcome):
                 outcome = await outcome
             return answer(outcome)
-        return observer
+
+        return awaiting
+
+    def observer(event: Event) -> Verdict:
+        try:
+            value = read(event.payload)
+        except (ValueError, TypeError, KeyError):
+            return NEXT
+        return answer(handler(value))
+
+    return observer
 
 
 def _will_present_notification(payload: Any) -> Notification:
@@ -187,84 +187,78 @@ def _launch_response(value: Any) -> Optional[NotificationResponse]:
     return None if value is None else NotificationResponse.from_json(value)
 
 
-class BlockingProfile:
-    """The profile methods of the blocking :class:`notifbus.Client`."""
+_V = TypeVar("_V")
+_A = TypeVar("_A")
+#: A typed observer's handler: it gets the typed value and answers; the asyncio client
+#: awaits an answer that is awaitable.
+TypedHandler = Callable[[_V], Union[_A, Awaitable[_A]]]
 
-    def add_will_present_observer(self, handler: Callable[[Notification], Optional[Sequence[str]]], *,
-                                  priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+#: What the asyncio client's typed observers may be besides plain functions.
+_COROUTINE_HANDLER = "``handler`` may be a coroutine function."
+
+
+class ProfileFront:
+    """The profile methods of both clients, written once as steps (``_front.Call``);
+    each client plays them its own way, as its other calls."""
+
+    @call(tasks=_COROUTINE_HANDLER)
+    def add_will_present_observer(self, handler: TypedHandler[Notification, Optional[Sequence[str]]], *,
+                                  priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``willPresent``: ``handler(notification)`` returns the presentation
         options (``["banner", "sound"]``; ``[]`` means do not present), or ``None`` to pass
         it to the next observer. Returns the observer id."""
-        observer = _Wrap.blocking(_will_present_notification, _options_answer, handler)
-        return self.add_observer("willPresent", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+        observer = _typed_observer(self, _will_present_notification, _options_answer, handler)
+        return (yield from ClientFront.add_observer.steps(self, "willPresent", observer, priority=priority, key=key,
+                                                          **kwargs))
 
-    def add_did_receive_observer(self, handler: Callable[[NotificationResponse], Verdict], *,
-                                 priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+    @call(tasks=_COROUTINE_HANDLER)
+    def add_did_receive_observer(self, handler: TypedHandler[NotificationResponse, Verdict], *,
+                                 priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``didReceive``: ``handler(response)`` returns ``HANDLED`` (or
         ``Complete(value)``), ``PASS`` or ``STOP``. Returns the observer id."""
-        observer = _Wrap.blocking(NotificationResponse.from_json, _delegate_answer, handler)
-        return self.add_observer("didReceive", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+        observer = _typed_observer(self, NotificationResponse.from_json, _delegate_answer, handler)
+        return (yield from ClientFront.add_observer.steps(self, "didReceive", observer, priority=priority, key=key,
+                                                          **kwargs))
 
-    def add_open_settings_observer(self, handler: Callable[[Optional[Notification]], Verdict], *,
-                                   priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
+    @call(tasks=_COROUTINE_HANDLER)
+    def add_open_settings_observer(self, handler: TypedHandler[Optional[Notification], Verdict], *,
+                                   priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
         """Observe ``openSettings``: ``handler(notification_or_None)`` returns ``HANDLED``,
         ``PASS`` or ``STOP``. Returns the observer id."""
-        observer = _Wrap.blocking(_open_settings_notification, _delegate_answer, handler)
-        return self.add_observer("openSettings", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
+        observer = _typed_observer(self, _open_settings_notification, _delegate_answer, handler)
+        return (yield from ClientFront.add_observer.steps(self, "openSettings", observer, priority=priority, key=key,
+                                                          **kwargs))
 
-    def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> PostResult:
+    @Call
+    def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``willPresent``; :func:`presentation_options` reads the decision."""
-        return self.post("willPresent", {"notification": notification.to_json()}, timeout=timeout)  # type: ignore[attr-defined]
+        payload = {"notification": notification.to_json()}
+        return (yield from ClientFront.post.steps(self, "willPresent", payload, timeout=timeout))
 
-    def post_did_receive(self, response: NotificationResponse, *, timeout: Optional[float] = None) -> PostResult:
+    @Call
+    def post_did_receive(self, response: NotificationResponse, *,
+                         timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``didReceive``; the broker refuses what the categories do not allow (``invalid_action``)."""
-        return self.post("didReceive", response.to_json(), timeout=timeout)  # type: ignore[attr-defined]
+        return (yield from ClientFront.post.steps(self, "didReceive", response.to_json(), timeout=timeout))
 
-    def post_open_settings(self, notification: Optional[Notification], *, timeout: Optional[float] = None) -> PostResult:
+    @Call
+    def post_open_settings(self, notification: Optional[Notification], *,
+                           timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``openSettings``, from a notification or (``None``) from the system settings."""
         payload = {"notification": None if notification is None else notification.to_json()}
-        return self.post("openSettings", payload, timeout=timeout)  # type: ignore[attr-defined]
+        return (yield from ClientFront.post.steps(self, "openSettings", payload, timeout=timeout))
 
+    @Call
     def launch_notification_response(self, wait: Optional[float] = None, *,
-                                     timeout: Optional[float] = None) -> Optional[NotificationResponse]:
+                                     timeout: Optional[float] = None) -> Steps[Optional[NotificationResponse]]:
         """Take the response that launched the app (slot ``launch``), once; ``None`` when
         there is none. ``wait`` (seconds) waits that long for one to arrive."""
-        return _launch_response(self.take(LAUNCH_SLOT, wait, timeout=timeout))  # type: ignore[attr-defined]
+        return _launch_response((yield from ClientFront.take.steps(self, LAUNCH_SLOT, wait, timeout=timeout)))
 
 
-class AsyncProfile:
+class BlockingProfile(ProfileFront):
+    """The profile methods of the blocking :class:`notifbus.Client`."""
+
+
+class AsyncProfile(ProfileFront):
     """The profile methods of :class:`notifbus.aio.Client`; handlers may be coroutines."""
-
-    async def add_will_present_observer(self, handler: Callable[[Notification], Any], *,
-                                        priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
-        """As :meth:`BlockingProfile.add_will_present_observer`."""
-        observer = _Wrap.asynchronous(_will_present_notification, _options_answer, handler)
-        return await self.add_observer("willPresent", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
-
-    async def add_did_receive_observer(self, handler: Callable[[NotificationResponse], Any], *,
-                                       priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
-        """As :meth:`BlockingProfile.add_did_receive_observer`."""
-        observer = _Wrap.asynchronous(NotificationResponse.from_json, _delegate_answer, handler)
-        return await self.add_observer("didReceive", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
-
-    async def add_open_settings_observer(self, handler: Callable[[Optional[Notification]], Any], *,
-                                         priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> str:
-        """As :meth:`BlockingProfile.add_open_settings_observer`."""
-        observer = _Wrap.asynchronous(_open_settings_notification, _delegate_answer, handler)
-        return await self.add_observer("openSettings", observer, priority=priority, key=key, **kwargs)  # type: ignore[attr-defined]
-
-    async def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> PostResult:
-        return await self.post("willPresent", {"notification": notification.to_json()}, timeout=timeout)  # type: ignore[attr-defined]
-
-    async def post_did_receive(self, response: NotificationResponse, *, timeout: Optional[float] = None) -> PostResult:
-        return await self.post("didReceive", response.to_json(), timeout=timeout)  # type: ignore[attr-defined]
-
-    async def post_open_settings(self, notification: Optional[Notification], *,
-                                 timeout: Optional[float] = None) -> PostResult:
-        payload = {"notification": None if notification is None else notification.to_json()}
-        return await self.post("openSettings", payload, timeout=timeout)  # type: ignore[attr-defined]
-
-    async def launch_notification_response(self, wait: Optional[float] = None, *,
-                                           timeout: Optional[float] = None) -> Optional[NotificationResponse]:
-        """As :meth:`BlockingProfile.launch_notification_response`."""
-        return _launch_response(await self.take(LAUNCH_SLOT, wait, timeout=timeout))  # type: ignore[attr-defined]
