@@ -4,23 +4,60 @@
 
 /// The figures a `status` page reports, current on every page.
 public struct StatusFigures: Sendable, Equatable {
+    /// Posts waiting in the broker's queue.
     public var pending = 0
     /// The running event, if any.
     public var current: Int64? = nil
+    /// How many queued posts one client may hold: its share of the queue.
     public var maxPerClient = 0
-    public var bufferBytes = 0
-    public var bufferMax = 0
-    public var cutOff = 0
+    public var buffers = BufferFigures()
+    public var counters = BrokerCounters()
+
+    public init() {}
+
+    public init(pending: Int, current: Int64?, maxPerClient: Int, buffers: BufferFigures, counters: BrokerCounters) {
+        self.pending = pending
+        self.current = current
+        self.maxPerClient = maxPerClient
+        self.buffers = buffers
+        self.counters = counters
+    }
+}
+
+/// Broker-wide counters as `status` reports them: the core counts into one of these and
+/// hands it to the writer as it is.
+public struct BrokerCounters: Sendable, Equatable {
+    /// Posts accepted into the queue.
     public var posted = 0
+    /// Events that ended `completed`, `stopped` or `unhandled`.
     public var completed = 0
     public var stopped = 0
     public var unhandled = 0
+    /// Hops whose observer did not answer within the hop timeout.
     public var hopTimeouts = 0
+    /// Hops whose observer's connection went away.
     public var gone = 0
+    /// `willPresent` completions refused as invalid, each ending its hop.
     public var invalid = 0
+    /// Observers passed over because their connection had used up its time in the event,
+    /// or was unresponsive.
     public var skipped = 0
+    /// Invokes accepted (routed to a handler or not), and calls that timed out.
     public var invokes = 0
     public var callTimeouts = 0
+
+    public init() {}
+}
+
+/// The transport's input and output buffers across all connections, as `status` reports
+/// them. The transport keeps these current; the core and this writer only report them.
+public struct BufferFigures: Sendable, Equatable {
+    /// Bytes buffered now: incomplete frames read plus output not yet written.
+    public var bytes = 0
+    /// The broker-wide cap (`--max-buffered-bytes`); 0 when the transport sets none.
+    public var max = 0
+    /// Connections cut off because the cap was exceeded.
+    public var cutOff = 0
 
     public init() {}
 }
@@ -128,31 +165,31 @@ public struct StatusPageWriter: ~Copyable {
         f.literal(",\"maxPerClient\":")
         f.int(Int64(s.maxPerClient))
         f.literal("},\"buffers\":{\"bytes\":")
-        f.int(Int64(s.bufferBytes))
+        f.int(Int64(s.buffers.bytes))
         f.literal(",\"max\":")
-        f.int(Int64(s.bufferMax))
+        f.int(Int64(s.buffers.max))
         f.literal(",\"cutOff\":")
-        f.int(Int64(s.cutOff))
+        f.int(Int64(s.buffers.cutOff))
         f.literal("},\"counters\":{\"posted\":")
-        f.int(Int64(s.posted))
+        f.int(Int64(s.counters.posted))
         f.literal(",\"completed\":")
-        f.int(Int64(s.completed))
+        f.int(Int64(s.counters.completed))
         f.literal(",\"stopped\":")
-        f.int(Int64(s.stopped))
+        f.int(Int64(s.counters.stopped))
         f.literal(",\"unhandled\":")
-        f.int(Int64(s.unhandled))
+        f.int(Int64(s.counters.unhandled))
         f.literal(",\"hopTimeouts\":")
-        f.int(Int64(s.hopTimeouts))
+        f.int(Int64(s.counters.hopTimeouts))
         f.literal(",\"gone\":")
-        f.int(Int64(s.gone))
+        f.int(Int64(s.counters.gone))
         f.literal(",\"invalid\":")
-        f.int(Int64(s.invalid))
+        f.int(Int64(s.counters.invalid))
         f.literal(",\"skipped\":")
-        f.int(Int64(s.skipped))
+        f.int(Int64(s.counters.skipped))
         f.literal(",\"invokes\":")
-        f.int(Int64(s.invokes))
+        f.int(Int64(s.counters.invokes))
         f.literal(",\"callTimeouts\":")
-        f.int(Int64(s.callTimeouts))
+        f.int(Int64(s.counters.callTimeouts))
         f.literal("}}}")
         return f.finish()
     }
