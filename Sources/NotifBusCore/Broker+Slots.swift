@@ -47,7 +47,7 @@ extension Broker {
     /// the payload is written to `launch`, and the event's poster is answered once the
     /// write's outcome is known (`"retained":null` if it failed).
     mutating func retainLaunchPayload(_ event: RunningEvent) {
-        guard waitingRetentions.isEmpty && canRetain else { return waitingRetentions.append(event) }
+        guard !held.hasRetentions && canRetain else { return held.holdRetention(event) }
         startRetention(event)
     }
 

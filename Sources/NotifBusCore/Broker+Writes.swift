@@ -18,6 +18,8 @@
 // in flight together (the transport syncs all writes of one loop turn with one
 // fdatasync). A `didReceive` reads the categories like `getCategories`. At shutdown no
 // waiting request starts: each is answered `shutting_down` in its connection's order.
+// Each connection's held requests wait in its ClientRecord; HeldRequests keeps the order
+// across connections.
 import NotifBusProtocol
 
 extension Broker {
@@ -25,14 +27,13 @@ extension Broker {
     mutating func admit(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
         let c = client.id
         if case .rejected(nil, _) = input { return start(input, from: client, now: now) }  // an error frame answers nothing in order
-        arrivals += 1
-        let arrival = arrivals
+        let arrival = held.arrive()
         if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: client, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
             return answerShuttingDown(input, from: c, now: now)
         }
-        if client.waiting.isEmpty { waitingClients.append(c) }
+        if client.waiting.isEmpty { held.beganWaiting(c) }
         if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
             client.takes.count < configuration.maxTakesPerConnection
         {
@@ -230,41 +231,34 @@ extension Broker {
     mutating func resumeWaiting(now: Instant) {
         // A request started here may close a connection, which resumes again: that is done
         // by this loop, not by a second one inside it.
-        guard !resuming else {
-            resumeRequested = true
-            return
-        }
-        resuming = true
-        defer { resuming = false }
+        guard held.beginResume() else { return }
+        defer { held.endResume() }
         var progressed = true
         while progressed {
             progressed = false
-            resumeRequested = false
-            while let event = waitingRetentions.first, canRetain {
-                _ = waitingRetentions.popFirst()
+            _ = held.takeResumeRequest()
+            while held.hasRetentions && canRetain, let event = held.popRetention() {
                 startRetention(event)
                 progressed = true
             }
-            guard !waitingClients.isEmpty else { break }
-            let order = waitingClients
-            waitingClients.removeAll()
-            for c in order {
+            guard held.hasWaitingClients else { break }
+            for c in held.takeWaitingClients() {
                 guard let client = sessions[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
-                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c, now: now) }
+                        while let next = client.waiting.popFirst() { answerShuttingDown(next.input, from: c, now: now) }
                     }
                 } else {
-                    while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
+                    while let next = client.waiting.first, canStart(next.input, arrival: next.arrival, from: client) {
                         _ = client.waiting.popFirst()
                         progressed = true
-                        start(held.input, from: client, now: now)
+                        start(next.input, from: client, now: now)
                         if sessions[c] == nil { break }
                     }
                 }
-                if sessions[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+                if sessions[c] != nil && !client.waiting.isEmpty { held.beganWaiting(c) }
             }
-            if resumeRequested { progressed = true }
+            if held.takeResumeRequest() { progressed = true }
         }
     }
 }
