@@ -158,12 +158,13 @@ extension Broker {
         }
     }
 
-    /// Starts a durable write; without `persistsState` the change is applied at once.
+    /// Starts a durable write at `now`; without `persistsState` the change is applied and
+    /// answered at once.
     mutating func beginWrite(
         _ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
-        reservedSlots: Int = 0, reservedBytes: Int = 0
+        reservedSlots: Int = 0, reservedBytes: Int = 0, now: Instant
     ) {
-        guard configuration.persistsState else { return complete(completion, written: true, now: 0) }
+        guard configuration.persistsState else { return complete(completion, written: true, now: now) }
         let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
@@ -190,7 +191,7 @@ extension Broker {
             let value = slots[slot] ?? RawJSON.null
             if written { _ = slots.remove(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
-            if written && sessions[c] == nil { return handBack(slot, value) }
+            if written && sessions[c] == nil { return handBack(slot, value, now: now) }
             answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
             if written { slots.set(slot, value) }
@@ -207,10 +208,10 @@ extension Broker {
     /// write of its own; takers that arrived meanwhile waited for the slot, so the oldest of
     /// them takes it next. Should that write fail too, the value is gone from disk and from
     /// memory alike.
-    mutating func handBack(_ slot: String, _ value: RawJSON) {
+    mutating func handBack(_ slot: String, _ value: RawJSON, now: Instant) {
         beginWrite(
             .slot(slot), .slot(name: slot, value: value), then: .restore(slot: slot, value: value),
-            reservedSlots: 1, reservedBytes: value.count)
+            reservedSlots: 1, reservedBytes: value.count, now: now)
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
@@ -238,7 +239,7 @@ extension Broker {
             progressed = false
             _ = held.takeResumeRequest()
             while held.hasRetentions && canRetain, let event = held.popRetention() {
-                startRetention(event)
+                startRetention(event, now: now)
                 progressed = true
             }
             guard held.hasWaitingClients else { break }

@@ -94,6 +94,8 @@ public struct Broker {
         client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
         if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
+        // Before hello, `hello_required` echoes the refused request's id when it had a usable
+        // one (an answer, or a frame whose id is missing or unusable, gets `"id": null`).
         switch consume decoded {
         case .badJSON(let reason):
             refuse(id, nil, .badJSON(reason), now: now)
@@ -267,7 +269,7 @@ public struct Broker {
         case .peek(let slot):
             replyValue(to: c, rid, slots[slot])
         case .setCategories(let set):
-            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set))
+            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set), now: now)
         case .getCategories:
             send(.reply(rid, .categories(categories.set.raw)), to: c)
         case .status(let page):
@@ -281,17 +283,15 @@ public struct Broker {
 
     // MARK: Connection teardown
 
-    // `hello_required` echoes the refused request's id when it had a usable one (an answer,
-    // or a frame whose id is missing or unusable, gets `"id": null`).
-
     /// Drops `c`'s state and asks the transport to flush and close it.
     mutating func close(_ c: ConnectionID, now: Instant) {
         dropClient(c, now: now)
         actions.append(.close(c))
     }
 
-    /// Removes everything `c` owned: observers (ending its hop as `gone`), handlers, calls
-    /// it was serving (`handler_gone` to their invokers), calls it made, waiting takes.
+    /// Removes everything `c` owned: handlers, calls it was serving (`handler_gone` to their
+    /// invokers), waiting takes, observers (ending its hop as `gone`). Calls it made stay
+    /// until returned or timed out, and their answers then go nowhere.
     mutating func dropClient(_ c: ConnectionID, now: Instant) {
         guard let client = sessions.remove(c) else { return }
         for h in client.handlers { _ = channels.remove(h) }
