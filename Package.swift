@@ -73,13 +73,15 @@ let package = Package(
         .executableTarget(
             name: "mailclick-app", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
+        // Test support shared by several test targets: the scenario files and their matcher, JSON depth.
+        .target(name: "TestSupport", dependencies: ["NotifBusProtocol"], path: "Tests/TestSupport"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
-        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),
-        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
