@@ -63,9 +63,12 @@ let package = Package(
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
         .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),
-        .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .target(name: "FuzzDriver", dependencies: ["CFuzzerSupport"], path: "Fuzz/FuzzDriver"),
         .executableTarget(
-            name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
+            name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .executableTarget(
+            name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"],
+            path: "Fuzz/fuzz-core"),
         // Examples that are processes of their own.
         .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
         .executableTarget(
