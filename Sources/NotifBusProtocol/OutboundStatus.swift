@@ -1,4 +1,5 @@
-// The encoder of a `status` reply page: the broker lists items one at a time, in the
+// The encoder of a `status` reply page and the figures it reports (the counters the core
+// keeps, the buffers the transport keeps): the broker lists items one at a time, in the
 // order of §5 (clients, observers, handlers, slots), watching `byteCount` against its page
 // budget; this writer only encodes. It decides nothing about paging.
 
@@ -10,11 +11,15 @@ public struct StatusFigures: Sendable, Equatable {
     public var current: Int64? = nil
     /// How many queued posts one client may hold: its share of the queue.
     public var maxPerClient = 0
+    /// The transport's buffers, as it last reported them.
     public var buffers = BufferFigures()
+    /// The broker-wide counters.
     public var counters = BrokerCounters()
 
+    /// All zero, no running event.
     public init() {}
 
+    /// The figures of one page, each given.
     public init(pending: Int, current: Int64?, maxPerClient: Int, buffers: BufferFigures, counters: BrokerCounters) {
         self.pending = pending
         self.current = current
@@ -29,23 +34,27 @@ public struct StatusFigures: Sendable, Equatable {
 public struct BrokerCounters: Sendable, Equatable {
     /// Posts accepted into the queue.
     public var posted = 0
-    /// Events that ended `completed`, `stopped` or `unhandled`.
+    /// Events that ended `completed`.
     public var completed = 0
+    /// Events that ended `stopped`.
     public var stopped = 0
+    /// Events that ended `unhandled`: no observer completed or stopped them.
     public var unhandled = 0
     /// Hops whose observer did not answer within the hop timeout.
     public var hopTimeouts = 0
-    /// Hops whose observer's connection went away.
+    /// Hops whose observer went away (unsubscribed or disconnected) before answering.
     public var gone = 0
     /// `willPresent` completions refused as invalid, each ending its hop.
     public var invalid = 0
     /// Observers passed over because their connection had used up its time in the event,
     /// or was unresponsive.
     public var skipped = 0
-    /// Invokes accepted (routed to a handler or not), and calls that timed out.
+    /// Invokes accepted (routed to a handler or not).
     public var invokes = 0
+    /// Calls whose handler did not return within the call timeout.
     public var callTimeouts = 0
 
+    /// All zero.
     public init() {}
 }
 
@@ -59,6 +68,7 @@ public struct BufferFigures: Sendable, Equatable {
     /// Connections cut off because the cap was exceeded.
     public var cutOff = 0
 
+    /// All zero.
     public init() {}
 }
 
