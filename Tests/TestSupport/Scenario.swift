@@ -31,6 +31,19 @@ public struct Scenario: Sendable, CustomTestStringConvertible {
             return (root.arrayValue ?? [root]).map { Scenario(name: $0["name"]?.stringValue ?? file, value: $0) }
         }
     }()
+
+    /// What is wrong with `all`, or nothing: fewer than 12 scenarios (a floor below the
+    /// folder's count, so that a lost or emptied folder is noticed), a name used twice, a
+    /// file that could not be read.
+    public static var problems: [String] {
+        let names = all.map(\.name)
+        var problems: [String] = []
+        if names.count < 12 { problems.append("only \(names.count) scenarios in \(folder.path)") }
+        var seen: Set<String> = []
+        for name in names where !seen.insert(name).inserted { problems.append("\(name) is used twice") }
+        problems += names.filter { $0.hasPrefix("unreadable") }
+        return problems
+    }
 }
 
 /// Why a scenario failed, or could not be played.
