@@ -63,9 +63,12 @@ let package = Package(
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
         .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),
-        .executableTarget(name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .target(name: "FuzzDriver", dependencies: ["CFuzzerSupport"], path: "Fuzz/FuzzDriver"),
         .executableTarget(
-            name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"], path: "Fuzz/fuzz-core"),
+            name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+        .executableTarget(
+            name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"],
+            path: "Fuzz/fuzz-core"),
         // Examples that are processes of their own.
         .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
         .executableTarget(
@@ -73,13 +76,15 @@ let package = Package(
         .executableTarget(
             name: "mailclick-app", dependencies: ["MailClickSupport", "NotifBusClient"], path: "Examples/MailClick/Sources/mailclick-app"),
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
+        // Test support shared by several test targets: the scenario files and their matcher, JSON depth.
+        .target(name: "TestSupport", dependencies: ["NotifBusProtocol"], path: "Tests/TestSupport"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
-        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),
-        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

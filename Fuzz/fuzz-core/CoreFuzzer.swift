@@ -3,7 +3,7 @@
 // libFuzzer target; otherwise it replays corpus files, so the corpus runs in every build.
 // `fuzz-core --write-seeds DIR` writes the seed programs of SeedPrograms.swift.
 import CFuzzerSupport
-import NotifBusProtocol
+import FuzzDriver
 
 #if canImport(Glibc)
 import Glibc
@@ -35,29 +35,14 @@ enum CoreFuzzer {
         if !Session.tracing {
             for seed in SeedPrograms.all.prefix(3) { Session.run(seed.program) }
         }
-        if notifbus_fuzzer_linked() == 1 {
-            var argc = CommandLine.argc
-            var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-            exit(notifbus_fuzzer_run(&argc, &argv, target))
-        }
-        var paths = arguments.dropFirst().filter { !$0.hasPrefix("-") }
-        if paths.isEmpty { paths = [defaultCorpus] }
-        var cPaths = paths.map { strdup($0) }
-        let ran = notifbus_replay_paths(Int32(cPaths.count), &cPaths, target)
-        cPaths.forEach { free($0) }
-        guard ran >= 0 else { exit(1) }
-        print("\(name): libFuzzer not linked in; replayed \(ran) programs from \(paths.joined(separator: " ")), all invariants held")
-        exit(0)
+        FuzzDriver.run(name, defaultCorpus: defaultCorpus, inputs: "programs", target: target)
     }
 
     static func check(_ input: UnsafeRawBufferPointer) {
-        let measuring = notifbus_alloc_tracking_available() == 1
-        if measuring { notifbus_alloc_tracking_reset() }
-        Session.run([UInt8](input))
-        if measuring {
-            let peak = notifbus_alloc_peak_bytes()
-            let bound = allocationAllowance + bytesPerInputByte * input.count
-            if peak > bound { violation("\(peak) bytes live at the peak for a \(input.count)-byte program (bound \(bound))") }
+        FuzzDriver.boundingPeakHeap(
+            size: input.count, bytesPerInputByte: bytesPerInputByte, allowance: allocationAllowance, input: "program"
+        ) {
+            Session.run([UInt8](input))
         }
     }
 }

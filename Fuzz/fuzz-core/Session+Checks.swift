@@ -1,6 +1,7 @@
 // Invariants of a whole step, of `status` against the model, and of the end of a program:
 // with the clock run past every deadline every request is answered and every event ends,
 // and once everyone hangs up the broker holds nothing of any of them.
+import FuzzDriver
 import NotifBusCore
 import NotifBusProtocol
 

@@ -1,6 +1,7 @@
 // Checks each action the broker returns, in order: frames go only to open connections, carry
 // exactly the fields the spec shows, and agree with the model — replies match a request
 // that awaits one, events reach the observer's own connection, traces match the hops.
+import FuzzDriver
 import NotifBusCore
 import NotifBusProtocol
 

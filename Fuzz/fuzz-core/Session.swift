@@ -2,6 +2,7 @@
 // would drive it, with every action it returns checked against a model of what each client
 // was promised (Session+Frames.swift) and broker-wide invariants checked after every step
 // and at the end (Session+Checks.swift). A broken invariant stops the process.
+import FuzzDriver
 import NotifBusCore
 import NotifBusProtocol
 
@@ -458,9 +459,4 @@ final class Session {
             return value
         }
     }
-}
-
-/// Reports a broken invariant and stops; libFuzzer keeps the input as a crash artifact.
-func violation(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
-    fatalError("invariant broken: \(message)", file: file, line: line)
 }

@@ -1,6 +1,7 @@
 // Invariants of one frame body: the message decoder agrees with the JSON tree and with the
 // spec's rules (§3: field sets, id usability, the order checks run in), typed results carry
 // exactly what the body says, and every tree survives encode → parse unchanged.
+import FuzzDriver
 import FuzzJSONView
 import NotifBusProtocol
 

@@ -2,11 +2,8 @@
 // tree, checking what each promises. Built with -sanitize=fuzzer it is a libFuzzer target;
 // otherwise it replays corpus files, so the corpus runs as a regression test in every build.
 import CFuzzerSupport
+import FuzzDriver
 import NotifBusProtocol
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 @main
 enum DecoderFuzzer {
@@ -26,33 +23,18 @@ enum DecoderFuzzer {
             return 0
         }
         warmUp()
-        if notifbus_fuzzer_linked() == 1 {
-            var argc = CommandLine.argc
-            var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-            exit(notifbus_fuzzer_run(&argc, &argv, target))
-        }
-        var paths = CommandLine.arguments.dropFirst().filter { !$0.hasPrefix("-") }
-        if paths.isEmpty { paths = [defaultCorpus] }
-        var cPaths = paths.map { strdup($0) }
-        let ran = notifbus_replay_paths(Int32(cPaths.count), &cPaths, target)
-        cPaths.forEach { free($0) }
-        guard ran >= 0 else { exit(1) }
-        print("\(name): libFuzzer not linked in; replayed \(ran) inputs from \(paths.joined(separator: " ")), all invariants held")
-        exit(0)
+        FuzzDriver.run(name, defaultCorpus: defaultCorpus, inputs: "inputs", target: target)
     }
 
     /// One input: a byte stream for the frame decoder, each frame body and the whole input
     /// for the message decoder and the JSON tree.
     static func check(_ input: UnsafeRawBufferPointer) {
-        let measuring = notifbus_alloc_tracking_available() == 1
-        if measuring { notifbus_alloc_tracking_reset() }
-        let bytes = [UInt8](input)
-        for body in FramingCheck.run(bytes) { BodyCheck.run(body) }
-        BodyCheck.run(bytes)
-        if measuring {
-            let peak = notifbus_alloc_peak_bytes()
-            let bound = allocationAllowance + bytesPerInputByte * bytes.count
-            if peak > bound { violation("\(peak) bytes live at the peak for a \(bytes.count)-byte input (bound \(bound))") }
+        FuzzDriver.boundingPeakHeap(
+            size: input.count, bytesPerInputByte: bytesPerInputByte, allowance: allocationAllowance, input: "input"
+        ) {
+            let bytes = [UInt8](input)
+            for body in FramingCheck.run(bytes) { BodyCheck.run(body) }
+            BodyCheck.run(bytes)
         }
     }
 
@@ -75,9 +57,4 @@ enum DecoderFuzzer {
             _ = FramingCheck.run(FrameHeader.encode(length: body.count) + body)
         }
     }
-}
-
-/// Reports a broken invariant and stops; libFuzzer keeps the input as a crash artifact.
-func violation(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
-    fatalError("invariant broken: \(message)", file: file, line: line)
 }

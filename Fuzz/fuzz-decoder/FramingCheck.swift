@@ -1,5 +1,6 @@
 // Framing invariants: FrameHeader.split walked over a whole stream is the reference, and
 // FrameDecoder must give the same bodies and the same end however the bytes arrive.
+import FuzzDriver
 import NotifBusProtocol
 
 enum FramingCheck {

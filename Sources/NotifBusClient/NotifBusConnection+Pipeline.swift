@@ -56,8 +56,10 @@ public final class PipelinedReplies: @unchecked Sendable {
 
     /// Blocks the calling thread (not a task) until every reply has come, or until `deadline`;
     /// returns them in order, or nil at the deadline (call again to go on waiting). The thread
-    /// is woken once for the whole group, not once per reply.
-    public func waitAll(until deadline: DispatchTime) -> [Reply]? {
+    /// is woken once for the whole group, not once per reply. Only for this package's own
+    /// programs that wait on threads of their own (the NATS bridge and its benchmark): the
+    /// public API waits with `wait()`, and shows no Dispatch times.
+    package func waitAll(until deadline: DispatchTime) -> [Reply]? {
         guard allDone.wait(timeout: deadline) == .success else { return nil }
         allDone.signal()
         return lock.withLock { results.map { $0! } }

@@ -132,7 +132,7 @@ extension Broker {
                     break
                 }
                 guard let target else {
-                    finish(.unhandled, by: nil, value: nil)
+                    finish(.unhandled, by: nil, value: nil, now: now)
                     continue
                 }
                 let post = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
@@ -171,7 +171,7 @@ extension Broker {
             endHop(.next, now: now)
         case .stop:
             recordHop(.stop, now: now)
-            finish(.stopped, by: hop.observer, value: nil)
+            finish(.stopped, by: hop.observer, value: nil, now: now)
             pump(now: now)
         case .complete(_, let value):
             if event.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
@@ -180,7 +180,7 @@ extension Broker {
                 return endHop(.invalid, now: now)
             }
             recordHop(.complete, now: now)
-            finish(.completed, by: hop.observer, value: value)
+            finish(.completed, by: hop.observer, value: value, now: now)
             pump(now: now)
         }
     }
@@ -197,14 +197,14 @@ extension Broker {
     }
 
     /// Replies to the poster, applies launch retention, and clears the running event.
-    mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?) {
+    mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
         guard let event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
         case .unhandled: counters.unhandled += 1
         }
-        if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event) }
+        if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
     }
 

@@ -138,23 +138,9 @@ extension Broker {
                 w.slot(name)
             }
         }
-        var figures = StatusFigures()
-        figures.pending = events.count
-        figures.current = events.running?.post.event
-        figures.maxPerClient = configuration.queueShare
-        figures.bufferBytes = buffers.bytes
-        figures.bufferMax = buffers.max
-        figures.cutOff = buffers.cutOff
-        figures.posted = counters.posted
-        figures.completed = counters.completed
-        figures.stopped = counters.stopped
-        figures.unhandled = counters.unhandled
-        figures.hopTimeouts = counters.hopTimeouts
-        figures.gone = counters.gone
-        figures.invalid = counters.invalid
-        figures.skipped = counters.skipped
-        figures.invokes = counters.invokes
-        figures.callTimeouts = counters.callTimeouts
+        let figures = StatusFigures(
+            pending: events.count, current: events.running?.post.event, maxPerClient: configuration.queueShare,
+            buffers: buffers, counters: counters)
         return w.finish(next: next, figures: figures)
     }
 

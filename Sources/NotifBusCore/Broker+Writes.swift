@@ -18,6 +18,8 @@
 // in flight together (the transport syncs all writes of one loop turn with one
 // fdatasync). A `didReceive` reads the categories like `getCategories`. At shutdown no
 // waiting request starts: each is answered `shutting_down` in its connection's order.
+// Each connection's held requests wait in its ClientRecord; HeldRequests keeps the order
+// across connections.
 import NotifBusProtocol
 
 extension Broker {
@@ -25,14 +27,13 @@ extension Broker {
     mutating func admit(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
         let c = client.id
         if case .rejected(nil, _) = input { return start(input, from: client, now: now) }  // an error frame answers nothing in order
-        arrivals += 1
-        let arrival = arrivals
+        let arrival = held.arrive()
         if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: client, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
             return answerShuttingDown(input, from: c, now: now)
         }
-        if client.waiting.isEmpty { waitingClients.append(c) }
+        if client.waiting.isEmpty { held.beganWaiting(c) }
         if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
             client.takes.count < configuration.maxTakesPerConnection
         {
@@ -157,12 +158,13 @@ extension Broker {
         }
     }
 
-    /// Starts a durable write; without `persistsState` the change is applied at once.
+    /// Starts a durable write at `now`; without `persistsState` the change is applied and
+    /// answered at once.
     mutating func beginWrite(
         _ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
-        reservedSlots: Int = 0, reservedBytes: Int = 0
+        reservedSlots: Int = 0, reservedBytes: Int = 0, now: Instant
     ) {
-        guard configuration.persistsState else { return complete(completion, written: true, now: 0) }
+        guard configuration.persistsState else { return complete(completion, written: true, now: now) }
         let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
@@ -189,7 +191,7 @@ extension Broker {
             let value = slots[slot] ?? RawJSON.null
             if written { _ = slots.remove(slot) }
             // Its removal is on disk but nobody received the value: it must not be lost.
-            if written && sessions[c] == nil { return handBack(slot, value) }
+            if written && sessions[c] == nil { return handBack(slot, value, now: now) }
             answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
             if written { slots.set(slot, value) }
@@ -206,10 +208,10 @@ extension Broker {
     /// write of its own; takers that arrived meanwhile waited for the slot, so the oldest of
     /// them takes it next. Should that write fail too, the value is gone from disk and from
     /// memory alike.
-    mutating func handBack(_ slot: String, _ value: RawJSON) {
+    mutating func handBack(_ slot: String, _ value: RawJSON, now: Instant) {
         beginWrite(
             .slot(slot), .slot(name: slot, value: value), then: .restore(slot: slot, value: value),
-            reservedSlots: 1, reservedBytes: value.count)
+            reservedSlots: 1, reservedBytes: value.count, now: now)
     }
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
@@ -230,41 +232,34 @@ extension Broker {
     mutating func resumeWaiting(now: Instant) {
         // A request started here may close a connection, which resumes again: that is done
         // by this loop, not by a second one inside it.
-        guard !resuming else {
-            resumeRequested = true
-            return
-        }
-        resuming = true
-        defer { resuming = false }
+        guard held.beginResume() else { return }
+        defer { held.endResume() }
         var progressed = true
         while progressed {
             progressed = false
-            resumeRequested = false
-            while let event = waitingRetentions.first, canRetain {
-                _ = waitingRetentions.popFirst()
-                startRetention(event)
+            _ = held.takeResumeRequest()
+            while held.hasRetentions && canRetain, let event = held.popRetention() {
+                startRetention(event, now: now)
                 progressed = true
             }
-            guard !waitingClients.isEmpty else { break }
-            let order = waitingClients
-            waitingClients.removeAll()
-            for c in order {
+            guard held.hasWaitingClients else { break }
+            for c in held.takeWaitingClients() {
                 guard let client = sessions[c] else { continue }
                 if shuttingDown {
                     if client.writesInFlight == 0 {
-                        while let held = client.waiting.popFirst() { answerShuttingDown(held.input, from: c, now: now) }
+                        while let next = client.waiting.popFirst() { answerShuttingDown(next.input, from: c, now: now) }
                     }
                 } else {
-                    while let held = client.waiting.first, canStart(held.input, arrival: held.arrival, from: client) {
+                    while let next = client.waiting.first, canStart(next.input, arrival: next.arrival, from: client) {
                         _ = client.waiting.popFirst()
                         progressed = true
-                        start(held.input, from: client, now: now)
+                        start(next.input, from: client, now: now)
                         if sessions[c] == nil { break }
                     }
                 }
-                if sessions[c] != nil && !client.waiting.isEmpty { waitingClients.append(c) }
+                if sessions[c] != nil && !client.waiting.isEmpty { held.beganWaiting(c) }
             }
-            if resumeRequested { progressed = true }
+            if held.takeResumeRequest() { progressed = true }
         }
     }
 }

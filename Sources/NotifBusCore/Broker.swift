@@ -17,7 +17,8 @@
 import NotifBusProtocol
 
 /// The whole broker: its registries (sessions, observers, the event queue, channels,
-/// slots, categories) composed with the durable writes in flight, and the counters.
+/// slots, categories) composed with the durable writes in flight, the requests held behind
+/// them, and the counters.
 public struct Broker {
     public let configuration: BrokerConfiguration
     let startedAt: Instant
@@ -30,17 +31,9 @@ public struct Broker {
     var categories = CategoryRegistry()
     var shuttingDown = false
 
-    // Durable writes in flight (Broker+Writes.swift).
+    // Durable writes in flight, and what waits behind them (Broker+Writes.swift).
     var writes = WriteLedger()
-    /// Requests admitted so far: the broker-wide order of arrival of held requests.
-    var arrivals = 0
-    /// Set while `resumeWaiting` runs, and when it is asked to run again meanwhile.
-    var resuming = false
-    var resumeRequested = false
-    /// Connections with requests held back, in the order they began waiting.
-    var waitingClients: [ConnectionID] = []
-    /// Launch retentions waiting for a write on `launch` to finish.
-    var waitingRetentions = FIFO<RunningEvent>()
+    var held = HeldRequests()
     /// Set once shutdown has closed every connection (after the last write finished).
     var closedForShutdown = false
 
@@ -101,6 +94,8 @@ public struct Broker {
         client.unresponsive = false
         let decoded = MessageDecoder.decode(body)
         if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
+        // Before hello, `hello_required` echoes the refused request's id when it had a usable
+        // one (an answer, or a frame whose id is missing or unusable, gets `"id": null`).
         switch consume decoded {
         case .badJSON(let reason):
             refuse(id, nil, .badJSON(reason), now: now)
@@ -121,7 +116,7 @@ public struct Broker {
                 // Nothing of this connection waits and no write is in flight: `admit` would
                 // start it at once (a put or take still asks it, for takers held back).
                 if client.waiting.isEmpty && writes.isEmpty && !Broker.touchesSlot(request) {
-                    arrivals += 1
+                    held.arrive()
                     return handle(request, id: requestID, from: client, now: now)
                 }
                 admit(.request(requestID, request), from: client, now: now)
@@ -222,7 +217,7 @@ public struct Broker {
     /// Closes every connection once shutdown has begun and no durable write is in flight, so
     /// that each write's request, and each request waiting behind one, still gets its answer.
     mutating func closeIfShutDown() {
-        guard shuttingDown, !closedForShutdown, writes.isEmpty, waitingRetentions.isEmpty else { return }
+        guard shuttingDown, !closedForShutdown, writes.isEmpty, !held.hasRetentions else { return }
         closedForShutdown = true
         for id in sessions.records.keys.sorted() { actions.append(.close(id)) }
     }
@@ -274,7 +269,7 @@ public struct Broker {
         case .peek(let slot):
             replyValue(to: c, rid, slots[slot])
         case .setCategories(let set):
-            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set))
+            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set), now: now)
         case .getCategories:
             send(.reply(rid, .categories(categories.set.raw)), to: c)
         case .status(let page):
@@ -288,17 +283,15 @@ public struct Broker {
 
     // MARK: Connection teardown
 
-    // `hello_required` echoes the refused request's id when it had a usable one (an answer,
-    // or a frame whose id is missing or unusable, gets `"id": null`).
-
     /// Drops `c`'s state and asks the transport to flush and close it.
     mutating func close(_ c: ConnectionID, now: Instant) {
         dropClient(c, now: now)
         actions.append(.close(c))
     }
 
-    /// Removes everything `c` owned: observers (ending its hop as `gone`), handlers, calls
-    /// it was serving (`handler_gone` to their invokers), calls it made, waiting takes.
+    /// Removes everything `c` owned: handlers, calls it was serving (`handler_gone` to their
+    /// invokers), waiting takes, observers (ending its hop as `gone`). Calls it made stay
+    /// until returned or timed out, and their answers then go nowhere.
     mutating func dropClient(_ c: ConnectionID, now: Instant) {
         guard let client = sessions.remove(c) else { return }
         for h in client.handlers { _ = channels.remove(h) }

@@ -108,35 +108,6 @@ public enum BrokerAction: Sendable {
     case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
 }
 
-/// Broker-wide counters reported by `status`.
-public struct BrokerCounters: Sendable, Equatable {
-    public var posted = 0
-    public var completed = 0
-    public var stopped = 0
-    public var unhandled = 0
-    public var hopTimeouts = 0
-    public var gone = 0
-    public var invalid = 0
-    /// Observers passed over because their connection had used up its time in the event,
-    /// or was unresponsive.
-    public var skipped = 0
-    public var invokes = 0
-    public var callTimeouts = 0
-}
-
-/// The transport's input and output buffers across all connections, as `status` reports
-/// them. The transport keeps these current; the core only reports them.
-public struct BufferFigures: Sendable, Equatable {
-    /// Bytes buffered now: incomplete frames read plus output not yet written.
-    public var bytes = 0
-    /// The broker-wide cap (`--max-buffered-bytes`); 0 when the transport sets none.
-    public var max = 0
-    /// Connections cut off because the cap was exceeded.
-    public var cutOff = 0
-
-    public init() {}
-}
-
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
 enum WaitingInput {
     case request(RequestID, Request)

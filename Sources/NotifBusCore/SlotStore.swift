@@ -10,7 +10,7 @@ struct TakeWaiter {
     /// Still held behind its connection's earlier requests: it keeps its place, but no
     /// value may be handed to it or past it until it starts.
     var held: Bool
-    /// When a held take arrived (`Broker.arrivals`): a value arriving later waits for it.
+    /// When a held take arrived (`HeldRequests.arrivals`): a value arriving later waits for it.
     let arrival: Int
 }
 

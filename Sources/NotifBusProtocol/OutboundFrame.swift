@@ -82,22 +82,22 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .observerEvicted(let old, let by):
-            var f = FrameBuilder(capacity: 64, scratch: scratch)
-            f.literal("{\"op\":\"evicted\",\"observer\":")
-            f.taggedID("o", old)
-            f.literal(",\"by\":")
-            f.taggedID("o", by)
-            f.byte(UInt8(ascii: "}"))
-            return f.finish()
+            return OutboundFrame.evicted("{\"op\":\"evicted\",\"observer\":", tag: "o", old, by: by, scratch: scratch)
         case .handlerEvicted(let old, let by):
-            var f = FrameBuilder(capacity: 64, scratch: scratch)
-            f.literal("{\"op\":\"evicted\",\"handler\":")
-            f.taggedID("h", old)
-            f.literal(",\"by\":")
-            f.taggedID("h", by)
-            f.byte(UInt8(ascii: "}"))
-            return f.finish()
+            return OutboundFrame.evicted("{\"op\":\"evicted\",\"handler\":", tag: "h", old, by: by, scratch: scratch)
         }
+    }
+
+    /// `evicted`: `head` opens the frame up to the member naming the registration that
+    /// went (`observer` or `handler`), whose ids, and its successor's, carry `tag`.
+    static func evicted(_ head: StaticString, tag: Unicode.Scalar, _ old: Int, by: Int, scratch: FrameScratch?) -> [UInt8] {
+        var f = FrameBuilder(capacity: 64, scratch: scratch)
+        f.literal(head)
+        f.taggedID(tag, old)
+        f.literal(",\"by\":")
+        f.taggedID(tag, by)
+        f.byte(UInt8(ascii: "}"))
+        return f.finish()
     }
 
     /// The `seen` mirror of one frame (its body, without the length prefix) that `client`

@@ -1,27 +1,74 @@
-// The encoder of a `status` reply page: the broker lists items one at a time, in the
+// The encoder of a `status` reply page and the figures it reports (the counters the core
+// keeps, the buffers the transport keeps): the broker lists items one at a time, in the
 // order of §5 (clients, observers, handlers, slots), watching `byteCount` against its page
 // budget; this writer only encodes. It decides nothing about paging.
 
 /// The figures a `status` page reports, current on every page.
 public struct StatusFigures: Sendable, Equatable {
+    /// Posts waiting in the broker's queue.
     public var pending = 0
     /// The running event, if any.
     public var current: Int64? = nil
+    /// How many queued posts one client may hold: its share of the queue.
     public var maxPerClient = 0
-    public var bufferBytes = 0
-    public var bufferMax = 0
-    public var cutOff = 0
+    /// The transport's buffers, as it last reported them.
+    public var buffers = BufferFigures()
+    /// The broker-wide counters.
+    public var counters = BrokerCounters()
+
+    /// All zero, no running event.
+    public init() {}
+
+    /// The figures of one page, each given.
+    public init(pending: Int, current: Int64?, maxPerClient: Int, buffers: BufferFigures, counters: BrokerCounters) {
+        self.pending = pending
+        self.current = current
+        self.maxPerClient = maxPerClient
+        self.buffers = buffers
+        self.counters = counters
+    }
+}
+
+/// Broker-wide counters as `status` reports them: the core counts into one of these and
+/// hands it to the writer as it is.
+public struct BrokerCounters: Sendable, Equatable {
+    /// Posts accepted into the queue.
     public var posted = 0
+    /// Events that ended `completed`.
     public var completed = 0
+    /// Events that ended `stopped`.
     public var stopped = 0
+    /// Events that ended `unhandled`: no observer completed or stopped them.
     public var unhandled = 0
+    /// Hops whose observer did not answer within the hop timeout.
     public var hopTimeouts = 0
+    /// Hops whose observer went away (unsubscribed or disconnected) before answering.
     public var gone = 0
+    /// `willPresent` completions refused as invalid, each ending its hop.
     public var invalid = 0
+    /// Observers passed over because their connection had used up its time in the event,
+    /// or was unresponsive.
     public var skipped = 0
+    /// Invokes accepted (routed to a handler or not).
     public var invokes = 0
+    /// Calls whose handler did not return within the call timeout.
     public var callTimeouts = 0
 
+    /// All zero.
+    public init() {}
+}
+
+/// The transport's input and output buffers across all connections, as `status` reports
+/// them. The transport keeps these current; the core and this writer only report them.
+public struct BufferFigures: Sendable, Equatable {
+    /// Bytes buffered now: incomplete frames read plus output not yet written.
+    public var bytes = 0
+    /// The broker-wide cap (`--max-buffered-bytes`); 0 when the transport sets none.
+    public var max = 0
+    /// Connections cut off because the cap was exceeded.
+    public var cutOff = 0
+
+    /// All zero.
     public init() {}
 }
 
@@ -128,31 +175,31 @@ public struct StatusPageWriter: ~Copyable {
         f.literal(",\"maxPerClient\":")
         f.int(Int64(s.maxPerClient))
         f.literal("},\"buffers\":{\"bytes\":")
-        f.int(Int64(s.bufferBytes))
+        f.int(Int64(s.buffers.bytes))
         f.literal(",\"max\":")
-        f.int(Int64(s.bufferMax))
+        f.int(Int64(s.buffers.max))
         f.literal(",\"cutOff\":")
-        f.int(Int64(s.cutOff))
+        f.int(Int64(s.buffers.cutOff))
         f.literal("},\"counters\":{\"posted\":")
-        f.int(Int64(s.posted))
+        f.int(Int64(s.counters.posted))
         f.literal(",\"completed\":")
-        f.int(Int64(s.completed))
+        f.int(Int64(s.counters.completed))
         f.literal(",\"stopped\":")
-        f.int(Int64(s.stopped))
+        f.int(Int64(s.counters.stopped))
         f.literal(",\"unhandled\":")
-        f.int(Int64(s.unhandled))
+        f.int(Int64(s.counters.unhandled))
         f.literal(",\"hopTimeouts\":")
-        f.int(Int64(s.hopTimeouts))
+        f.int(Int64(s.counters.hopTimeouts))
         f.literal(",\"gone\":")
-        f.int(Int64(s.gone))
+        f.int(Int64(s.counters.gone))
         f.literal(",\"invalid\":")
-        f.int(Int64(s.invalid))
+        f.int(Int64(s.counters.invalid))
         f.literal(",\"skipped\":")
-        f.int(Int64(s.skipped))
+        f.int(Int64(s.counters.skipped))
         f.literal(",\"invokes\":")
-        f.int(Int64(s.invokes))
+        f.int(Int64(s.counters.invokes))
         f.literal(",\"callTimeouts\":")
-        f.int(Int64(s.callTimeouts))
+        f.int(Int64(s.counters.callTimeouts))
         f.literal("}}}")
         return f.finish()
     }

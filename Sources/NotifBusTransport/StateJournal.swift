@@ -394,20 +394,6 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
     return true
 }
 
-func readAll(_ fd: Int32) -> [UInt8]? {
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            return nil
-        }
-        if n == 0 { return out }
-        out.append(contentsOf: chunk[0..<n])
-    }
-}
-
 /// Why a `--state-dir` cannot be used.
 public struct StateDirectoryError: Error, CustomStringConvertible {
     public let description: String

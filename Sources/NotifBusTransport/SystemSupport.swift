@@ -1,5 +1,6 @@
 // Small system facts the transport needs: the monotonic clock, logging to stderr with a
-// connection id, and errno text. Nothing here keeps state.
+// connection id, errno text, and reading a descriptor to its end (which the CLI uses too).
+// Nothing here keeps state.
 import Glibc
 
 /// Monotonic nanoseconds, the broker core's notion of time.
@@ -43,4 +44,20 @@ public struct SystemError: Error, CustomStringConvertible {
     }
 
     public var description: String { "\(operation): \(errnoText(code)) (errno \(code))" }
+}
+
+/// The bytes of `fd` up to its end, read in 64 KiB chunks (EINTR retried); nil when a read
+/// fails, with `errno` as that read left it.
+public func readAll(_ fd: Int32) -> [UInt8]? {
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if n == 0 { return out }
+        out.append(contentsOf: chunk[0..<n])
+    }
 }

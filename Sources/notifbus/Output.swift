@@ -1,6 +1,7 @@
 // Writing to stdout and stderr from the CLI without Glibc's global FILE pointers, which
 // strict concurrency forbids. stdout is flushed per line so pipes see events at once.
 import Glibc
+import NotifBusTransport
 
 enum Output {
     static func line(_ text: String) {
@@ -53,16 +54,9 @@ enum Input {
         let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { return out }
-            out += chunk[0..<n]
+        guard let bytes = NotifBusTransport.readAll(fd) else {
+            throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))")
         }
+        return bytes
     }
 }

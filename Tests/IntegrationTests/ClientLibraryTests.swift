@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import NotifBusClient
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 final class Recorder: @unchecked Sendable {
@@ -136,7 +137,7 @@ final class Recorder: @unchecked Sendable {
         let expected = deep.encoded
         let received = Recorder()
         try await server.addObserver(events: ["deep"]) { event in
-            received.add("\(event.rawPayload == expected) \(nesting(event.payload))")
+            received.add("\(event.rawPayload == expected) \(depth(of: event.payload))")
             return .complete(event.payload)
         }
         let result = try await poster.post("deep", payload: deep)
@@ -146,7 +147,7 @@ final class Recorder: @unchecked Sendable {
         try await server.methodChannel("deep").setMethodCallHandler({ call in call.arguments }, method: "echo")
         let echoed = try await poster.methodChannel("deep").invokeMethod("echo", arguments: deep)
         #expect(echoed.encoded == expected)
-        #expect(nesting(echoed) == 10_000)
+        #expect(depth(of: echoed) == 10_000)
     }
 
     @Test func methodChannelErrorsAreTyped() async throws {
@@ -196,19 +197,4 @@ final class Recorder: @unchecked Sendable {
         try await host.put("launch", "again")
         #expect(try await app.peek("launch") == "again")
     }
-}
-
-/// How deeply a value nests, counted without recursion.
-func nesting(_ value: JSONValue) -> Int {
-    var deepest = 0
-    var stack: [(JSONValue, Int)] = [(value, 0)]
-    while let (v, d) = stack.popLast() {
-        deepest = max(deepest, d)
-        switch v {
-        case .array(let a): for e in a { stack.append((e, d + 1)) }
-        case .object(let o): for e in o.values { stack.append((e, d + 1)) }
-        default: break
-        }
-    }
-    return deepest
 }

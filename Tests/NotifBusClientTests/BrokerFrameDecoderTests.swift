@@ -3,6 +3,7 @@
 // with their exact error; user data of any depth kept byte for byte. No sockets, no broker.
 import Foundation
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 /// The vectors folder and the broker→client frames it holds.
@@ -105,21 +106,6 @@ func deepObject(_ depth: Int) -> [UInt8] {
     out += Array("null".utf8)
     out += Array(repeating: UInt8(ascii: "}"), count: depth)
     return out
-}
-
-/// Nesting depth of a tree, counted without recursion.
-func depth(of value: JSONValue) -> Int {
-    var deepest = 0
-    var stack: [(JSONValue, Int)] = [(value, 0)]
-    while let (v, d) = stack.popLast() {
-        deepest = max(deepest, d)
-        switch v {
-        case .array(let a): for e in a { stack.append((e, d + 1)) }
-        case .object(let o): for e in o.values { stack.append((e, d + 1)) }
-        default: break
-        }
-    }
-    return deepest
 }
 
 @Suite struct BrokerFrameDecoderTests {

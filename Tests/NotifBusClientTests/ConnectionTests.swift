@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Glibc
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 @testable import NotifBusClient

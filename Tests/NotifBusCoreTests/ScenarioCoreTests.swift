@@ -1,50 +1,25 @@
 // Plays Protocol/vectors/scenarios/ against the broker core through CoreHarness: no sockets,
 // no sleeps, the fake clock driving every wait and timeout a millisecond at a time. Each
 // expected frame is checked as the file says, and every frame the core sends must be expected.
-import Foundation
 import NotifBusCore
 import NotifBusProtocol
+import TestSupport
 import Testing
-
-/// One scenario as loaded from its file.
-struct CoreScenario: Sendable, CustomTestStringConvertible {
-    let name: String
-    let value: JSONValue
-    var testDescription: String { name }
-
-    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../Protocol/vectors/scenarios").standardized
-
-    /// Every scenario of every file, files in name order; a file holds one object or a list.
-    static let all: [CoreScenario] = {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return files.filter { $0.hasSuffix(".json") }.sorted().flatMap { file -> [CoreScenario] in
-            guard let data = try? Data(contentsOf: folder.appendingPathComponent(file)),
-                let root = try? JSONValue(parsing: Array(data))
-            else { return [CoreScenario(name: "unreadable \(file)", value: .null)] }
-            return (root.arrayValue ?? [root]).map { CoreScenario(name: $0["name"]?.stringValue ?? file, value: $0) }
-        }
-    }()
-}
-
-struct ScenarioFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// Runs one scenario's steps on connections of a CoreHarness.
 struct CoreScenarioPlayer {
     static let defaultTimeoutMs: Int64 = 2000
 
-    let scenario: CoreScenario
+    let scenario: Scenario
     var harness: CoreHarness
     private var connections: [String: ConnectionID] = [:]
-    private var clientIDs: [String: String] = [:]
+    private var frames: ScenarioMatcher
     /// Connections the scenario closed itself.
     private var closedByPeer: Set<ConnectionID> = []
 
-    init(_ scenario: CoreScenario) throws {
+    init(_ scenario: Scenario) throws {
         self.scenario = scenario
+        frames = ScenarioMatcher(scenario: scenario.name)
         let flags = scenario.value["broker"]?.arrayValue?.compactMap(\.stringValue) ?? []
         var problem: String? = nil
         // The scenarios run against `notifbus broker` with the contract's defaults and no
@@ -97,41 +72,6 @@ struct CoreScenarioPlayer {
         ScenarioFailure("\(scenario.name): step \(index) \(step.text): \(why)")
     }
 
-    /// Replaces every "$client:NAME" with that connection's client id.
-    func substitute(_ value: JSONValue) throws -> JSONValue {
-        switch value {
-        case .string(let s) where s.hasPrefix("$client:"):
-            guard let id = clientIDs[String(s.dropFirst("$client:".count))] else {
-                throw ScenarioFailure("\(scenario.name): no client id for \(s)")
-            }
-            return .string(id)
-        case .array(let items): return .array(try items.map(substitute))
-        case .object(let members): return .object(try members.mapValues(substitute))
-        default: return value
-        }
-    }
-
-    /// Whether `actual` fits `expected`: "$any" fits any value; `subset` skips unlisted keys.
-    func matches(_ expected: JSONValue, _ actual: JSONValue, subset: Bool) throws -> Bool {
-        switch expected {
-        case .string("$any"):
-            return true
-        case .object(let want):
-            guard case .object(let got) = actual else { return false }
-            if !subset && Set(want.keys) != Set(got.keys) { return false }
-            for (key, value) in want {
-                guard let other = got[key], try matches(value, other, subset: subset) else { return false }
-            }
-            return true
-        case .array(let want):
-            guard case .array(let got) = actual, got.count == want.count else { return false }
-            for (e, a) in zip(want, got) where try !matches(e, a, subset: subset) { return false }
-            return true
-        default:
-            return try substitute(expected) == actual
-        }
-    }
-
     func connection(_ name: String?) throws -> ConnectionID {
         guard let name, let c = connections[name] else { throw ScenarioFailure("\(scenario.name): no connection \(name ?? "?")") }
         return c
@@ -147,18 +87,14 @@ struct CoreScenarioPlayer {
             let c = harness.connect(greet: false)
             connections[name] = c
             guard greetAll, entry["hello"]?.boolValue ?? true else { continue }
-            let hello: JSONValue = ["op": "hello", "id": "hello", "protocol": 1, "name": .string(name)]
-            harness.send(c, hello.text)
-            let shape: JSONValue = [
-                "op": "reply", "id": "hello", "result": ["protocol": 1, "server": "$any", "client": "$any", "maxFrame": "$any"],
-            ]
+            harness.send(c, ScenarioMatcher.hello(name).text)
             let replies = harness.takeAll(c)
-            guard replies.count == 1, try matches(shape, replies[0], subset: false),
+            guard replies.count == 1, try frames.matches(ScenarioMatcher.helloReply, replies[0], subset: false),
                 let id = replies[0]["result"]?["client"]?.stringValue
             else {
                 throw ScenarioFailure("\(scenario.name): hello of \(name) got \(replies.map(\.text))")
             }
-            clientIDs[name] = id
+            frames.clientIDs[name] = id
         }
     }
 
@@ -189,7 +125,7 @@ struct CoreScenarioPlayer {
         if let name = step["send"]?.stringValue {
             let c = try connection(name)
             guard !brokerClosed(c), !closedByPeer.contains(c) else { throw fail(index, step, "the connection is closed") }
-            harness.send(c, try substitute(step["frame"] ?? .null).text)
+            harness.send(c, try frames.substitute(step["frame"] ?? .null).text)
         } else if let name = step["expect"]?.stringValue {
             let c = try connection(name)
             guard wait(ms: timeout, until: { !$0.nothingSent(to: c) || $0.closed.contains(c) }), !harness.nothingSent(to: c) else {
@@ -197,7 +133,7 @@ struct CoreScenarioPlayer {
             }
             let got = harness.take(c).frame
             let subset = step["match"]?.stringValue == "subset"
-            guard try matches(step["frame"] ?? .null, got, subset: subset) else { throw fail(index, step, "got \(got.text)") }
+            guard try frames.matches(step["frame"] ?? .null, got, subset: subset) else { throw fail(index, step, "got \(got.text)") }
         } else if let name = step["expectNothing"]?.stringValue {
             let c = try connection(name)
             _ = wait(ms: step["within"]?.intValue ?? 0)
@@ -222,13 +158,10 @@ struct CoreScenarioPlayer {
 
 @Suite struct ScenarioCoreTests {
     @Test func scenariosArePresent() {
-        let names = CoreScenario.all.map(\.name)
-        #expect(names.count >= 12)
-        #expect(Set(names).count == names.count)
-        #expect(!names.contains { $0.hasPrefix("unreadable") })
+        #expect(Scenario.problems == [])
     }
 
-    @Test(arguments: CoreScenario.all) func scenario(_ scenario: CoreScenario) throws {
+    @Test(arguments: Scenario.all) func scenario(_ scenario: Scenario) throws {
         var player = try CoreScenarioPlayer(scenario)
         try player.run()
     }
@@ -238,7 +171,7 @@ struct CoreScenarioPlayer {
     @Test func playerRejectsWhatTheCoreDoesNot() throws {
         func play(_ steps: [JSONValue]) throws {
             let value: JSONValue = ["name": "player self-check", "connections": ["a"], "steps": .array(steps)]
-            var player = try CoreScenarioPlayer(CoreScenario(name: "player self-check", value: value))
+            var player = try CoreScenarioPlayer(Scenario(name: "player self-check", value: value))
             try player.run()
         }
         let ping: JSONValue = ["send": "a", "frame": ["op": "ping", "id": 1]]
@@ -249,7 +182,7 @@ struct CoreScenarioPlayer {
         #expect(throws: ScenarioFailure.self) { try play([ping]) }
         #expect(throws: ScenarioFailure.self) { try play([["expectClosed": "a", "timeout": 50]]) }
         #expect(throws: ScenarioFailure.self) {
-            try CoreScenarioPlayer(CoreScenario(name: "unknown flag", value: ["broker": ["--state-dir", "/x"], "steps": []]))
+            try CoreScenarioPlayer(Scenario(name: "unknown flag", value: ["broker": ["--state-dir", "/x"], "steps": []]))
         }
     }
 }

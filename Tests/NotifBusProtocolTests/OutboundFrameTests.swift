@@ -105,7 +105,7 @@ struct OutboundFrameTests {
         figures.pending = 2
         figures.current = 9
         figures.maxPerClient = 1250
-        figures.posted = 3
+        figures.counters.posted = 3
         let text = OutboundFrameTests.body(w.finish(next: .slot("y"), figures: figures))
         #expect(
             text
