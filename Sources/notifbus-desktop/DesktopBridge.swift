@@ -1,7 +1,8 @@
 // The bridge between the broker and the desktop's notification server: it serves the
 // `notifications` channel (add, remove, list, capabilities), asks the willPresent chain how
-// to present, and turns the server's signals into one didReceive per notification. The
-// delivered table is shared by the channel's tasks and the bus thread, under one lock.
+// to present, and turns the server's signals into one didReceive per notification, kept
+// and posted in order across broker restarts. The delivered table is shared by the
+// channel's tasks and the bus thread, under one lock.
 import Dispatch
 import Glibc
 import NotifBusClient
@@ -43,9 +44,13 @@ final class DesktopBridge: @unchecked Sendable {
     /// notification, so it grows only as fast as a person answers them.
     private let responseStream: AsyncStream<NotificationResponse>
     private let responses: AsyncStream<NotificationResponse>.Continuation
-    /// Responses taken from the server's signals and not yet answered by the broker.
-    private var unposted = 0
+    /// Responses taken from the server's signals and not yet done with (posted, refused or
+    /// given up), oldest first: the head is the one being posted.
+    private var taken: [NotificationResponse] = []
     private var stopping = false
+    /// Counts the broker connection's losses and returns (`watchBroker`), so that work begun
+    /// on one broker session can tell that it ended.
+    private var brokerChanges = 0
 
     init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
         self.broker = broker
@@ -92,6 +97,10 @@ final class DesktopBridge: @unchecked Sendable {
         } catch {
             throw DesktopBridge.badArguments("add takes a Notification: \(error)")
         }
+        // The invoker of an add is on the broker: while the bridge reconnects, its answer
+        // could go nowhere, so the add fails at once instead of waiting for the broker.
+        let session = lock.withLock { brokerChanges }
+        guard broker.isOpen else { throw NotifBusError.connectionLost(DesktopBridge.reconnecting) }
         let decision = try await broker.post(willPresent: notification)
         let chosen: PresentationOptions
         switch decision.outcome {
@@ -106,6 +115,11 @@ final class DesktopBridge: @unchecked Sendable {
         let category = notification.content.categoryIdentifier.flatMap { id in categories.first { $0.identifier == id } }
         let info = try await currentInfo()
         let replaces = lock.withLock { table.desktopId(forIdentifier: notification.identifier) } ?? 0
+        // Its invoker has already been told it failed when the broker went away meanwhile:
+        // nothing is shown then.
+        guard broker.isOpen, lock.withLock({ brokerChanges }) == session else {
+            throw NotifBusError.connectionLost(DesktopBridge.reconnecting + "; the notification was not shown")
+        }
         let arguments = NotifyArguments(
             notification: notification, category: category, options: chosen,
             capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
@@ -220,12 +234,17 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
-        lock.withLock { unposted += 1 }
-        guard case .enqueued = responses.yield(response) else {
-            lock.withLock { unposted -= 1 }
-            log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) not posted: the bridge is stopping")
+        let kept = lock.withLock { () -> Bool in
+            guard !stopping else { return false }
+            taken.append(response)
+            return true
+        }
+        guard kept, case .enqueued = responses.yield(response) else {
+            if kept { lock.withLock { _ = taken.popLast() } }
+            log("\(DesktopBridge.describe(response)) not posted: the bridge is stopping")
             return
         }
+        if !broker.isOpen { log("\(DesktopBridge.describe(response)) kept until the broker is back") }
         Task { [server, options] in
             // An answered notification leaves the screen, as on iOS; some servers (dunst
             // through dunstctl, KDE after a reply) keep it otherwise. The close that follows
@@ -245,20 +264,94 @@ final class DesktopBridge: @unchecked Sendable {
     /// earlier one (as separate tasks could). Runs for the bridge's life.
     func postResponses() async {
         for await response in responseStream {
-            do {
-                let result = try await broker.post(didReceive: response)
-                log(
-                    "didReceive \(response.actionIdentifier) on \(response.notification.identifier): \(result.outcome.rawValue)"
-                        + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
-            } catch {
-                log("didReceive \(response.actionIdentifier) on \(response.notification.identifier) was refused: \(error)")
-            }
-            lock.withLock { unposted -= 1 }
+            await post(response)
+            lock.withLock { _ = taken.removeFirst() }
         }
     }
 
+    /// Posts one response, waiting for the broker while it is away. A response nothing
+    /// handled is posted again on the next broker session; one that may have been handled
+    /// is logged and let go (`FailedPost`).
+    func post(_ response: NotificationResponse) async {
+        let what = DesktopBridge.describe(response)
+        var again = false
+        while true {
+            await waitForBroker()
+            do {
+                let result = try await broker.post(didReceive: response)
+                log(
+                    "\(what)\(again ? " (posted again)" : ""): \(result.outcome.rawValue)"
+                        + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
+                return
+            } catch {
+                switch FailedPost(error) {
+                case .postAgain:
+                    log("\(what) was not handled (\(error)); posting it again once the broker is back")
+                    again = true
+                    await waitForSessionEnd(lock.withLock { brokerChanges })
+                case .refused:
+                    log("\(what) was refused: \(error)")
+                    return
+                case .outcomeUnknown:
+                    log("\(what) may have been handled: no answer came (\(error)); not posted again")
+                    return
+                }
+            }
+        }
+    }
+
+    /// Waits until the broker connection works (it reconnects by itself).
+    func waitForBroker() async {
+        while !broker.isOpen { try? await Task.sleep(for: DesktopBridge.pollInterval) }
+    }
+
+    /// After a `shutting_down` answer: waits until that broker session is over (the
+    /// connection was lost, or lost and made again, since `changes`), for at most
+    /// `sessionEndSeconds` (a stopping broker closes within 2 s, PROTOCOL.md §12).
+    func waitForSessionEnd(_ changes: Int) async {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(DesktopBridge.sessionEndSeconds)
+        while broker.isOpen, lock.withLock({ brokerChanges }) == changes, clock.now < deadline {
+            try? await Task.sleep(for: DesktopBridge.pollInterval)
+        }
+    }
+
+    /// Follows the broker connection for the bridge's life: logs each loss and return,
+    /// and counts them. `states` is `broker.connectionStates()`, taken before any loss.
+    func watchBroker(_ states: AsyncStream<ConnectionState>) async {
+        for await state in states {
+            lock.withLock { brokerChanges += 1 }
+            switch state {
+            case .disconnected(let reason):
+                log("the broker connection was lost (\(reason)); reconnecting, \(unpostedCount) response(s) kept")
+            case .reconnected(_, let superseded):
+                // A superseded channel is reported to onEvicted, which ends the bridge.
+                guard superseded.isEmpty else { continue }
+                log("reconnected as \(broker.clientID): serving channel '\(DesktopChannel.name)' again; \(unpostedCount) response(s) to post")
+            }
+        }
+    }
+
+    /// Logs each response taken and not yet posted, oldest first (before the bridge exits).
+    func logUnposted() {
+        for response in lock.withLock({ taken }) { log("\(DesktopBridge.describe(response)) not posted") }
+    }
+
+    /// `didReceive ACTION on IDENTIFIER`, for the log.
+    static func describe(_ response: NotificationResponse) -> String {
+        "didReceive \(response.actionIdentifier) on \(response.notification.identifier)"
+    }
+
+    /// Why an add fails while the broker connection is being made again.
+    static let reconnecting = "the desktop bridge is reconnecting to the broker"
+    /// How often a wait for the broker looks again; a restarted broker is found within a
+    /// second anyway (the client's retry delays).
+    static let pollInterval = Duration.milliseconds(20)
+    /// Bounds the wait for a stopping broker to close, beyond its own 2 s.
+    static let sessionEndSeconds: Int64 = 3
+
     /// How many responses are still to be posted.
-    var unpostedCount: Int { lock.withLock { unposted } }
+    var unpostedCount: Int { lock.withLock { taken.count } }
 
     /// SIGINT or SIGTERM: signals are no longer turned into responses (each one that comes
     /// is logged as not posted); those already taken are still posted, and `postResponses`
@@ -317,17 +410,20 @@ extension DesktopBridge {
     static let drainSeconds: UInt32 = 5
 
     /// On any of `numbers`, stops taking responses, waits for `posting` (the task running
-    /// `postResponses`) and exits 0; after `drainSeconds` it exits 1, logging how many
-    /// were left. The returned sources must be kept alive.
+    /// `postResponses`, which waits for a reconnecting broker) and exits 0; after
+    /// `drainSeconds` it exits 1, logging each response left. The returned sources must be kept alive.
     func stopOnSignals(_ numbers: [Int32], posting: Task<Void, Never>) -> [any DispatchSourceSignal] {
         numbers.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { @Sendable [self] in
                 guard finishResponses() else { return }
-                log("stopping (signal \(number)); posting \(unpostedCount) response(s) still queued")
+                log(
+                    "stopping (signal \(number)); posting \(unpostedCount) response(s) still queued"
+                        + (broker.isOpen ? "" : " once the broker is back"))
                 _ = DetachedThread.start { [self] in
                     sleep(DesktopBridge.drainSeconds)
+                    logUnposted()
                     log("\(unpostedCount) response(s) not posted within \(DesktopBridge.drainSeconds) s; exiting")
                     exit(1)
                 }

@@ -25,8 +25,12 @@ let usage = """
     --max-delivered N   notifications remembered for their answers; one more closes the
                         oldest on the desktop (default 4096, 1 to 1000000)
     --verbose           log the arguments of every Notify call on stderr
-    The bridge exits 1 when the broker or the session bus goes away. On SIGINT or SIGTERM
-    it posts the clicks and replies it already has (within 5 s), then exits 0.
+    When the broker goes away the bridge reconnects by itself (retrying at least once a
+    second) and serves the channel again; the clicks, replies and dismissals it takes
+    meanwhile are posted, in order, once the broker is back, and a post the stopping
+    broker answered shutting_down is posted again. It exits 1 when the session bus goes
+    away or another process takes over the channel. On SIGINT or SIGTERM it posts the
+    responses it already has (within 5 s, waiting for a reconnecting broker), then exits 0.
     See Protocol/DESKTOP.md for the mapping.
     """
 
@@ -88,9 +92,9 @@ guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0)
 
 let broker: NotifBusConnection
 do {
-    // The delivered table and the channel belong to one broker session: on its loss the
-    // bridge ends (exit 1) rather than reconnect, and a supervisor starts it afresh.
-    broker = try await NotifBusConnection.connect(socket: options.socket, name: "notifbus-desktop", reconnect: .never)
+    // A broker restart does not restart the desktop's server: the delivered table stays
+    // true, so the bridge reconnects (and serves the channel again) rather than exit.
+    broker = try await NotifBusConnection.connect(socket: options.socket, name: "notifbus-desktop", reconnect: .always)
 } catch {
     fail("\(error)", status: 1)
 }
@@ -105,6 +109,8 @@ do {
     fail("\(error)", status: 1)
 }
 let bridge = DesktopBridge(broker: broker, server: NotificationServer(bus: sessionBus, timeoutMicros: timeoutMicros), options: options)
+let brokerStates = broker.connectionStates()
+let watching = Task { await bridge.watchBroker(brokerStates) }
 do {
     try sessionBus.addMatch("type='signal',interface='\(NotificationServer.interface)',path='\(NotificationServer.path)'") {
         bridge.serverSignal($0)
@@ -122,12 +128,14 @@ let posting = Task { await bridge.postResponses() }
 guard sessionBus.start() else { fail("cannot start the D-Bus thread", status: 1) }
 bridge.lookUpOwner()
 
-// The broker going away ends the bridge: its channel and every pending click are gone.
+// The connection reconnects for as long as it is not closed; closed, it ends the bridge.
 _ = DetachedThread.start {
     while !broker.waitUntilClosed(timeout: .seconds(3600)) {}
-    fail("the broker went away", status: 1)
+    bridge.logUnposted()
+    fail("the broker connection ended", status: 1)
 }
 broker.onEvicted = { eviction in
+    bridge.logUnposted()
     fail("another process took over the '\(DesktopChannel.name)' channel (\(eviction)); exiting", status: 1)
 }
 

@@ -1,7 +1,8 @@
 """`notifbus desktop` against python-dbusmock's notification_daemon on a private session
 bus: the exact Notify arguments, every signal mapping, one didReceive per notification,
 presentation decisions, removal, a server that restarts, never answers, or is not there,
-and the broker going away. Signals are injected with the mock's EmitSignal.
+a broker that restarts (gracefully or killed) and a session bus that goes away. Signals
+are injected with the mock's EmitSignal.
 """
 
 from __future__ import annotations
@@ -341,11 +342,200 @@ def test_max_delivered_closes_the_oldest_on_the_desktop(desktop):
     assert "closing 1 oldest notification(s) to stay within --max-delivered 2" in desktop.log()
 
 
-def test_broker_going_away_ends_the_bridge_with_exit_1(desktop):
+AGAIN = "serving channel 'notifications' again"
+
+
+def broker_down(desktop, sig=signal.SIGTERM, after_stop=None):
+    """Stops the broker (SIGTERM: gracefully; SIGKILL: no answer to anything), closes the
+    test's clients (so that none reconnects on its own) and waits until the bridge knows."""
+    lost = desktop.log().count("the broker connection was lost")
+    desktop.broker.send_signal(sig)
+    desktop.broker.wait(WAIT)
+    if after_stop is not None:
+        after_stop()
+    for c in desktop.clients:
+        c.close()
+    desktop.clients.clear()
+    wait_until(lambda: desktop.log().count("the broker connection was lost") > lost, "the bridge to see the broker go")
+    assert desktop.bridge.poll() is None, desktop.log()
+
+
+def broker_back(desktop):
+    """Starts a broker on the same socket with an observer of didReceive connected before the
+    bridge can post anything to it (the bridge is paused meanwhile), and waits until the
+    bridge serves its channel there."""
+    served = desktop.log().count(AGAIN)
+    desktop.bridge.send_signal(signal.SIGSTOP)
+    try:
+        desktop.start_broker()
+        desktop.observe_clicks()
+    finally:
+        desktop.bridge.send_signal(signal.SIGCONT)
+    wait_until(lambda: desktop.log().count(AGAIN) > served, "the bridge to serve its channel again")
+    return desktop.channel()
+
+
+def test_the_bridge_serves_a_restarted_broker_and_keeps_its_notifications(desktop):
+    channel = ready(desktop)
+    before = channel.invoke_method("add", notification("before", body="delivered before the restart"))
+    broker_down(desktop)
+    channel = broker_back(desktop)
+    assert desktop.bridge.poll() is None
+    delivered = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert [d["notification"]["identifier"] for d in delivered] == ["before"]
+    after = channel.invoke_method("add", notification("after"))
+    assert after["presented"] is True and after["desktopId"] != before["desktopId"]
+    desktop.emit("ActionInvoked", "us", before["desktopId"], "default")
+    got = desktop.next_response()
+    assert got["actionIdentifier"] == DEFAULT and got["notification"]["identifier"] == "before"
+    assert got["notification"]["content"]["body"] == "delivered before the restart"
+    desktop.emit("ActionInvoked", "us", after["desktopId"], "default")
+    assert desktop.next_response()["notification"]["identifier"] == "after"
+
+
+def test_clicks_while_the_broker_is_down_are_posted_in_order_once_it_is_back(desktop):
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(5)]
+    broker_down(desktop)
+    desktop.tool("clicks", *[str(i) for i in ids])
+    wait_until(lambda: desktop.log().count("kept until the broker is back") == 5, "the bridge to keep the five clicks")
+    channel = broker_back(desktop)
+    got = [desktop.next_response()["notification"]["identifier"] for _ in ids]
+    assert got == [f"n{i}" for i in range(5)]
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+    print(desktop.log())
+
+
+def held_click(desktop):
+    """A broker, a bridge, an observer that holds the first didReceive until released, and
+    two clicks: n0 in flight (held by the observer), n1 queued behind it."""
+    desktop.start_server()
+    desktop.start_broker()
+    desktop.start_bridge()
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(event):
+        holding.set()
+        release.wait(WAIT)
+        return notifbus.Complete({"seen": True})
+
+    desktop.client().add_observer("didReceive", hold)
+    channel = desktop.channel()
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(2)]
+    desktop.tool("clicks", *[str(i) for i in ids])
+    assert holding.wait(WAIT)
+    return release
+
+
+def test_a_post_the_stopping_broker_answered_shutting_down_is_posted_again(desktop):
+    release = held_click(desktop)
+    broker_down(desktop, signal.SIGTERM, after_stop=release.set)
+    assert "didReceive %s on n0 was not handled" % DEFAULT in desktop.log()
+    broker_back(desktop)
+    assert [desktop.next_response()["notification"]["identifier"] for _ in range(2)] == ["n0", "n1"]
+    wait_until(lambda: "on n0 (posted again): " in desktop.log(), "the log to say n0 was posted again")
+
+
+def test_a_post_lost_without_an_answer_is_not_posted_again(desktop):
+    release = held_click(desktop)
+    broker_down(desktop, signal.SIGKILL, after_stop=release.set)
+    wait_until(lambda: "didReceive %s on n0 may have been handled: no answer came" % DEFAULT in desktop.log(),
+               "the log to say n0's outcome is unknown")
+    assert "not posted again" in desktop.log()
+    channel = broker_back(desktop)
+    assert desktop.next_response()["notification"]["identifier"] == "n1"
+    # n0 does not come again: the next response is the marker clicked after it.
+    assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+
+
+def test_an_add_cut_by_the_broker_stopping_shows_nothing(desktop):
     ready(desktop)
-    desktop.broker.terminate()
+    deciding = threading.Event()
+
+    def slow(event):
+        deciding.set()
+        time.sleep(1)
+        return notifbus.Complete(["banner"])
+
+    desktop.client().add_observer("willPresent", slow)
+    channel = desktop.channel()
+    failed: "queue.Queue[BaseException]" = queue.Queue()
+
+    def add():
+        try:
+            channel.invoke_method("add", notification("cut"))
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            failed.put(e)
+
+    thread = threading.Thread(target=add)
+    thread.start()
+    assert deciding.wait(WAIT)
+    broker_down(desktop)
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    assert isinstance(failed.get(timeout=WAIT), notifbus.NotifbusError)
+    # While the broker is down an add cannot even reach the bridge: the invoker's client says so at once.
+    with pytest.raises(OSError):
+        notifbus.connect(desktop.socket, timeout=2)
+    channel = broker_back(desktop)
+    channel.invoke_method("add", notification("shown"))
+    assert [c[4] for c in desktop.calls("Notify")] == ["Lunch on Friday?"]
+    delivered = channel.invoke_method("getDeliveredNotifications")["notifications"]
+    assert [d["notification"]["identifier"] for d in delivered] == ["shown"]
+
+
+def test_sigterm_while_the_broker_is_down_is_bounded(desktop):
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(2)]
+    broker_down(desktop)
+    desktop.tool("clicks", *[str(i) for i in ids])
+    wait_until(lambda: desktop.log().count("kept until the broker is back") == 2, "the bridge to keep both clicks")
+    desktop.bridge.send_signal(signal.SIGTERM)
     assert desktop.bridge.wait(WAIT) == 1
-    assert "the broker went away" in desktop.log()
+    log = desktop.log()
+    assert "posting 2 response(s) still queued once the broker is back" in log, log
+    assert "didReceive %s on n0 not posted" % DEFAULT in log and "didReceive %s on n1 not posted" % DEFAULT in log
+    assert "2 response(s) not posted within 5 s; exiting" in log
+
+
+def test_sigterm_while_the_broker_is_down_posts_once_it_is_back(desktop):
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(2)]
+    broker_down(desktop)
+    desktop.tool("clicks", *[str(i) for i in ids])
+    wait_until(lambda: desktop.log().count("kept until the broker is back") == 2, "the bridge to keep both clicks")
+    desktop.bridge.send_signal(signal.SIGSTOP)
+    try:
+        desktop.start_broker()
+        desktop.observe_clicks()
+        desktop.bridge.send_signal(signal.SIGTERM)
+    finally:
+        desktop.bridge.send_signal(signal.SIGCONT)
+    assert desktop.bridge.wait(WAIT) == 0, desktop.log()
+    assert [desktop.next_response()["notification"]["identifier"] for _ in ids] == ["n0", "n1"]
+
+
+def test_another_handler_taking_the_channel_meanwhile_ends_the_bridge(desktop):
+    ready(desktop)
+    broker_down(desktop)
+    desktop.bridge.send_signal(signal.SIGSTOP)
+    try:
+        desktop.start_broker()
+        other = desktop.client()
+        other.method_channel("notifications").set_method_call_handler(lambda method, arguments: {"mine": True})
+    finally:
+        desktop.bridge.send_signal(signal.SIGCONT)
+    assert desktop.bridge.wait(WAIT) == 1
+    assert "another process took over the 'notifications' channel" in desktop.log()
+    assert desktop.channel().invoke_method("capabilities") == {"mine": True}
+
+
+def test_the_session_bus_going_away_ends_the_bridge_with_exit_1(desktop):
+    ready(desktop)
+    desktop.bus.kill()
+    desktop.bus.wait(WAIT)
+    assert desktop.bridge.wait(WAIT) == 1
+    assert "the session bus connection" in desktop.log(), desktop.log()
 
 
 def test_no_session_bus_is_a_clear_error(desktop):
