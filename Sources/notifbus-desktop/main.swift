@@ -28,9 +28,10 @@ let usage = """
     When the broker goes away the bridge reconnects by itself (retrying at least once a
     second) and serves the channel again; the clicks, replies and dismissals it takes
     meanwhile are posted, in order, once the broker is back, and a post the stopping
-    broker answered shutting_down is posted again. It exits 1 when the session bus goes
-    away or another process takes over the channel. On SIGINT or SIGTERM it posts the
-    responses it already has (within 5 s, waiting for a reconnecting broker), then exits 0.
+    broker answered shutting_down is posted again. It exits 1 when no broker answers at
+    start, when the session bus goes away, or when another process takes over the channel.
+    On SIGINT or SIGTERM it posts the responses it already has, waiting for a reconnecting
+    broker, and exits 0; what is left after 5 s is logged and it exits 1.
     See Protocol/DESKTOP.md for the mapping.
     """
 

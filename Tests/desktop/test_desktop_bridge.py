@@ -530,6 +530,13 @@ def test_another_handler_taking_the_channel_meanwhile_ends_the_bridge(desktop):
     assert desktop.channel().invoke_method("capabilities") == {"mine": True}
 
 
+def test_no_broker_at_start_is_exit_1(desktop):
+    from conftest import BIN
+    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--socket", desktop.socket], env=desktop.env,
+                         capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 1 and "cannot connect" in out.stderr, out.stderr
+
+
 def test_the_session_bus_going_away_ends_the_bridge_with_exit_1(desktop):
     ready(desktop)
     desktop.bus.kill()
@@ -552,6 +559,7 @@ def test_help_and_usage_errors():
     from conftest import BIN
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--help"], capture_output=True, text=True, timeout=WAIT)
     assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]" in out.stdout
+    assert "When the broker goes away the bridge reconnects by itself" in out.stdout
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT)
     assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
     for bad in ("0", "many", "1000001"):
