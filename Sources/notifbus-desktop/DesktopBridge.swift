@@ -47,6 +47,8 @@ final class DesktopBridge: @unchecked Sendable {
     /// Responses taken from the server's signals and not yet done with (posted, refused or
     /// given up), oldest first: the head is the one being posted.
     private var taken: [NotificationResponse] = []
+    /// Whether the head of `taken` has been sent and waits for the broker's answer.
+    private var headSent = false
     private var stopping = false
     /// Counts the broker connection's losses and returns (`watchBroker`), so that work begun
     /// on one broker session can tell that it ended.
@@ -277,13 +279,21 @@ final class DesktopBridge: @unchecked Sendable {
         var again = false
         while true {
             await waitForBroker()
+            lock.withLock { headSent = true }
+            let answer: Result<PostResult, NotifBusError>
             do {
-                let result = try await broker.post(didReceive: response)
+                answer = .success(try await broker.post(didReceive: response))
+            } catch {
+                answer = .failure(error)
+            }
+            lock.withLock { headSent = false }
+            switch answer {
+            case .success(let result):
                 log(
                     "\(what)\(again ? " (posted again)" : ""): \(result.outcome.rawValue)"
                         + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
                 return
-            } catch {
+            case .failure(let error):
                 switch FailedPost(error) {
                 case .postAgain:
                     log("\(what) was not handled (\(error)); posting it again once the broker is back")
@@ -334,7 +344,10 @@ final class DesktopBridge: @unchecked Sendable {
 
     /// Logs each response taken and not yet posted, oldest first (before the bridge exits).
     func logUnposted() {
-        for response in lock.withLock({ taken }) { log("\(DesktopBridge.describe(response)) not posted") }
+        let (left, sent) = lock.withLock { (taken, headSent) }
+        for (i, response) in left.enumerated() {
+            log("\(DesktopBridge.describe(response)) \(i == 0 && sent ? "posted, with no answer yet" : "not posted")")
+        }
     }
 
     /// `didReceive ACTION on IDENTIFIER`, for the log.
@@ -424,7 +437,7 @@ extension DesktopBridge {
                 _ = DetachedThread.start { [self] in
                     sleep(DesktopBridge.drainSeconds)
                     logUnposted()
-                    log("\(unpostedCount) response(s) not posted within \(DesktopBridge.drainSeconds) s; exiting")
+                    log("\(unpostedCount) response(s) not posted or not answered within \(DesktopBridge.drainSeconds) s; exiting")
                     exit(1)
                 }
                 Task {

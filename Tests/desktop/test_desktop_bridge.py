@@ -495,7 +495,20 @@ def test_sigterm_while_the_broker_is_down_is_bounded(desktop):
     log = desktop.log()
     assert "posting 2 response(s) still queued once the broker is back" in log, log
     assert "didReceive %s on n0 not posted" % DEFAULT in log and "didReceive %s on n1 not posted" % DEFAULT in log
-    assert "2 response(s) not posted within 5 s; exiting" in log
+    assert "2 response(s) not posted or not answered within 5 s; exiting" in log
+
+
+def test_sigterm_logs_a_post_still_unanswered_after_5_s(desktop):
+    release = held_click(desktop)
+    try:
+        desktop.bridge.send_signal(signal.SIGTERM)
+        assert desktop.bridge.wait(WAIT) == 1
+    finally:
+        release.set()
+    log = desktop.log()
+    assert "didReceive %s on n0 posted, with no answer yet" % DEFAULT in log, log
+    assert "didReceive %s on n1 not posted" % DEFAULT in log
+    assert "2 response(s) not posted or not answered within 5 s; exiting" in log
 
 
 def test_sigterm_while_the_broker_is_down_posts_once_it_is_back(desktop):
