@@ -278,7 +278,7 @@ final class DesktopBridge: @unchecked Sendable {
         let what = DesktopBridge.describe(response)
         var again = false
         while true {
-            await waitForBroker()
+            if await waitForBroker() || again { await waitForObservers() }
             lock.withLock { headSent = true }
             let answer: Result<PostResult, NotifBusError>
             do {
@@ -310,9 +310,34 @@ final class DesktopBridge: @unchecked Sendable {
         }
     }
 
-    /// Waits until the broker connection works (it reconnects by itself).
-    func waitForBroker() async {
-        while !broker.isOpen { try? await Task.sleep(for: DesktopBridge.pollInterval) }
+    /// Waits until the broker connection works (it reconnects by itself); returns whether
+    /// it was away.
+    func waitForBroker() async -> Bool {
+        var waited = false
+        while !broker.isOpen {
+            waited = true
+            try? await Task.sleep(for: DesktopBridge.pollInterval)
+        }
+        return waited
+    }
+
+    /// After the broker came back, before the first response kept meanwhile is posted:
+    /// waits until an observer of didReceive is registered there, for at most
+    /// `observerGraceSeconds`. The apps reconnect by themselves too, and one the bridge
+    /// overtook would see its clicks end unhandled (launch retention keeps only the last).
+    func waitForObservers() async {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(DesktopBridge.observerGraceSeconds)
+        let event = JSONValue.string(ProfileEvent.didReceive.rawValue)
+        while clock.now < deadline {
+            if let status = try? await broker.status(timeout: .seconds(DesktopBridge.observerGraceSeconds)),
+                status.observers.contains(where: { $0["events"]?.arrayValue?.contains(event) == true })
+            {
+                return
+            }
+            try? await Task.sleep(for: DesktopBridge.observerPollInterval)
+        }
+        log("no observer of didReceive is back after \(DesktopBridge.observerGraceSeconds) s; posting the responses kept anyway")
     }
 
     /// After a `shutting_down` answer: waits until that broker session is over (the
@@ -362,6 +387,12 @@ final class DesktopBridge: @unchecked Sendable {
     static let pollInterval = Duration.milliseconds(20)
     /// Bounds the wait for a stopping broker to close, beyond its own 2 s.
     static let sessionEndSeconds: Int64 = 3
+    /// Bounds the wait for an app's observer after a reconnect: the clients retry at least
+    /// once a second (PROTOCOL.md §13, decision 40), so one that was there is back well
+    /// within it, and the SIGTERM drain's 5 s still leaves time to post.
+    static let observerGraceSeconds: Int64 = 3
+    /// How often that wait asks the broker's `status`.
+    static let observerPollInterval = Duration.milliseconds(50)
 
     /// How many responses are still to be posted.
     var unpostedCount: Int { lock.withLock { taken.count } }

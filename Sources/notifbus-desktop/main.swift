@@ -27,11 +27,12 @@ let usage = """
     --verbose           log the arguments of every Notify call on stderr
     When the broker goes away the bridge reconnects by itself (retrying at least once a
     second) and serves the channel again; the clicks, replies and dismissals it takes
-    meanwhile are posted, in order, once the broker is back, and a post the stopping
-    broker answered shutting_down is posted again. It exits 1 when no broker answers at
-    start, when the session bus goes away, or when another process takes over the channel.
-    On SIGINT or SIGTERM it posts the responses it already has, waiting for a reconnecting
-    broker, and exits 0; what is left after 5 s is logged and it exits 1.
+    meanwhile are posted, in order, once the broker is back and has an observer of
+    didReceive (or after 3 s), and a post the stopping broker answered shutting_down is
+    posted again. It exits 1 when no broker answers at start, when the session bus goes
+    away, or when another process takes over the channel. On SIGINT or SIGTERM it posts
+    the responses it already has, waiting for a reconnecting broker, and exits 0; what is
+    left after 5 s is logged and it exits 1.
     See Protocol/DESKTOP.md for the mapping.
     """
 

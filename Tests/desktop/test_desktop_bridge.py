@@ -406,6 +406,38 @@ def test_clicks_while_the_broker_is_down_are_posted_in_order_once_it_is_back(des
     print(desktop.log())
 
 
+def test_an_app_that_reconnects_by_itself_gets_the_clicks_kept_meanwhile(desktop):
+    """Nothing paused: the broker restarts, and the bridge and the app's observer (the
+    Python client, which reconnects by itself) race back; the bridge waits for an observer
+    of didReceive before posting what it kept."""
+    channel = ready(desktop)
+    ids = [channel.invoke_method("add", notification(f"n{i}"))["desktopId"] for i in range(3)]
+    lost = desktop.log().count("the broker connection was lost")
+    desktop.broker.send_signal(signal.SIGTERM)
+    desktop.broker.wait(WAIT)
+    wait_until(lambda: desktop.log().count("the broker connection was lost") > lost, "the bridge to see the broker go")
+    desktop.tool("clicks", *[str(i) for i in ids])
+    wait_until(lambda: desktop.log().count("kept until the broker is back") == 3, "the bridge to keep the clicks")
+    desktop.start_broker()
+    assert [desktop.next_response()["notification"]["identifier"] for _ in ids] == ["n0", "n1", "n2"]
+    assert "no observer of didReceive is back" not in desktop.log()
+
+
+def test_kept_clicks_with_no_observer_back_are_posted_after_the_grace(desktop):
+    channel = ready(desktop)
+    added = channel.invoke_method("add", notification("n0"))
+    broker_down(desktop)
+    desktop.emit("ActionInvoked", "us", added["desktopId"], "default")
+    wait_until(lambda: "kept until the broker is back" in desktop.log(), "the bridge to keep the click")
+    desktop.start_broker()
+    wait_until(lambda: "on n0: unhandled" in desktop.log(), "the click to be posted with nobody observing")
+    log = desktop.log()
+    assert "no observer of didReceive is back after 3 s; posting the responses kept anyway" in log
+    assert "on n0: unhandled, retained for launch" in log, log
+    launched = desktop.client().take("launch")
+    assert launched["notification"]["identifier"] == "n0"
+
+
 def held_click(desktop):
     """A broker, a bridge, an observer that holds the first didReceive until released, and
     two clicks: n0 in flight (held by the observer), n1 queued behind it."""
