@@ -30,7 +30,7 @@ extension Broker {
     }
 
     mutating func invoke(
-        channel: consuming String, method: consuming String, arguments: consuming RawJSON?, rid: RequestID, from client: ClientRecord, now: Instant
+        channel: consuming String, method: consuming String, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord, now: Instant
     ) {
         let c = client.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
@@ -60,7 +60,7 @@ extension Broker {
         let body = ret.body
         _ = consume ret
         switch consume body {
-        case .result(let raw): send(.reply(call.requestID, .value(raw)), to: call.invoker)
+        case .result(let raw): send(.reply(call.requestID, .relayed(raw)), to: call.invoker)
         case .error(let raw): send(.handlerError(call.requestID, raw), to: call.invoker)
         }
     }

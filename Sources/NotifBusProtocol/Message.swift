@@ -1,8 +1,82 @@
 // The typed messages a client sends to the broker, as the decoder produces them.
-// User data stays as raw JSON bytes (`RawJSON`) so that the broker forwards it unchanged.
+// User data stays as raw JSON bytes (`RawJSON`, or `JSONBytes` seen in place in the frame)
+// so that the broker forwards it unchanged; nothing here copies or re-encodes it.
 
 /// Validated JSON bytes of one value, kept exactly as the peer wrote them.
 public typealias RawJSON = [UInt8]
+
+/// Validated JSON bytes of one value, as the peer wrote them: either seen in place in the
+/// frame body they were decoded from (no copy), or an array of their own.
+///
+/// In place they are valid only while that body is. `MessageDecoder.decode(_:)` given a
+/// buffer pointer hands them out in place; whoever keeps them beyond the buffer's life must
+/// keep `detached()` ones (the broker's core builds every frame from them within the
+/// `receive` that decoded them, and detaches a request it holds back).
+/// `MessageDecoder.decode(_:)` given an array hands out detached ones.
+public struct JSONBytes: @unchecked Sendable {
+    // Unchecked: an in-place view is read only, and only within its buffer's life (above);
+    // the owned case is an array.
+    @usableFromInline enum Storage {
+        case inPlace(UnsafeRawBufferPointer)
+        case owned(RawJSON)
+    }
+
+    @usableFromInline let storage: Storage
+
+    /// Bytes of their own.
+    public init(_ raw: RawJSON) {
+        storage = .owned(raw)
+    }
+
+    /// A view of `bytes`, valid only while they are.
+    public init(inPlace bytes: UnsafeRawBufferPointer) {
+        storage = .inPlace(bytes)
+    }
+
+    /// Whether these bytes are a view of a buffer they do not own.
+    public var isInPlace: Bool {
+        if case .inPlace = storage { return true }
+        return false
+    }
+
+    public var count: Int {
+        switch storage {
+        case .inPlace(let bytes): bytes.count
+        case .owned(let raw): raw.count
+        }
+    }
+
+    /// Calls `body` with the bytes.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch storage {
+        case .inPlace(let bytes): return try body(bytes)
+        case .owned(let raw): return try raw.withUnsafeBytes(body)
+        }
+    }
+
+    /// The bytes as an array (a copy when in place).
+    public var bytes: RawJSON {
+        switch storage {
+        case .inPlace(let bytes): RawJSON(bytes)
+        case .owned(let raw): raw
+        }
+    }
+
+    /// The same bytes, owned: safe to keep beyond the buffer they were decoded from.
+    public func detached() -> JSONBytes {
+        isInPlace ? JSONBytes(bytes) : self
+    }
+}
+
+extension JSONBytes: Equatable, CustomStringConvertible {
+    public static func == (a: JSONBytes, b: JSONBytes) -> Bool {
+        a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.elementsEqual(y) } }
+    }
+
+    /// The bytes as an array prints them, wherever they are held.
+    public var description: String { bytes.description }
+}
 
 /// A request: it carries an id and gets exactly one reply.
 public enum Request: Sendable {
@@ -14,11 +88,11 @@ public enum Request: Sendable {
     case unsubscribe(UnsubscribeTarget)
     /// `payload` nil means absent (delivered as null). `profile` is set for the three
     /// notification-profile event names, whose payload has been checked.
-    case post(name: String, payload: RawJSON?, profile: ProfilePayload?)
+    case post(name: String, payload: JSONBytes?, profile: ProfilePayload?)
     /// `resume` as for `subscribe`: a taken route is left to its holder.
     case handle(channel: String, method: String?, resume: Bool)
     case unhandle(handler: String)
-    case invoke(channel: String, method: String, arguments: RawJSON?)
+    case invoke(channel: String, method: String, arguments: JSONBytes?)
     /// `value` nil means the request's value was null: empty the slot.
     case put(slot: String, value: RawJSON?)
     case take(slot: String, waitMs: Int64?)
@@ -111,13 +185,40 @@ public enum Answer: Sendable {
 /// A handler's `return` for a `call`.
 public struct CallReturn: Sendable {
     public enum Body: Sendable {
-        case result(RawJSON)
+        case result(JSONBytes)
         /// The whole error object, validated, forwarded as written.
-        case error(RawJSON)
+        case error(JSONBytes)
     }
 
     public let call: Int64
     public let body: Body
+
+    public init(call: Int64, body: Body) {
+        self.call = call
+        self.body = body
+    }
+
+    /// The same return with its bytes owned (`JSONBytes.detached`).
+    public func detached() -> CallReturn {
+        switch body {
+        case .result(let raw): CallReturn(call: call, body: .result(raw.detached()))
+        case .error(let raw): CallReturn(call: call, body: .error(raw.detached()))
+        }
+    }
+}
+
+extension Request {
+    /// The same request with its user data owned (`JSONBytes.detached`): what to keep when
+    /// it must outlive the frame body it was decoded from.
+    public func detached() -> Request {
+        switch self {
+        case .invoke(let channel, let method, let arguments?) where arguments.isInPlace:
+            .invoke(channel: channel, method: method, arguments: arguments.detached())
+        case .post(let name, let payload?, let profile) where payload.isInPlace:
+            .post(name: name, payload: payload.detached(), profile: profile)
+        default: self
+        }
+    }
 }
 
 /// One decoded frame.
@@ -148,4 +249,13 @@ public enum DecodeResult: Sendable {
     /// `op` is "hello"; needed before greeting, when anything else is refused.
     case decoded(Inbound, isHello: Bool)
     case rejected(Rejection, isHello: Bool)
+
+    /// The same outcome with its user data owned (`JSONBytes.detached`).
+    public func detached() -> DecodeResult {
+        switch self {
+        case .decoded(.request(let id, let request), let isHello): .decoded(.request(id: id, request.detached()), isHello: isHello)
+        case .decoded(.callReturn(let ret), let isHello): .decoded(.callReturn(ret.detached()), isHello: isHello)
+        default: self
+        }
+    }
 }

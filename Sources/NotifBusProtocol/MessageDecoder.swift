@@ -1,6 +1,7 @@
 // Turns one frame body into a typed message or a precise rejection, in the order §3
 // prescribes: id, then op, unknown op, unknown fields, then the op's own fields.
-// One scan validates the whole frame and finds its fields; user data is copied out as raw bytes, never re-encoded.
+// One scan validates the whole frame and finds its fields; user data that is only relayed is
+// handed out in place (`JSONBytes`), the rest copied out as raw bytes, never re-encoded.
 
 /// Decodes frame bodies sent by clients.
 public enum MessageDecoder {
@@ -27,10 +28,12 @@ public enum MessageDecoder {
         }
     }
 
+    /// Decodes `body`; the user data in the result is owned (`JSONBytes.detached`).
     public static func decode(_ body: [UInt8]) -> DecodeResult {
-        body.withUnsafeBytes { decode($0) }
+        body.withUnsafeBytes { decode($0).detached() }
     }
 
+    /// Decodes `body`; the `JSONBytes` in the result are views of `body`, valid only while it is.
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
         withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
             var scanner = JSONScanner(body)
@@ -95,10 +98,10 @@ public enum MessageDecoder {
             if let errorField {
                 if resultField != nil { throw v.bad("a return carries exactly one of 'result' and 'error'") }
                 try validateErrorObject(errorField, v)
-                return .callReturn(CallReturn(call: call, body: .error(v.scanner.raw(of: errorField))))
+                return .callReturn(CallReturn(call: call, body: .error(v.scanner.inPlace(errorField))))
             }
             guard let resultField else { throw v.bad("a return needs 'result' or 'error'") }
-            return .callReturn(CallReturn(call: call, body: .result(v.scanner.raw(of: resultField))))
+            return .callReturn(CallReturn(call: call, body: .result(v.scanner.inPlace(resultField))))
         }
         guard let event = v.field(.event).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
             throw v.bad("'event' must be an integer")
@@ -185,7 +188,7 @@ public enum MessageDecoder {
                     throw Rejection(id: id, code: .invalidPayload, message: error.message)
                 }
             }
-            return .post(name: name, payload: payloadField.map { v.scanner.raw(of: $0) }, profile: profile)
+            return .post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile)
         case .handle:
             let channel = try v.requiredName(.channel)
             let method = try v.optionalName(.method)
@@ -196,7 +199,7 @@ public enum MessageDecoder {
         case .invoke:
             let channel = try v.requiredName(.channel)
             let method = try v.requiredName(.method)
-            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.raw(of: $0) })
+            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.inPlace($0) })
         case .put:
             let slot = try v.requiredName(.slot)
             guard let f = v.field(.value) else { throw v.bad("missing field 'value'") }
@@ -444,6 +447,12 @@ struct PackedName {
 }
 
 extension JSONScanner {
+    /// A field's value bytes, in place in the scanned buffer.
+    @inline(__always)
+    func inPlace(_ field: JSONField) -> JSONBytes {
+        JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
+    }
+
     /// The packed text of a member's key (escapes decoded).
     @inline(__always)
     func packedKey(_ field: JSONField) -> PackedName {

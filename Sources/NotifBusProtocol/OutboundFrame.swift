@@ -12,11 +12,11 @@ public enum OutboundFrame {
     /// `superseded`, whose `details.by` names the registration that holds the key or route.
     case superseded(RequestID, message: String, by: String)
     /// A handler's `return` with an error, relayed to the invoker as it was written.
-    case handlerError(RequestID, RawJSON)
+    case handlerError(RequestID, JSONBytes)
     /// One hop of a chain: the event sent to an observer.
     case event(event: Int64, observer: Int, name: String, payload: RawJSON?)
     /// A method call routed to a handler; `from` is the invoker's connection.
-    case call(call: Int64, handler: Int, channel: String, method: String, arguments: RawJSON?, from: Int)
+    case call(call: Int64, handler: Int, channel: String, method: String, arguments: JSONBytes?, from: Int)
     /// The observer lost its unique key to a newer subscription.
     case observerEvicted(Int, by: Int)
     /// The handler lost its route to a newer registration.
@@ -50,7 +50,7 @@ public enum OutboundFrame {
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"error\":")
-            f.raw(error)
+            error.withUnsafeBytes { f.raw($0) }
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .event(let event, let observer, let name, let payload):
@@ -76,7 +76,7 @@ public enum OutboundFrame {
             f.literal(",\"method\":")
             f.string(method)
             f.literal(",\"arguments\":")
-            f.optionalRaw(arguments)
+            if let arguments { arguments.withUnsafeBytes { f.raw($0) } } else { f.literal("null") }
             f.literal(",\"from\":")
             f.taggedID("c", from)
             f.byte(UInt8(ascii: "}"))
@@ -143,6 +143,8 @@ public enum ReplyResult {
     case put(replaced: Bool, delivered: Bool)
     /// Raw JSON, or null: a slot's value (`take`, `peek`), a handler's result (`invoke`).
     case value(RawJSON?)
+    /// A handler's result, relayed as it was written.
+    case relayed(JSONBytes)
     /// `getCategories`: the category set as it was stored.
     case categories(RawJSON)
     /// `setCategories`: how many categories are now in force.
@@ -153,6 +155,7 @@ public enum ReplyResult {
         switch self {
         case .posted(let post): 128 + post.trace.count * 36 + (post.value?.count ?? 0)
         case .value(let raw): 64 + (raw?.count ?? 4)
+        case .relayed(let raw): 64 + raw.count
         case .categories(let raw): 64 + raw.count
         case .hello(let server, _, _): 96 + server.utf8.count
         default: 96
@@ -200,6 +203,8 @@ public enum ReplyResult {
             f.literal(delivered ? "true}" : "false}")
         case .value(let raw):
             f.optionalRaw(raw)
+        case .relayed(let raw):
+            raw.withUnsafeBytes { f.raw($0) }
         case .categories(let raw):
             f.literal("{\"categories\":")
             f.raw(raw)
