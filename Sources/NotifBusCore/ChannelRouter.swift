@@ -14,6 +14,13 @@ struct HandlerRecord {
     let key: HandlerKey
 }
 
+/// Where an invoke goes: the handler and its connection (plain integers, so that handing
+/// one out copies no strings).
+struct Route: Equatable {
+    let id: Int
+    let client: ConnectionID
+}
+
 struct PendingCall {
     let invoker: ConnectionID
     let requestID: RequestID
@@ -25,9 +32,13 @@ struct ChannelRouter {
     private(set) var handlers = IDTable<HandlerRecord>()
     /// Each route's handler, its record kept here too so that routing an invoke is one lookup.
     private var routes: [HandlerKey: HandlerRecord] = [:]
-    /// The last method routed and where it went, so that a stream of invokes of one method
-    /// compares two names instead of hashing them; forgotten whenever a route changes.
-    private var lastRoute: (channel: String, method: String, handler: HandlerRecord?)? = nil
+    /// The last method routed and where it went (valid while `lastKnown`), so that a stream
+    /// of invokes of one method compares two names instead of hashing them; forgotten
+    /// whenever a route changes. Separate fields, so that the comparison copies nothing.
+    private var lastChannel = ""
+    private var lastMethod = ""
+    private var lastRoute: Route? = nil
+    private var lastKnown = false
     private var nextHandlerID = 1
     private var calls = IDTable<PendingCall>()
     /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
@@ -53,23 +64,27 @@ struct ChannelRouter {
         let record = HandlerRecord(id: id, client: client, key: key)
         handlers.insert(id, record)
         routes[key] = record
-        lastRoute = nil
+        lastKnown = false
         return (id, replaced)
     }
 
     mutating func remove(_ id: Int) -> HandlerRecord? {
         guard let record = handlers.removeValue(forKey: id) else { return nil }
         if routes[record.key]?.id == id { routes[record.key] = nil }
-        lastRoute = nil
+        lastKnown = false
         return record
     }
 
     /// The handler for `method` on `channel`: the method's own route, else the whole channel's.
-    mutating func route(channel: String, method: String) -> HandlerRecord? {
-        if let last = lastRoute, last.method == method, last.channel == channel { return last.handler }
-        let handler = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)]
-        lastRoute = (channel, method, handler)
-        return handler
+    mutating func route(channel: String, method: String) -> Route? {
+        if lastKnown && lastMethod == method && lastChannel == channel { return lastRoute }
+        let record = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)]
+        let route = record.map { Route(id: $0.id, client: $0.client) }
+        lastChannel = channel
+        lastMethod = method
+        lastRoute = route
+        lastKnown = true
+        return route
     }
 
     /// Records a call and returns its id.
