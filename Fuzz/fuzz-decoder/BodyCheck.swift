@@ -240,8 +240,8 @@ enum BodyCheck {
         case .unhandle(let handler):
             expect(view.string("handler") == handler, "handler \(handler)")
         case .invoke(let channel, let method, let arguments):
-            checkName(channel, "channel", view)
-            checkName(method, "method", view)
+            checkName(channel.text, "channel", view)
+            checkName(method.text, "method", view)
             checkRaw(arguments?.bytes, "arguments", view)
         case .put(let slot, let value):
             checkName(slot, "slot", view)

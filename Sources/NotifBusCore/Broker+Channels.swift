@@ -30,7 +30,8 @@ extension Broker {
     }
 
     mutating func invoke(
-        channel: consuming String, method: consuming String, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord, now: Instant
+        channel: consuming JSONName, method: consuming JSONName, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord,
+        now: Instant
     ) {
         let c = client.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
@@ -39,7 +40,7 @@ extension Broker {
         }
         counters.invokes += 1
         guard let handler = channels.route(channel: channel, method: method) else {
-            return refuse(c, rid, .channel(.noHandler(channel: channel, method: method)), now: now)
+            return refuse(c, rid, .channel(.noHandler(channel: channel.text, method: method.text)), now: now)
         }
         let call = channels.startCall(
             PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),

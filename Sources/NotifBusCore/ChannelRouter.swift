@@ -35,8 +35,8 @@ struct ChannelRouter {
     /// The last method routed and where it went (valid while `lastKnown`), so that a stream
     /// of invokes of one method compares two names instead of hashing them; forgotten
     /// whenever a route changes. Separate fields, so that the comparison copies nothing.
-    private var lastChannel = ""
-    private var lastMethod = ""
+    private var lastChannel: [UInt8] = []
+    private var lastMethod: [UInt8] = []
     private var lastRoute: Route? = nil
     private var lastKnown = false
     private var nextHandlerID = 1
@@ -76,15 +76,21 @@ struct ChannelRouter {
     }
 
     /// The handler for `method` on `channel`: the method's own route, else the whole channel's.
-    mutating func route(channel: String, method: String) -> Route? {
-        if lastKnown && lastMethod == method && lastChannel == channel { return lastRoute }
-        let record = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)]
+    mutating func route(channel: JSONName, method: JSONName) -> Route? {
+        if lastKnown && ChannelRouter.same(method, lastMethod) && ChannelRouter.same(channel, lastChannel) { return lastRoute }
+        let channelText = channel.text
+        let record = routes[HandlerKey(channel: channelText, method: method.text)] ?? routes[HandlerKey(channel: channelText, method: nil)]
         let route = record.map { Route(id: $0.id, client: $0.client) }
-        lastChannel = channel
-        lastMethod = method
+        lastChannel = channel.withUTF8 { Array($0) }
+        lastMethod = method.withUTF8 { Array($0) }
         lastRoute = route
         lastKnown = true
         return route
+    }
+
+    @inline(__always)
+    static func same(_ name: JSONName, _ utf8: [UInt8]) -> Bool {
+        utf8.withUnsafeBytes { name.hasUTF8($0) }
     }
 
     /// Records a call and returns its id.

@@ -1,6 +1,7 @@
 // The typed messages a client sends to the broker, as the decoder produces them.
 // User data stays as raw JSON bytes (`RawJSON`, or `JSONBytes` seen in place in the frame)
 // so that the broker forwards it unchanged; nothing here copies or re-encodes it.
+import Glibc
 
 /// Validated JSON bytes of one value, kept exactly as the peer wrote them.
 public typealias RawJSON = [UInt8]
@@ -47,7 +48,7 @@ public struct JSONBytes: @unchecked Sendable {
     }
 
     /// Calls `body` with the bytes.
-    @inlinable
+    @inlinable @inline(__always)
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch storage {
         case .inPlace(let bytes): return try body(bytes)
@@ -78,6 +79,87 @@ extension JSONBytes: Equatable, CustomStringConvertible {
     public var description: String { bytes.description }
 }
 
+/// A name (an invoke's channel or method) seen in place in the frame body it was decoded
+/// from, when it holds no escape (its bytes between the quotes are then its UTF-8), or a
+/// `String` of its own. In place it lives as long as `JSONBytes` in place do, and the same
+/// rules hold: `detached()` before keeping it beyond its buffer. It spares the broker a
+/// `String` per name on the per-frame path: routing compares bytes, and the `call` frame
+/// copies them.
+public struct JSONName: @unchecked Sendable {
+    // Unchecked for the reason `JSONBytes` is.
+    @usableFromInline enum Storage {
+        case inPlace(UnsafeRawBufferPointer)
+        case owned(String)
+    }
+
+    @usableFromInline let storage: Storage
+
+    public init(_ text: String) {
+        storage = .owned(text)
+    }
+
+    /// A view of the UTF-8 of a name written without escapes, valid only while it is.
+    public init(inPlace utf8: UnsafeRawBufferPointer) {
+        storage = .inPlace(utf8)
+    }
+
+    public var isInPlace: Bool {
+        if case .inPlace = storage { return true }
+        return false
+    }
+
+    /// The name as a `String`.
+    public var text: String {
+        switch storage {
+        case .inPlace(let utf8): String(decoding: utf8, as: UTF8.self)
+        case .owned(let text): text
+        }
+    }
+
+    /// Calls `body` with the name's UTF-8.
+    @inlinable @inline(__always)
+    public func withUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch storage {
+        case .inPlace(let utf8): return try body(utf8)
+        case .owned(var text): return try text.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// How many bytes its UTF-8 has.
+    @inlinable @inline(__always)
+    public var utf8Count: Int {
+        switch storage {
+        case .inPlace(let utf8): utf8.count
+        case .owned(let text): text.utf8.count
+        }
+    }
+
+    /// Whether the name's UTF-8 is `utf8`.
+    @inlinable @inline(__always)
+    public func hasUTF8(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        withUTF8 { mine in
+            mine.count == utf8.count && (mine.count == 0 || memcmp(mine.baseAddress!, utf8.baseAddress!, mine.count) == 0)
+        }
+    }
+
+    /// The same name, owned: safe to keep beyond the buffer it was decoded from.
+    public func detached() -> JSONName {
+        isInPlace ? JSONName(text) : self
+    }
+}
+
+extension JSONName: Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public init(stringLiteral text: String) {
+        self.init(text)
+    }
+
+    public static func == (a: JSONName, b: JSONName) -> Bool {
+        a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+    }
+
+    public var description: String { text }
+}
+
 /// A request: it carries an id and gets exactly one reply.
 public enum Request: Sendable {
     case hello(protocolVersion: Int64, name: String?)
@@ -92,7 +174,7 @@ public enum Request: Sendable {
     /// `resume` as for `subscribe`: a taken route is left to its holder.
     case handle(channel: String, method: String?, resume: Bool)
     case unhandle(handler: String)
-    case invoke(channel: String, method: String, arguments: JSONBytes?)
+    case invoke(channel: JSONName, method: JSONName, arguments: JSONBytes?)
     /// `value` nil means the request's value was null: empty the slot.
     case put(slot: String, value: RawJSON?)
     case take(slot: String, waitMs: Int64?)
@@ -212,8 +294,8 @@ extension Request {
     /// it must outlive the frame body it was decoded from.
     public func detached() -> Request {
         switch self {
-        case .invoke(let channel, let method, let arguments?) where arguments.isInPlace:
-            .invoke(channel: channel, method: method, arguments: arguments.detached())
+        case .invoke(let channel, let method, let arguments):
+            .invoke(channel: channel.detached(), method: method.detached(), arguments: arguments?.detached())
         case .post(let name, let payload?, let profile) where payload.isInPlace:
             .post(name: name, payload: payload.detached(), profile: profile)
         default: self

@@ -197,8 +197,8 @@ public enum MessageDecoder {
             guard let handler = try v.optionalString(.handler) else { throw v.bad("missing field 'handler'") }
             return .unhandle(handler: handler)
         case .invoke:
-            let channel = try v.requiredName(.channel)
-            let method = try v.requiredName(.method)
+            let channel = try v.requiredNameInPlace(.channel)
+            let method = try v.requiredNameInPlace(.method)
             return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.inPlace($0) })
         case .put:
             let slot = try v.requiredName(.slot)
@@ -453,6 +453,18 @@ extension JSONScanner {
         JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
     }
 
+    /// A string field's text: in place when it holds no escape, else decoded.
+    @inline(__always)
+    func nameInPlace(_ field: JSONField) -> JSONName? {
+        guard field.kind == .string else { return nil }
+        let start = field.start + 1
+        let end = field.end - 1
+        var p = start
+        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
+        if p < end { return string(of: field).map { JSONName($0) } }
+        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + start, count: end - start))
+    }
+
     /// The packed text of a member's key (escapes decoded).
     @inline(__always)
     func packedKey(_ field: JSONField) -> PackedName {
@@ -635,6 +647,15 @@ struct FieldView {
         guard let s = try optionalString(name) else { return nil }
         guard Names.isValid(s) else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return s
+    }
+
+    /// `requiredName`, seen in place when it holds no escape.
+    func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
+        guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
+        guard let value = scanner.nameInPlace(f) else { throw bad("'\(name.text)' must be a string") }
+        let n = value.utf8Count
+        guard n >= 1 && n <= Limits.maxNameBytes else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
+        return value
     }
 
     func requiredName(_ name: FieldName) throws(Rejection) -> String {

@@ -16,7 +16,7 @@ public enum OutboundFrame {
     /// One hop of a chain: the event sent to an observer.
     case event(event: Int64, observer: Int, name: String, payload: RawJSON?)
     /// A method call routed to a handler; `from` is the invoker's connection.
-    case call(call: Int64, handler: Int, channel: String, method: String, arguments: JSONBytes?, from: Int)
+    case call(call: Int64, handler: Int, channel: JSONName, method: JSONName, arguments: JSONBytes?, from: Int)
     /// The observer lost its unique key to a newer subscription.
     case observerEvicted(Int, by: Int)
     /// The handler lost its route to a newer registration.
@@ -66,15 +66,16 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            var f = FrameBuilder(capacity: 160 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4), scratch: scratch)
+            let nameBytes = channel.utf8Count + method.utf8Count
+            var f = FrameBuilder(capacity: 160 + 6 * nameBytes + (arguments?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"call\",\"call\":")
             f.int(call)
             f.literal(",\"handler\":")
             f.taggedID("h", handler)
             f.literal(",\"channel\":")
-            f.string(channel)
+            f.name(channel)
             f.literal(",\"method\":")
-            f.string(method)
+            f.name(method)
             f.literal(",\"arguments\":")
             if let arguments { arguments.withUnsafeBytes { f.raw($0) } } else { f.literal("null") }
             f.literal(",\"from\":")
@@ -296,6 +297,21 @@ extension Array where Element == UInt8 {
 }
 
 extension FrameBuilder {
+    /// A name as a JSON string: in place, its bytes hold no escape and nothing that needs
+    /// one (the frame it came in was valid JSON), so they are copied between quotes as they
+    /// are, which is what `string` writes for the same text.
+    @inline(__always)
+    mutating func name(_ name: JSONName) {
+        switch name.storage {
+        case .inPlace(let utf8):
+            byte(UInt8(ascii: "\""))
+            raw(utf8)
+            byte(UInt8(ascii: "\""))
+        case .owned(let text):
+            string(text)
+        }
+    }
+
     /// A broker-assigned id as the wire writes it: a JSON string of a one-letter tag and a
     /// number (`"c7"`, `"o12"`, `"h3"`).
     @inline(__always)

@@ -50,4 +50,21 @@ import Testing
         #expect(event.frame["op"] == "event")
         #expect(event.raw.hasSuffix(#","payload":\#(payload)}"#), "event frame: \(event.raw)")
     }
+
+    /// A channel and method written with escapes route by their text, and the call frame
+    /// writes them as the broker writes any string; written plainly (raw UTF-8 included),
+    /// their bytes are copied as they came.
+    @Test func namesRouteByTheirTextAndAreWrittenAsBefore() {
+        var h = CoreHarness()
+        let handler = h.connect(), invoker = h.connect()
+        _ = h.request(handler, #"{"op":"handle","id":1,"channel":"caf\u00e9","method":"m/1"}"#)
+        h.send(invoker, #"{"op":"invoke","id":2,"channel":"caf\u00e9","method":"m\/1"}"#)
+        let escaped = h.take(handler)
+        #expect(escaped.raw.contains(#","channel":"café","method":"m/1","#), "call frame: \(escaped.raw)")
+        h.send(invoker, #"{"op":"invoke","id":3,"channel":"café","method":"m/1"}"#)
+        let plain = h.take(handler)
+        #expect(plain.raw.contains(#","channel":"café","method":"m/1","#), "call frame: \(plain.raw)")
+        h.send(invoker, #"{"op":"invoke","id":4,"channel":"cafe","method":"m/1"}"#)
+        #expect(errorCode(h.take(invoker).frame) == "not_implemented")
+    }
 }

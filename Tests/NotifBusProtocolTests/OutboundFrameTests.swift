@@ -182,7 +182,8 @@ struct OutboundFrameTests {
                 let m = json["method"]?.stringValue, let from = number(json["from"], "c")
             else { return nil }
             return .call(
-                call: call, handler: h, channel: ch, method: m, arguments: json["arguments"].flatMap { $0 == .null ? nil : JSONBytes($0.encoded) },
+                call: call, handler: h, channel: JSONName(ch), method: JSONName(m),
+                arguments: json["arguments"].flatMap { $0 == .null ? nil : JSONBytes($0.encoded) },
                 from: from)
         case "evicted":
             if let o = number(json["observer"], "o"), let by = number(json["by"], "o") { return .observerEvicted(o, by: by) }

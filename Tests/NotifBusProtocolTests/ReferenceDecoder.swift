@@ -204,7 +204,8 @@ enum ReferenceDecoder {
         case Op.invoke:
             let channel = try v.requiredName("channel")
             let method = try v.requiredName("method")
-            return .invoke(channel: channel, method: method, arguments: v.optional("arguments").map { JSONBytes(v.scanner.raw(of: $0)) })
+            return .invoke(
+                channel: JSONName(channel), method: JSONName(method), arguments: v.optional("arguments").map { JSONBytes(v.scanner.raw(of: $0)) })
         case Op.put:
             let slot = try v.requiredName("slot")
             guard let f = v.field("value") else { throw v.bad("missing field 'value'") }
