@@ -48,6 +48,15 @@ public struct IDTable<Value> {
         }
     }
 
+    /// What `body` reads from `key`'s record, or nil when there is none. The record is
+    /// lent, not copied: reading one field of a record that holds references (arrays,
+    /// strings, a class) retains and releases nothing, where the subscript copies it all.
+    @inlinable @inline(__always)
+    public func read<R>(_ key: Int, _ body: (Value) -> R) -> R? {
+        guard let i = index(of: key) else { return nil }
+        return slots.withUnsafeBufferPointer { body($0[i].unsafelyUnwrapped.value) }
+    }
+
     /// Sets `key`'s record, replacing any it had.
     public mutating func insert(_ key: Int, _ value: Value) {
         if let i = index(of: key) {
