@@ -652,7 +652,9 @@ struct FieldView {
         return s
     }
 
-    /// `requiredName`, seen in place when it holds no escape.
+    /// `requiredName`, seen in place when it holds no escape. Inlined: called apart on the
+    /// `inout` view, it copied the view.
+    @inline(__always)
     func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
         guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
         guard let value = scanner.nameInPlace(f) else { throw bad("'\(name.text)' must be a string") }
