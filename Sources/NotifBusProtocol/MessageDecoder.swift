@@ -429,6 +429,12 @@ struct PackedName {
             high = 0
             return
         }
+        if n > 8 && start + 16 <= limit {
+            low = UInt64(littleEndian: UnsafeRawPointer(start).loadUnaligned(as: UInt64.self))
+            let w = UInt64(littleEndian: UnsafeRawPointer(start + 8).loadUnaligned(as: UInt64.self))
+            high = n == 16 ? w : w & ((1 << UInt64((n &- 8) &* 8)) &- 1)
+            return
+        }
         var lo: UInt64 = 0
         var hi: UInt64 = 0
         for i in 0..<n {
