@@ -407,8 +407,8 @@ extension Session {
             calls[relay.call] = nil
             let relayed: [UInt8]?
             switch relay.body {
-            case .result(let raw): relayed = result == raw ? raw : nil
-            case .error(let raw): relayed = error == raw ? raw : nil
+            case .result(let raw): relayed = result == raw.bytes ? raw.bytes : nil
+            case .error(let raw): relayed = error == raw.bytes ? raw.bytes : nil
             }
             if relayed == nil { violation("call \(relay.call) returned \(relay.body) but the invoker got \(Session.text(result ?? error ?? []))") }
             return

@@ -232,7 +232,7 @@ enum BodyCheck {
             }
         case .post(let name, let payload, let profile):
             checkName(name, "name", view)
-            checkRaw(payload, "payload", view)
+            checkRaw(payload?.bytes, "payload", view)
             expect((profile != nil) == profileEvents.contains(name), "profile \(String(describing: profile)) for '\(name)'")
         case .handle(let channel, let method, let resume):
             checkResume(resume, view)
@@ -241,9 +241,9 @@ enum BodyCheck {
         case .unhandle(let handler):
             expect(view.string("handler") == handler, "handler \(handler)")
         case .invoke(let channel, let method, let arguments):
-            checkName(channel, "channel", view)
-            checkName(method, "method", view)
-            checkRaw(arguments, "arguments", view)
+            checkName(channel.text, "channel", view)
+            checkName(method.text, "method", view)
+            checkRaw(arguments?.bytes, "arguments", view)
         case .put(let slot, let value):
             checkName(slot, "slot", view)
             expect(view["value"] != nil, "put without a value")
@@ -298,9 +298,9 @@ enum BodyCheck {
         expect(view["call"]?.value == .integer(ret.call), "call \(ret.call)")
         switch ret.body {
         case .result(let raw):
-            expect(!view.isGiven("error") && view["result"]?.raw == raw, "the result is not the one sent")
+            expect(!view.isGiven("error") && view["result"]?.raw == raw.bytes, "the result is not the one sent")
         case .error(let raw):
-            expect(view["result"] == nil && view["error"]?.raw == raw, "the error is not the one sent")
+            expect(view["result"] == nil && view["error"]?.raw == raw.bytes, "the error is not the one sent")
             guard case .object(let error)? = view["error"]?.value else { violation("a return error that is not an object") }
             expect(error["code"]?.stringValue != nil && error["message"]?.stringValue != nil, "error without code or message")
             expect(Set(error.keys).isSubset(of: ["code", "message", "details"]), "error fields \(error.keys.sorted())")

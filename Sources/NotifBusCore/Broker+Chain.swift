@@ -113,30 +113,29 @@ extension Broker {
     mutating func pump(now: Instant) {
         let budget = UInt64(configuration.hopTimeoutMs) * 1_000_000
         while true {
-            switch events.state {
-            case .awaiting:
-                return
-            case .idle:
+            if events.awaited != nil { return }
+            if !events.isRunning {
                 guard !shuttingDown, let post = dequeue() else { return }
                 events.begin(post, chain: observers.chain(for: post.name))
-            case .between:
-                var target: ObserverRecord? = nil
+            } else {
+                // Between hops.
+                var target: (id: Int, client: ConnectionID)? = nil
                 while let id = events.nextInChain() {
-                    guard let record = observers[id] else { continue }
-                    if sessions[record.client]?.unresponsive == true || events.spent(by: record.client) >= budget {
+                    guard let client = observers.client(of: id) else { continue }
+                    if sessions.isUnresponsive(client) || events.spent(by: client) >= budget {
                         counters.skipped += 1
                         events.skip(id)
                         continue
                     }
-                    target = record
+                    target = (id, client)
                     break
                 }
                 guard let target else {
                     finish(.unhandled, by: nil, value: nil, now: now)
                     continue
                 }
-                let post = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
-                send(.event(event: post.event, observer: target.id, name: post.name, payload: post.payload), to: target.client)
+                let event = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
+                send(.event(event: event.post.event, observer: target.id, name: event.post.name, payload: event.post.payload), to: target.client)
             }
         }
     }
@@ -163,7 +162,7 @@ extension Broker {
     }
 
     mutating func handleAnswer(_ answer: consuming Answer, from c: ConnectionID, now: Instant) {
-        guard case .awaiting(let event, let hop) = events.state, hop.client == c, event.post.event == answer.event else {
+        guard let hop = events.awaited, hop.client == c, let event = events.running, event.post.event == answer.event else {
             return  // another connection, another event, an ended hop, or a second answer
         }
         switch consume answer {

@@ -30,7 +30,8 @@ extension Broker {
     }
 
     mutating func invoke(
-        channel: consuming String, method: consuming String, arguments: consuming RawJSON?, rid: RequestID, from client: ClientRecord, now: Instant
+        channel: consuming JSONName, method: consuming JSONName, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord,
+        now: Instant
     ) {
         let c = client.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
@@ -39,7 +40,7 @@ extension Broker {
         }
         counters.invokes += 1
         guard let handler = channels.route(channel: channel, method: method) else {
-            return refuse(c, rid, .channel(.noHandler(channel: channel, method: method)), now: now)
+            return refuse(c, rid, .channel(.noHandler(channel: channel.text, method: method.text)), now: now)
         }
         let call = channels.startCall(
             PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
@@ -60,7 +61,7 @@ extension Broker {
         let body = ret.body
         _ = consume ret
         switch consume body {
-        case .result(let raw): send(.reply(call.requestID, .value(raw)), to: call.invoker)
+        case .result(let raw): send(.reply(call.requestID, .relayed(raw)), to: call.invoker)
         case .error(let raw): send(.handlerError(call.requestID, raw), to: call.invoker)
         }
     }

@@ -11,7 +11,7 @@ extension Broker {
     }
 
     /// Queues a frame for `c` and mirrors it to every other monitor.
-    mutating func emit(to c: ConnectionID, _ frame: [UInt8]) {
+    mutating func emit(to c: ConnectionID, _ frame: consuming [UInt8]) {
         if !sessions.monitors.isEmpty {
             frame.withUnsafeBytes { bytes in
                 mirror(UnsafeRawBufferPointer(rebasing: bytes[Limits.headerBytes...]), client: c, inbound: false)

@@ -42,7 +42,8 @@ extension Broker {
             client.takes.insert(id)
             return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
-        client.waiting.append((input, arrival))
+        // It outlives the frame its user data is a view of.
+        client.waiting.append((input.detached(), arrival))
     }
 
     /// Whether the transport should go on reading `c`'s frames: not while

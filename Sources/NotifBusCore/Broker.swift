@@ -85,7 +85,10 @@ public struct Broker {
         sessions.add(id, credentials: credentials, helloDeadline: now &+ UInt64(configuration.helloTimeoutMs) * 1_000_000)
     }
 
-    /// One complete frame body arrived on `id`.
+    /// One complete frame body arrived on `id`. The decoded message's relayed user data
+    /// (`JSONBytes`) are views of `body`: every frame built from them is built within this
+    /// call, and whatever must outlive it (a request held back, a queued post's payload) is
+    /// copied first.
     public mutating func receive(_ body: UnsafeRawBufferPointer, from id: ConnectionID, now: Instant, into actions: inout [BrokerAction]) {
         swap(&self.actions, &actions)
         defer { swap(&self.actions, &actions) }
@@ -255,7 +258,8 @@ public struct Broker {
         case .unsubscribe(let target):
             unsubscribe(target, rid: rid, from: c, now: now)
         case .post(let name, let payload, let profile):
-            post(name: name, payload: payload, profile: profile, rid: rid, from: c, now: now)
+            // The payload outlives this frame (the queue keeps it): copied here.
+            post(name: name, payload: payload?.bytes, profile: profile, rid: rid, from: c, now: now)
         case .handle(let channel, let method, let resume):
             handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c, now: now)
         case .unhandle(let handler):

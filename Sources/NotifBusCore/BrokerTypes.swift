@@ -114,6 +114,12 @@ enum WaitingInput {
     case rejected(RequestID?, BrokerError)
     /// A `take` that may wait, holding its `place` among the slot's waiting takers.
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
+
+    /// The same input with its user data owned, to be kept beyond the frame it came in.
+    func detached() -> WaitingInput {
+        if case .request(let rid, let request) = self { return .request(rid, request.detached()) }
+        return self
+    }
 }
 
 /// A FIFO with amortized O(1) pops and no per-element shifting.

@@ -14,6 +14,13 @@ struct HandlerRecord {
     let key: HandlerKey
 }
 
+/// Where an invoke goes: the handler and its connection (plain integers, so that handing
+/// one out copies no strings).
+struct Route: Equatable {
+    let id: Int
+    let client: ConnectionID
+}
+
 struct PendingCall {
     let invoker: ConnectionID
     let requestID: RequestID
@@ -25,9 +32,13 @@ struct ChannelRouter {
     private(set) var handlers = IDTable<HandlerRecord>()
     /// Each route's handler, its record kept here too so that routing an invoke is one lookup.
     private var routes: [HandlerKey: HandlerRecord] = [:]
-    /// The last method routed and where it went, so that a stream of invokes of one method
-    /// compares two names instead of hashing them; forgotten whenever a route changes.
-    private var lastRoute: (channel: String, method: String, handler: HandlerRecord?)? = nil
+    /// The last method routed and where it went (valid while `lastKnown`), so that a stream
+    /// of invokes of one method compares two names instead of hashing them; forgotten
+    /// whenever a route changes. Separate fields, so that the comparison copies nothing.
+    private var lastChannel: [UInt8] = []
+    private var lastMethod: [UInt8] = []
+    private var lastRoute: Route? = nil
+    private var lastKnown = false
     private var nextHandlerID = 1
     private var calls = IDTable<PendingCall>()
     /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
@@ -53,23 +64,33 @@ struct ChannelRouter {
         let record = HandlerRecord(id: id, client: client, key: key)
         handlers.insert(id, record)
         routes[key] = record
-        lastRoute = nil
+        lastKnown = false
         return (id, replaced)
     }
 
     mutating func remove(_ id: Int) -> HandlerRecord? {
         guard let record = handlers.removeValue(forKey: id) else { return nil }
         if routes[record.key]?.id == id { routes[record.key] = nil }
-        lastRoute = nil
+        lastKnown = false
         return record
     }
 
     /// The handler for `method` on `channel`: the method's own route, else the whole channel's.
-    mutating func route(channel: String, method: String) -> HandlerRecord? {
-        if let last = lastRoute, last.method == method, last.channel == channel { return last.handler }
-        let handler = routes[HandlerKey(channel: channel, method: method)] ?? routes[HandlerKey(channel: channel, method: nil)]
-        lastRoute = (channel, method, handler)
-        return handler
+    mutating func route(channel: JSONName, method: JSONName) -> Route? {
+        if lastKnown && ChannelRouter.same(method, lastMethod) && ChannelRouter.same(channel, lastChannel) { return lastRoute }
+        let channelText = channel.text
+        let record = routes[HandlerKey(channel: channelText, method: method.text)] ?? routes[HandlerKey(channel: channelText, method: nil)]
+        let route = record.map { Route(id: $0.id, client: $0.client) }
+        lastChannel = channel.withUTF8 { Array($0) }
+        lastMethod = method.withUTF8 { Array($0) }
+        lastRoute = route
+        lastKnown = true
+        return route
+    }
+
+    @inline(__always)
+    static func same(_ name: JSONName, _ utf8: [UInt8]) -> Bool {
+        utf8.withUnsafeBytes { name.hasUTF8($0) }
     }
 
     /// Records a call and returns its id.

@@ -46,6 +46,10 @@ struct ClientSessions {
 
     subscript(c: ConnectionID) -> ClientRecord? { records[c] }
 
+    /// Whether `c` is known and unresponsive, read without retaining its record.
+    @inline(__always)
+    func isUnresponsive(_ c: ConnectionID) -> Bool { records.read(c) { $0.unresponsive } ?? false }
+
     var count: Int { records.count }
     var isEmpty: Bool { records.isEmpty }
 

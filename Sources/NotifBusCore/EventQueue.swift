@@ -64,7 +64,14 @@ struct EventQueue {
     /// Payload bytes of the waiting posts.
     private(set) var waitingBytes = 0
     private var nextEventID: Int64 = 1
-    private(set) var state = ChainState.idle
+    /// The state is kept as these two fields (`state` puts them together): nil `running` is
+    /// idle; with `running`, nil `awaited` is between hops. A hop's transitions then set a
+    /// plain value, instead of rebuilding an enum that holds the event's reference (a retain
+    /// and a release each).
+    /// The running event, if any.
+    private(set) var running: RunningEvent? = nil
+    /// The hop whose answer is awaited, if any.
+    private(set) var awaited: AwaitedHop? = nil
     /// Time each connection's ended hops in the running event took together; a connection
     /// whose total reached the hop timeout gets no further hop in this event. Kept here
     /// and emptied for each event, so that an event allocates no table of its own.
@@ -73,23 +80,13 @@ struct EventQueue {
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
 
-    var isRunning: Bool {
-        if case .idle = state { return false }
-        return true
-    }
+    var isRunning: Bool { running != nil }
 
-    /// The running event, if any.
-    var running: RunningEvent? {
-        switch state {
-        case .idle: nil
-        case .between(let event), .awaiting(let event, _): event
-        }
-    }
-
-    /// The hop whose answer is awaited, if any.
-    var awaited: AwaitedHop? {
-        if case .awaiting(_, let hop) = state { return hop }
-        return nil
+    /// The chain's state, as drawn above.
+    var state: ChainState {
+        guard let running else { return .idle }
+        if let awaited { return .awaiting(running, awaited) }
+        return .between(running)
     }
 
     /// Queues a post and returns its event id.
@@ -116,15 +113,16 @@ struct EventQueue {
 
     /// idle → between: `post` starts down `chain`.
     mutating func begin(_ post: QueuedPost, chain: [Int]) {
-        guard case .idle = state else { preconditionFailure("an event started while another runs") }
+        guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
-        state = .between(RunningEvent(post: post, chain: chain))
+        running = RunningEvent(post: post, chain: chain)
+        awaited = nil
     }
 
     /// The next observer of the chain, moving past it; nil at the chain's end or when no
     /// event is between hops.
     mutating func nextInChain() -> Int? {
-        guard case .between(let event) = state, event.nextIndex < event.chain.count else { return nil }
+        guard awaited == nil, let event = running, event.nextIndex < event.chain.count else { return nil }
         event.nextIndex += 1
         return event.chain[event.nextIndex - 1]
     }
@@ -134,31 +132,33 @@ struct EventQueue {
 
     /// Traces `observer` as `skipped` (between hops only).
     mutating func skip(_ observer: Int) {
-        guard case .between(let event) = state else { return }
+        guard awaited == nil, let event = running else { return }
         event.trace.append(TraceHop(observer: observer, reply: .skipped))
     }
 
-    /// between → awaiting: the event was sent to `hop.observer`. Returns the post.
-    mutating func awaitHop(_ hop: AwaitedHop) -> QueuedPost {
-        guard case .between(let event) = state else { preconditionFailure("a hop started with no event between hops") }
-        state = .awaiting(event, hop)
-        return event.post
+    /// between → awaiting: the event is sent to `hop.observer`. Returns the running event
+    /// (one reference, where its post would be a copy of every field).
+    mutating func awaitHop(_ hop: AwaitedHop) -> RunningEvent {
+        guard awaited == nil, let event = running else { preconditionFailure("a hop started with no event between hops") }
+        awaited = hop
+        return event
     }
 
     /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
     /// charged to its connection. False when no answer was awaited.
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
-        guard case .awaiting(let event, let hop) = state else { return false }
+        guard let hop = awaited, let event = running else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
         spent[hop.client] = (spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
-        state = .between(event)
+        awaited = nil
         return true
     }
 
     /// between or awaiting → idle: the running event ends and is returned.
     mutating func finish() -> RunningEvent? {
         let event = running
-        state = .idle
+        running = nil
+        awaited = nil
         return event
     }
 }

@@ -7,9 +7,21 @@
 /// any peer, so a multiplicative (Fibonacci) hash spreads them well enough, and a lookup
 /// costs a multiply, a shift and usually one compare.
 public struct IDTable<Value> {
+    /// One id and its record. A struct rather than a tuple: a tuple's copies and destroys
+    /// go through the runtime's generic tuple witnesses, a struct's are specialized.
+    @usableFromInline struct Entry {
+        @usableFromInline var key: Int
+        @usableFromInline var value: Value
+
+        @inlinable init(_ key: Int, _ value: Value) {
+            self.key = key
+            self.value = value
+        }
+    }
+
     /// Slots of a power-of-two count (none until the first insert); nil is empty. Kept at
     /// most half full, so probe runs stay short.
-    @usableFromInline var slots: [(key: Int, value: Value)?] = []
+    @usableFromInline var slots: [Entry?] = []
     @usableFromInline var shift = 64 - 4
     /// How many ids are held.
     public private(set) var count = 0
@@ -48,10 +60,19 @@ public struct IDTable<Value> {
         }
     }
 
+    /// What `body` reads from `key`'s record, or nil when there is none. The record is
+    /// lent, not copied: reading one field of a record that holds references (arrays,
+    /// strings, a class) retains and releases nothing, where the subscript copies it all.
+    @inlinable @inline(__always)
+    public func read<R>(_ key: Int, _ body: (Value) -> R) -> R? {
+        guard let i = index(of: key) else { return nil }
+        return slots.withUnsafeBufferPointer { body($0[i].unsafelyUnwrapped.value) }
+    }
+
     /// Sets `key`'s record, replacing any it had.
     public mutating func insert(_ key: Int, _ value: Value) {
         if let i = index(of: key) {
-            slots[i] = (key, value)
+            slots[i] = Entry(key, value)
             return
         }
         if slots.isEmpty {
@@ -62,7 +83,7 @@ public struct IDTable<Value> {
         let mask = slots.count - 1
         var i = home(key)
         while slots[i] != nil { i = (i + 1) & mask }
-        slots[i] = (key, value)
+        slots[i] = Entry(key, value)
         count += 1
     }
 
@@ -119,5 +140,5 @@ public struct IDTable<Value> {
     /// The records held, in no particular order.
     public var values: [Value] { slots.compactMap { $0?.value } }
     /// The entries, ordered by id.
-    public var sortedEntries: [(key: Int, value: Value)] { slots.compactMap { $0 }.sorted { $0.key < $1.key } }
+    public var sortedEntries: [(key: Int, value: Value)] { slots.compactMap { $0.map { ($0.key, $0.value) } }.sorted { $0.key < $1.key } }
 }

@@ -24,6 +24,10 @@ struct ObserverRegistry {
 
     subscript(id: Int) -> ObserverRecord? { records[id] }
 
+    /// The connection of observer `id`, read without copying its record.
+    @inline(__always)
+    func client(of id: Int) -> ConnectionID? { records.read(id) { $0.client } }
+
     /// The observer holding `key`, if any.
     func holder(ofKey key: String) -> Int? { keys[key] }
 

@@ -141,7 +141,14 @@ public struct JSONScanner {
         return p
     }
 
+    /// Moves past whitespace. Compact JSON (what clients send) has none: then this is one
+    /// test of the next byte, and no store.
     @inline(__always) mutating func skipWhitespace() {
+        guard position < count, base[position] <= 0x20 else { return }
+        skipWhitespaceRun()
+    }
+
+    private mutating func skipWhitespaceRun() {
         var p = position
         while p < count {
             let b = base[p]
@@ -215,7 +222,18 @@ public struct JSONScanner {
             position += 1
             skipWhitespace()
             let start = position
-            let kind = try skipValue()
+            // Most members are strings or numbers: those are skipped here, inline, and only
+            // containers and literals pay a call of `skipValue`.
+            let kind: JSONKind
+            if position < count, base[position] == UInt8(ascii: "\"") {
+                try skipString()
+                kind = .string
+            } else if position < count, isDigit(base[position]) {
+                _ = try skipNumber()
+                kind = .number
+            } else {
+                kind = try skipValue()
+            }
             sink.member(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
             skipWhitespace()
             guard position < count else { throw fail("unterminated object") }

@@ -93,7 +93,8 @@ public struct FrameBuilder: ~Copyable {
     private var owned: Bool
 
     /// A builder that reserves `capacity` bytes at first; with `scratch`, it writes there
-    /// while the frame fits.
+    /// while the frame fits. Always inlined: called apart, it retains and releases `scratch`.
+    @inline(__always)
     public init(capacity: Int = 128, lengthPrefix: Bool = true, scratch: FrameScratch? = nil) {
         let size = Swift.max(capacity, 32)
         if let scratch, size <= FrameScratch.bytes {

@@ -1,8 +1,164 @@
 // The typed messages a client sends to the broker, as the decoder produces them.
-// User data stays as raw JSON bytes (`RawJSON`) so that the broker forwards it unchanged.
+// User data stays as raw JSON bytes (`RawJSON`, or `JSONBytes` seen in place in the frame)
+// so that the broker forwards it unchanged; nothing here copies or re-encodes it.
+import Glibc
 
 /// Validated JSON bytes of one value, kept exactly as the peer wrote them.
 public typealias RawJSON = [UInt8]
+
+/// Validated JSON bytes of one value, as the peer wrote them: either seen in place in the
+/// frame body they were decoded from (no copy), or an array of their own.
+///
+/// In place they are valid only while that body is. `MessageDecoder.decode(_:)` given a
+/// buffer pointer hands them out in place; whoever keeps them beyond the buffer's life must
+/// keep `detached()` ones (the broker's core builds every frame from them within the
+/// `receive` that decoded them, and detaches a request it holds back).
+/// `MessageDecoder.decode(_:)` given an array hands out detached ones.
+public struct JSONBytes: @unchecked Sendable {
+    // Unchecked: an in-place view is read only, and only within its buffer's life (above);
+    // the owned case is an array.
+    @usableFromInline enum Storage {
+        case inPlace(UnsafeRawBufferPointer)
+        case owned(RawJSON)
+    }
+
+    @usableFromInline let storage: Storage
+
+    /// Bytes of their own.
+    public init(_ raw: RawJSON) {
+        storage = .owned(raw)
+    }
+
+    /// A view of `bytes`, valid only while they are.
+    public init(inPlace bytes: UnsafeRawBufferPointer) {
+        storage = .inPlace(bytes)
+    }
+
+    /// Whether these bytes are a view of a buffer they do not own.
+    public var isInPlace: Bool {
+        if case .inPlace = storage { return true }
+        return false
+    }
+
+    public var count: Int {
+        switch storage {
+        case .inPlace(let bytes): bytes.count
+        case .owned(let raw): raw.count
+        }
+    }
+
+    /// Calls `body` with the bytes.
+    @inlinable @inline(__always)
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch storage {
+        case .inPlace(let bytes): return try body(bytes)
+        case .owned(let raw): return try raw.withUnsafeBytes(body)
+        }
+    }
+
+    /// The bytes as an array (a copy when in place).
+    public var bytes: RawJSON {
+        switch storage {
+        case .inPlace(let bytes): RawJSON(bytes)
+        case .owned(let raw): raw
+        }
+    }
+
+    /// The same bytes, owned: safe to keep beyond the buffer they were decoded from.
+    public func detached() -> JSONBytes {
+        isInPlace ? JSONBytes(bytes) : self
+    }
+}
+
+extension JSONBytes: Equatable, CustomStringConvertible {
+    public static func == (a: JSONBytes, b: JSONBytes) -> Bool {
+        a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.elementsEqual(y) } }
+    }
+
+    /// The bytes as an array prints them, wherever they are held.
+    public var description: String { bytes.description }
+}
+
+/// A name (an invoke's channel or method) seen in place in the frame body it was decoded
+/// from, when it holds no escape (its bytes between the quotes are then its UTF-8), or a
+/// `String` of its own. In place it lives as long as `JSONBytes` in place do, and the same
+/// rules hold: `detached()` before keeping it beyond its buffer. It spares the broker a
+/// `String` per name on the per-frame path: routing compares bytes, and the `call` frame
+/// copies them.
+public struct JSONName: @unchecked Sendable {
+    // Unchecked for the reason `JSONBytes` is.
+    @usableFromInline enum Storage {
+        case inPlace(UnsafeRawBufferPointer)
+        case owned(String)
+    }
+
+    @usableFromInline let storage: Storage
+
+    public init(_ text: String) {
+        storage = .owned(text)
+    }
+
+    /// A view of the UTF-8 of a name written without escapes, valid only while it is.
+    public init(inPlace utf8: UnsafeRawBufferPointer) {
+        storage = .inPlace(utf8)
+    }
+
+    public var isInPlace: Bool {
+        if case .inPlace = storage { return true }
+        return false
+    }
+
+    /// The name as a `String`.
+    public var text: String {
+        switch storage {
+        case .inPlace(let utf8): String(decoding: utf8, as: UTF8.self)
+        case .owned(let text): text
+        }
+    }
+
+    /// Calls `body` with the name's UTF-8.
+    @inlinable @inline(__always)
+    public func withUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch storage {
+        case .inPlace(let utf8): return try body(utf8)
+        case .owned(var text): return try text.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// How many bytes its UTF-8 has.
+    @inlinable @inline(__always)
+    public var utf8Count: Int {
+        switch storage {
+        case .inPlace(let utf8): utf8.count
+        case .owned(let text): text.utf8.count
+        }
+    }
+
+    /// Whether the name's UTF-8 is `utf8`.
+    @inlinable @inline(__always)
+    public func hasUTF8(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        withUTF8 { mine in
+            mine.count == utf8.count && (mine.count == 0 || memcmp(mine.baseAddress!, utf8.baseAddress!, mine.count) == 0)
+        }
+    }
+
+    /// The same name, owned: safe to keep beyond the buffer it was decoded from.
+    public func detached() -> JSONName {
+        isInPlace ? JSONName(text) : self
+    }
+}
+
+extension JSONName: Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public init(stringLiteral text: String) {
+        self.init(text)
+    }
+
+    public static func == (a: JSONName, b: JSONName) -> Bool {
+        a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+    }
+
+    public var description: String { text }
+}
 
 /// A request: it carries an id and gets exactly one reply.
 public enum Request: Sendable {
@@ -14,11 +170,11 @@ public enum Request: Sendable {
     case unsubscribe(UnsubscribeTarget)
     /// `payload` nil means absent (delivered as null). `profile` is set for the three
     /// notification-profile event names, whose payload has been checked.
-    case post(name: String, payload: RawJSON?, profile: ProfilePayload?)
+    case post(name: String, payload: JSONBytes?, profile: ProfilePayload?)
     /// `resume` as for `subscribe`: a taken route is left to its holder.
     case handle(channel: String, method: String?, resume: Bool)
     case unhandle(handler: String)
-    case invoke(channel: String, method: String, arguments: RawJSON?)
+    case invoke(channel: JSONName, method: JSONName, arguments: JSONBytes?)
     /// `value` nil means the request's value was null: empty the slot.
     case put(slot: String, value: RawJSON?)
     case take(slot: String, waitMs: Int64?)
@@ -111,13 +267,40 @@ public enum Answer: Sendable {
 /// A handler's `return` for a `call`.
 public struct CallReturn: Sendable {
     public enum Body: Sendable {
-        case result(RawJSON)
+        case result(JSONBytes)
         /// The whole error object, validated, forwarded as written.
-        case error(RawJSON)
+        case error(JSONBytes)
     }
 
     public let call: Int64
     public let body: Body
+
+    public init(call: Int64, body: Body) {
+        self.call = call
+        self.body = body
+    }
+
+    /// The same return with its bytes owned (`JSONBytes.detached`).
+    public func detached() -> CallReturn {
+        switch body {
+        case .result(let raw): CallReturn(call: call, body: .result(raw.detached()))
+        case .error(let raw): CallReturn(call: call, body: .error(raw.detached()))
+        }
+    }
+}
+
+extension Request {
+    /// The same request with its user data owned (`JSONBytes.detached`): what to keep when
+    /// it must outlive the frame body it was decoded from.
+    public func detached() -> Request {
+        switch self {
+        case .invoke(let channel, let method, let arguments):
+            .invoke(channel: channel.detached(), method: method.detached(), arguments: arguments?.detached())
+        case .post(let name, let payload?, let profile) where payload.isInPlace:
+            .post(name: name, payload: payload.detached(), profile: profile)
+        default: self
+        }
+    }
 }
 
 /// One decoded frame.
@@ -148,4 +331,13 @@ public enum DecodeResult: Sendable {
     /// `op` is "hello"; needed before greeting, when anything else is refused.
     case decoded(Inbound, isHello: Bool)
     case rejected(Rejection, isHello: Bool)
+
+    /// The same outcome with its user data owned (`JSONBytes.detached`).
+    public func detached() -> DecodeResult {
+        switch self {
+        case .decoded(.request(let id, let request), let isHello): .decoded(.request(id: id, request.detached()), isHello: isHello)
+        case .decoded(.callReturn(let ret), let isHello): .decoded(.callReturn(ret.detached()), isHello: isHello)
+        default: self
+        }
+    }
 }

@@ -1,6 +1,7 @@
 // Turns one frame body into a typed message or a precise rejection, in the order §3
 // prescribes: id, then op, unknown op, unknown fields, then the op's own fields.
-// One scan validates the whole frame and finds its fields; user data is copied out as raw bytes, never re-encoded.
+// One scan validates the whole frame and finds its fields; user data that is only relayed is
+// handed out in place (`JSONBytes`), the rest copied out as raw bytes, never re-encoded.
 
 /// Decodes frame bodies sent by clients.
 public enum MessageDecoder {
@@ -27,25 +28,30 @@ public enum MessageDecoder {
         }
     }
 
+    /// Decodes `body`; the user data in the result is owned (`JSONBytes.detached`).
     public static func decode(_ body: [UInt8]) -> DecodeResult {
-        body.withUnsafeBytes { decode($0) }
+        body.withUnsafeBytes { decode($0).detached() }
     }
 
+    /// Decodes `body`; the `JSONBytes` in the result are views of `body`, valid only while it is.
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
         withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
             var scanner = JSONScanner(body)
-            var fields = FrameFields(slots: slots.baseAddress.unsafelyUnwrapped, scanning: scanner)
+            // Scanned straight into the view, which is then borrowed: the field table is a
+            // few hundred bytes, and each copy of it was a `memcpy`.
+            var view = FieldView(fields: FrameFields(slots: slots.baseAddress.unsafelyUnwrapped, scanning: scanner))
             do throws(JSONError) {
-                try scanner.scanTopLevelObject(into: &fields)
+                try scanner.scanTopLevelObject(into: &view.fields)
             } catch {
                 return .badJSON(error.description)
             }
-            var view = FieldView(fields: fields)
             return decode(&view)
         }
     }
 
-    /// Classifies a scanned frame; `view` is borrowed, not copied (it is a few hundred bytes).
+    /// Classifies a scanned frame. `view` (a few hundred bytes) is passed `inout` all the
+    /// way down, and the one helper that is not inlined (`requestID`) is `mutating`: a
+    /// non-mutating call, or a by-value parameter, on an `inout` view copies it whole.
     static func decode(_ view: inout FieldView) -> DecodeResult {
         let scanner = view.scanner
         // `op` as the frame wrote it: nil when absent or not a string; its name when known.
@@ -62,7 +68,7 @@ public enum MessageDecoder {
         if let op, op.isAnswer {
             do {
                 try view.checkFields(allowed: allowedFields(op), id: nil)
-                return .decoded(try decodeAnswer(op: op, view), isHello: false)
+                return .decoded(try decodeAnswer(op: op, &view), isHello: false)
             } catch {
                 return .rejected(error, isHello: false)
             }
@@ -79,13 +85,13 @@ public enum MessageDecoder {
         }
         do {
             try view.checkFields(allowed: allowedFields(op), id: id)
-            return .decoded(.request(id: id, try decodeRequest(op: op, id: id, view)), isHello: isHello)
+            return .decoded(.request(id: id, try decodeRequest(op: op, id: id, &view)), isHello: isHello)
         } catch {
             return .rejected(error, isHello: isHello)
         }
     }
 
-    static func decodeAnswer(op: OpName, _ v: FieldView) throws(Rejection) -> Inbound {
+    static func decodeAnswer(op: OpName, _ v: inout FieldView) throws(Rejection) -> Inbound {
         if op == .return {
             guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
                 throw v.bad("'call' must be an integer")
@@ -94,11 +100,11 @@ public enum MessageDecoder {
             let resultField = v.field(.result)
             if let errorField {
                 if resultField != nil { throw v.bad("a return carries exactly one of 'result' and 'error'") }
-                try validateErrorObject(errorField, v)
-                return .callReturn(CallReturn(call: call, body: .error(v.scanner.raw(of: errorField))))
+                try validateErrorObject(errorField, &v)
+                return .callReturn(CallReturn(call: call, body: .error(v.scanner.inPlace(errorField))))
             }
             guard let resultField else { throw v.bad("a return needs 'result' or 'error'") }
-            return .callReturn(CallReturn(call: call, body: .result(v.scanner.raw(of: resultField))))
+            return .callReturn(CallReturn(call: call, body: .result(v.scanner.inPlace(resultField))))
         }
         guard let event = v.field(.event).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
             throw v.bad("'event' must be an integer")
@@ -110,7 +116,7 @@ public enum MessageDecoder {
         }
     }
 
-    static func validateErrorObject(_ field: JSONField, _ v: FieldView) throws(Rejection) {
+    static func validateErrorObject(_ field: JSONField, _ v: inout FieldView) throws(Rejection) {
         guard let members = v.scanner.members(of: field) else { throw v.bad("'error' must be an object") }
         var seen: [StaticString] = []
         for m in members {
@@ -132,7 +138,7 @@ public enum MessageDecoder {
         guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
-    static func decodeRequest(op: OpName, id: RequestID, _ v: FieldView) throws(Rejection) -> Request {
+    static func decodeRequest(op: OpName, id: RequestID, _ v: inout FieldView) throws(Rejection) -> Request {
         switch op {
         case .hello:
             guard let f = v.field(.protocolVersion), let version = v.scanner.wholeNumber(of: f) else {
@@ -185,7 +191,7 @@ public enum MessageDecoder {
                     throw Rejection(id: id, code: .invalidPayload, message: error.message)
                 }
             }
-            return .post(name: name, payload: payloadField.map { v.scanner.raw(of: $0) }, profile: profile)
+            return .post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile)
         case .handle:
             let channel = try v.requiredName(.channel)
             let method = try v.optionalName(.method)
@@ -194,9 +200,9 @@ public enum MessageDecoder {
             guard let handler = try v.optionalString(.handler) else { throw v.bad("missing field 'handler'") }
             return .unhandle(handler: handler)
         case .invoke:
-            let channel = try v.requiredName(.channel)
-            let method = try v.requiredName(.method)
-            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.raw(of: $0) })
+            let channel = try v.requiredNameInPlace(.channel)
+            let method = try v.requiredNameInPlace(.method)
+            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.inPlace($0) })
         case .put:
             let slot = try v.requiredName(.slot)
             guard let f = v.field(.value) else { throw v.bad("missing field 'value'") }
@@ -423,6 +429,12 @@ struct PackedName {
             high = 0
             return
         }
+        if n > 8 && start + 16 <= limit {
+            low = UInt64(littleEndian: UnsafeRawPointer(start).loadUnaligned(as: UInt64.self))
+            let w = UInt64(littleEndian: UnsafeRawPointer(start + 8).loadUnaligned(as: UInt64.self))
+            high = n == 16 ? w : w & ((1 << UInt64((n &- 8) &* 8)) &- 1)
+            return
+        }
         var lo: UInt64 = 0
         var hi: UInt64 = 0
         for i in 0..<n {
@@ -444,6 +456,24 @@ struct PackedName {
 }
 
 extension JSONScanner {
+    /// A field's value bytes, in place in the scanned buffer.
+    @inline(__always)
+    func inPlace(_ field: JSONField) -> JSONBytes {
+        JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
+    }
+
+    /// A string field's text: in place when it holds no escape, else decoded.
+    @inline(__always)
+    func nameInPlace(_ field: JSONField) -> JSONName? {
+        guard field.kind == .string else { return nil }
+        let start = field.start + 1
+        let end = field.end - 1
+        var p = start
+        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
+        if p < end { return string(of: field).map { JSONName($0) } }
+        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + start, count: end - start))
+    }
+
     /// The packed text of a member's key (escapes decoded).
     @inline(__always)
     func packedKey(_ field: JSONField) -> PackedName {
@@ -543,7 +573,7 @@ struct FrameFields: JSONMemberSink {
 
 /// The top-level fields of one frame with typed, rule-checking accessors.
 struct FieldView {
-    let fields: FrameFields
+    var fields: FrameFields
     var id: RequestID? = nil
 
     init(fields: FrameFields) {
@@ -568,7 +598,7 @@ struct FieldView {
     }
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.
-    func requestID() -> RequestID? {
+    mutating func requestID() -> RequestID? {
         guard let f = field(.id) else { return nil }
         switch f.kind {
         case .number:
@@ -626,6 +656,17 @@ struct FieldView {
         guard let s = try optionalString(name) else { return nil }
         guard Names.isValid(s) else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return s
+    }
+
+    /// `requiredName`, seen in place when it holds no escape. Inlined: called apart on the
+    /// `inout` view, it copied the view.
+    @inline(__always)
+    func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
+        guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
+        guard let value = scanner.nameInPlace(f) else { throw bad("'\(name.text)' must be a string") }
+        let n = value.utf8Count
+        guard n >= 1 && n <= Limits.maxNameBytes else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
+        return value
     }
 
     func requiredName(_ name: FieldName) throws(Rejection) -> String {

@@ -12,11 +12,11 @@ public enum OutboundFrame {
     /// `superseded`, whose `details.by` names the registration that holds the key or route.
     case superseded(RequestID, message: String, by: String)
     /// A handler's `return` with an error, relayed to the invoker as it was written.
-    case handlerError(RequestID, RawJSON)
+    case handlerError(RequestID, JSONBytes)
     /// One hop of a chain: the event sent to an observer.
     case event(event: Int64, observer: Int, name: String, payload: RawJSON?)
     /// A method call routed to a handler; `from` is the invoker's connection.
-    case call(call: Int64, handler: Int, channel: String, method: String, arguments: RawJSON?, from: Int)
+    case call(call: Int64, handler: Int, channel: JSONName, method: JSONName, arguments: JSONBytes?, from: Int)
     /// The observer lost its unique key to a newer subscription.
     case observerEvicted(Int, by: Int)
     /// The handler lost its route to a newer registration.
@@ -50,7 +50,7 @@ public enum OutboundFrame {
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"error\":")
-            f.raw(error)
+            error.withUnsafeBytes { f.raw($0) }
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .event(let event, let observer, let name, let payload):
@@ -66,17 +66,18 @@ public enum OutboundFrame {
             f.byte(UInt8(ascii: "}"))
             return f.finish()
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            var f = FrameBuilder(capacity: 160 + channel.utf8.count + method.utf8.count + (arguments?.count ?? 4), scratch: scratch)
+            let nameBytes = channel.utf8Count + method.utf8Count
+            var f = FrameBuilder(capacity: 160 + 6 * nameBytes + (arguments?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"call\",\"call\":")
             f.int(call)
             f.literal(",\"handler\":")
             f.taggedID("h", handler)
             f.literal(",\"channel\":")
-            f.string(channel)
+            f.name(channel)
             f.literal(",\"method\":")
-            f.string(method)
+            f.name(method)
             f.literal(",\"arguments\":")
-            f.optionalRaw(arguments)
+            if let arguments { arguments.withUnsafeBytes { f.raw($0) } } else { f.literal("null") }
             f.literal(",\"from\":")
             f.taggedID("c", from)
             f.byte(UInt8(ascii: "}"))
@@ -143,6 +144,8 @@ public enum ReplyResult {
     case put(replaced: Bool, delivered: Bool)
     /// Raw JSON, or null: a slot's value (`take`, `peek`), a handler's result (`invoke`).
     case value(RawJSON?)
+    /// A handler's result, relayed as it was written.
+    case relayed(JSONBytes)
     /// `getCategories`: the category set as it was stored.
     case categories(RawJSON)
     /// `setCategories`: how many categories are now in force.
@@ -153,6 +156,7 @@ public enum ReplyResult {
         switch self {
         case .posted(let post): 128 + post.trace.count * 36 + (post.value?.count ?? 0)
         case .value(let raw): 64 + (raw?.count ?? 4)
+        case .relayed(let raw): 64 + raw.count
         case .categories(let raw): 64 + raw.count
         case .hello(let server, _, _): 96 + server.utf8.count
         default: 96
@@ -200,6 +204,8 @@ public enum ReplyResult {
             f.literal(delivered ? "true}" : "false}")
         case .value(let raw):
             f.optionalRaw(raw)
+        case .relayed(let raw):
+            raw.withUnsafeBytes { f.raw($0) }
         case .categories(let raw):
             f.literal("{\"categories\":")
             f.raw(raw)
@@ -291,6 +297,21 @@ extension Array where Element == UInt8 {
 }
 
 extension FrameBuilder {
+    /// A name as a JSON string: in place, its bytes hold no escape and nothing that needs
+    /// one (the frame it came in was valid JSON), so they are copied between quotes as they
+    /// are, which is what `string` writes for the same text.
+    @inline(__always)
+    mutating func name(_ name: JSONName) {
+        switch name.storage {
+        case .inPlace(let utf8):
+            byte(UInt8(ascii: "\""))
+            raw(utf8)
+            byte(UInt8(ascii: "\""))
+        case .owned(let text):
+            string(text)
+        }
+    }
+
     /// A broker-assigned id as the wire writes it: a JSON string of a one-letter tag and a
     /// number (`"c7"`, `"o12"`, `"h3"`).
     @inline(__always)

@@ -38,7 +38,7 @@ struct EventQueueTests {
         q.skip(4)
         #expect(q.nextInChain() == 5)
         let hop = AwaitedHop(observer: 5, client: 2, deadline: 1_500, startedAt: 1_000)
-        #expect(q.awaitHop(hop).name == "e")
+        #expect(q.awaitHop(hop).post.name == "e")
         #expect(q.awaited == hop)
         #expect(q.nextInChain() == nil, "no walking while an answer is awaited")
         let ended1 = q.endHop(.next, now: 1_200)

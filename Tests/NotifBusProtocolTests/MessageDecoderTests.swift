@@ -25,7 +25,7 @@ func decode(_ text: String) -> DecodeResult {
             return
         }
         #expect(name == "e" && profile == nil)
-        #expect(payload.map { String(decoding: $0, as: UTF8.self) } == #"[1, {"a":2}]"#)
+        #expect(payload.map { String(decoding: $0.bytes, as: UTF8.self) } == #"[1, {"a":2}]"#)
         guard case .decoded(.request(_, .hello(1, nil)), true) = decode(#"{"op":"hello","id":0,"protocol":1,"name":null}"#) else {
             Issue.record("hello did not decode")
             return
@@ -53,7 +53,7 @@ func decode(_ text: String) -> DecodeResult {
             Issue.record("return did not decode")
             return
         }
-        #expect(ret.call == 4 && raw == Array("null".utf8))
+        #expect(ret.call == 4 && raw.bytes == Array("null".utf8))
     }
 
     @Test func rejectionsCarryCodesAndIDs() {

@@ -80,10 +80,11 @@ struct OutboundFrameTests {
         let odd = OutboundFrameTests.raw("{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }")
         let event = OutboundFrameTests.body(OutboundFrame.event(event: 1, observer: 1, name: "n", payload: odd).encoded())
         #expect(event.hasSuffix(",\"payload\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}"))
-        let call = OutboundFrameTests.body(OutboundFrame.call(call: 1, handler: 1, channel: "c", method: "m", arguments: odd, from: 1).encoded())
+        let call = OutboundFrameTests.body(
+            OutboundFrame.call(call: 1, handler: 1, channel: "c", method: "m", arguments: JSONBytes(odd), from: 1).encoded())
         #expect(call.contains(",\"arguments\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" },"))
         #expect(
-            OutboundFrameTests.body(OutboundFrame.handlerError(.integer(1), odd).encoded())
+            OutboundFrameTests.body(OutboundFrame.handlerError(.integer(1), JSONBytes(odd)).encoded())
                 == "{\"op\":\"reply\",\"id\":1,\"error\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}")
         #expect(
             OutboundFrameTests.body(OutboundFrame.reply(.integer(1), .value(odd)).encoded())
@@ -181,7 +182,8 @@ struct OutboundFrameTests {
                 let m = json["method"]?.stringValue, let from = number(json["from"], "c")
             else { return nil }
             return .call(
-                call: call, handler: h, channel: ch, method: m, arguments: json["arguments"].flatMap { $0 == .null ? nil : $0.encoded },
+                call: call, handler: h, channel: JSONName(ch), method: JSONName(m),
+                arguments: json["arguments"].flatMap { $0 == .null ? nil : JSONBytes($0.encoded) },
                 from: from)
         case "evicted":
             if let o = number(json["observer"], "o"), let by = number(json["by"], "o") { return .observerEvicted(o, by: by) }
@@ -193,7 +195,7 @@ struct OutboundFrameTests {
                 guard let codeText = error["code"]?.stringValue, let code = ErrorCode(rawValue: codeText),
                     let message = error["message"]?.stringValue
                 else {
-                    return rid.map { .handlerError($0, error.encoded) }
+                    return rid.map { .handlerError($0, JSONBytes(error.encoded)) }
                 }
                 if let by = error["details"]?["by"]?.stringValue, let rid { return .superseded(rid, message: message, by: by) }
                 return .error(rid, code, message: message)

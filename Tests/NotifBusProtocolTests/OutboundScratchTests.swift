@@ -9,7 +9,7 @@ struct OutboundScratchTests {
         let big = Array("[\"".utf8) + Array(repeating: UInt8(ascii: "x"), count: 40_000) + Array("\"]".utf8)
         let frames: [OutboundFrame] = [
             .reply(.integer(7), .value(Array("{\"a\":[1,2]}".utf8))),
-            .call(call: 3, handler: 2, channel: "ch", method: "m\"q", arguments: big, from: 1),
+            .call(call: 3, handler: 2, channel: "ch", method: "m\"q", arguments: JSONBytes(big), from: 1),
             .error(.string("r"), .badRequest, message: "bad \n thing"),
             .event(event: 9, observer: 4, name: "e", payload: nil),
             .reply(.integer(8), .value(big)),

@@ -105,10 +105,10 @@ enum ReferenceDecoder {
             if let errorField {
                 if resultField != nil { throw v.bad("a return carries exactly one of 'result' and 'error'") }
                 try validateErrorObject(errorField, v)
-                return .callReturn(CallReturn(call: call, body: .error(v.scanner.raw(of: errorField))))
+                return .callReturn(CallReturn(call: call, body: .error(JSONBytes(v.scanner.raw(of: errorField)))))
             }
             guard let resultField else { throw v.bad("a return needs 'result' or 'error'") }
-            return .callReturn(CallReturn(call: call, body: .result(v.scanner.raw(of: resultField))))
+            return .callReturn(CallReturn(call: call, body: .result(JSONBytes(v.scanner.raw(of: resultField)))))
         }
         guard let event = v.field("event").flatMap({ v.scanner.integer(of: $0) }) else {
             throw v.bad("'event' must be an integer")
@@ -193,7 +193,7 @@ enum ReferenceDecoder {
                     throw Rejection(id: id, code: .invalidPayload, message: error.message)
                 }
             }
-            return .post(name: name, payload: payloadField.map { v.scanner.raw(of: $0) }, profile: profile)
+            return .post(name: name, payload: payloadField.map { JSONBytes(v.scanner.raw(of: $0)) }, profile: profile)
         case Op.handle:
             let channel = try v.requiredName("channel")
             let method = try v.optionalName("method")
@@ -204,7 +204,8 @@ enum ReferenceDecoder {
         case Op.invoke:
             let channel = try v.requiredName("channel")
             let method = try v.requiredName("method")
-            return .invoke(channel: channel, method: method, arguments: v.optional("arguments").map { v.scanner.raw(of: $0) })
+            return .invoke(
+                channel: JSONName(channel), method: JSONName(method), arguments: v.optional("arguments").map { JSONBytes(v.scanner.raw(of: $0)) })
         case Op.put:
             let slot = try v.requiredName("slot")
             guard let f = v.field("value") else { throw v.bad("missing field 'value'") }
