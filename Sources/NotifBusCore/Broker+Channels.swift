@@ -29,6 +29,9 @@ extension Broker {
         send(.reply(rid, .handlerRemoved(id)), to: c)
     }
 
+    /// Always inlined into `Broker.handle`: called apart, `handle` grows a larger frame
+    /// that every other request pays for.
+    @inline(__always)
     mutating func invoke(
         channel: consuming JSONName, method: consuming JSONName, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord,
         now: Instant
@@ -46,7 +49,7 @@ extension Broker {
             PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
             deadline: now &+ UInt64(configuration.callTimeoutMs) * 1_000_000)
         client.callsInvoked += 1
-        sessions[handler.client]?.callsReceived += 1
+        sessions.update(handler.client) { $0.callsReceived += 1 }
         send(
             .call(call: call, handler: handler.id, channel: channel, method: method, arguments: arguments, from: c),
             to: handler.client)

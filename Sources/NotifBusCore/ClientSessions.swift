@@ -50,6 +50,16 @@ struct ClientSessions {
     @inline(__always)
     func isUnresponsive(_ c: ConnectionID) -> Bool { records.read(c) { $0.unresponsive } ?? false }
 
+    /// Runs `body` on `c`'s record, lent rather than retained (the per-frame counters are
+    /// changed through it); false when `c` is not known.
+    @inline(__always) @discardableResult
+    func update(_ c: ConnectionID, _ body: (ClientRecord) -> Void) -> Bool {
+        records.read(c) { record in
+            body(record)
+            return true
+        } ?? false
+    }
+
     var count: Int { records.count }
     var isEmpty: Bool { records.isEmpty }
 
