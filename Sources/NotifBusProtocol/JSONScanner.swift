@@ -501,6 +501,12 @@ public struct JSONScanner {
         defer { position = p }
         repeat {
             let b0 = base[p]
+            // Two-byte sequences (U+0080 to U+07FF, most accented Latin letters) need only their
+            // second byte checked.
+            if b0 &- 0xC2 < 0x1E, p + 1 < count, base[p + 1] & 0xC0 == 0x80 {
+                p += 2
+                continue
+            }
             let length: Int
             var low: UInt8 = 0x80
             var high: UInt8 = 0xBF
