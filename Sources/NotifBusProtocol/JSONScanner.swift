@@ -337,6 +337,16 @@ public struct JSONScanner {
     @discardableResult @_transparent
     mutating func skipPlainScalar() throws(JSONError) -> JSONKind {
         let b = base[position]
+        // A positive integer (most numbers in user data) needs only its digit run found; one
+        // with a fraction or an exponent goes through `skipNumber` from its start.
+        if b &- UInt8(ascii: "1") < 9 {
+            var p = position &+ 1
+            if p < count, isDigit(base[p]) { p = digitRunEnd(p &+ 1) }
+            if p == count || (base[p] != UInt8(ascii: ".") && base[p] | 0x20 != UInt8(ascii: "e")) {
+                position = p
+                return .number
+            }
+        }
         if isDigit(b) || b == UInt8(ascii: "-") {
             _ = try skipNumber()
             return .number

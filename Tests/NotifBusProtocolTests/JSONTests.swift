@@ -260,6 +260,14 @@ struct SplitMix {
                     expectSameScan(Array("{\"a\":\(sign)\(digits)\(end)".utf8))
                     expectSameScan(Array("{\"a\":1.\(digits)\(end)".utf8))
                     expectSameScan(Array("{\"a\":1e\(digits)\(end)".utf8))
+                    // Inside user data (array elements, nested members) and as a whole
+                    // document, where numbers are skipped by `skipValue`.
+                    for open in ["{\"a\":[", "{\"a\":[7,", "{\"a\":{\"b\":", ""] {
+                        let tail = end.replacingOccurrences(of: "}", with: open.hasSuffix("[") || open.hasSuffix(",") ? "]}" : "}}")
+                        expectSameScan(Array("\(open)\(sign)\(digits)\(tail)".utf8))
+                        expectSameScan(Array("\(open)\(sign)\(digits)\(end)".utf8))
+                        expectSameScan(Array("\(open)\(digits).\(digits)\(tail)".utf8))
+                    }
                 }
             }
         }
