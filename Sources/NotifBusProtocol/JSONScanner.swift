@@ -337,6 +337,16 @@ public struct JSONScanner {
     @discardableResult @_transparent
     mutating func skipPlainScalar() throws(JSONError) -> JSONKind {
         let b = base[position]
+        // A positive integer (most numbers in user data) needs only its digit run found; one
+        // with a fraction or an exponent goes through `skipNumber` from its start.
+        if b &- UInt8(ascii: "1") < 9 {
+            var p = position &+ 1
+            if p < count, isDigit(base[p]) { p = digitRunEnd(p &+ 1) }
+            if p == count || (base[p] != UInt8(ascii: ".") && base[p] | 0x20 != UInt8(ascii: "e")) {
+                position = p
+                return .number
+            }
+        }
         if isDigit(b) || b == UInt8(ascii: "-") {
             _ = try skipNumber()
             return .number
@@ -458,6 +468,18 @@ public struct JSONScanner {
         }
     }
 
+    /// Whether all four bytes of `w` are ASCII hex digits (`0-9`, `A-F`, `a-f`). For bytes
+    /// below 0x80, adding 0x80 - lo sets bit 7 exactly when the byte is at least lo, and adding
+    /// 0x7F - hi exactly when it is above hi; no sum carries into the next byte.
+    @inline(__always) static func areHexDigits(_ w: UInt32) -> Bool {
+        let highs: UInt32 = 0x8080_8080
+        guard w & highs == 0 else { return false }
+        let digits = (w &+ 0x5050_5050) & ~(w &+ 0x4646_4646)
+        let lower = w | 0x2020_2020
+        let letters = (lower &+ 0x1F1F_1F1F) & ~(lower &+ 0x1919_1919)
+        return (digits | letters) & highs == highs
+    }
+
     private mutating func skipEscape() throws(JSONError) {
         guard position + 1 < count else { throw fail("truncated escape") }
         switch base[position + 1] {
@@ -466,9 +488,7 @@ public struct JSONScanner {
             position += 2
         case UInt8(ascii: "u"):
             guard position + 6 <= count else { throw fail("truncated \\u escape") }
-            for i in 2..<6 where hexValue(base[position + i]) == nil {
-                throw fail("invalid \\u escape")
-            }
+            guard JSONScanner.areHexDigits(word32(at: position + 2)) else { throw fail("invalid \\u escape") }
             position += 6
         default:
             throw fail("invalid escape")
@@ -491,6 +511,12 @@ public struct JSONScanner {
         defer { position = p }
         repeat {
             let b0 = base[p]
+            // Two-byte sequences (U+0080 to U+07FF, most accented Latin letters) need only their
+            // second byte checked.
+            if b0 &- 0xC2 < 0x1E, p + 1 < count, base[p + 1] & 0xC0 == 0x80 {
+                p += 2
+                continue
+            }
             let length: Int
             var low: UInt8 = 0x80
             var high: UInt8 = 0xBF

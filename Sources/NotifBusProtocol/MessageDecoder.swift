@@ -619,6 +619,8 @@ struct FieldView {
     /// earlier member's name, naming it.
     mutating func checkFields(allowed: UInt32, id: RequestID?) throws(Rejection) {
         self.id = id
+        // Almost every frame has nothing to reject: one mask test and two tag tests.
+        if fields.present & ~allowed == 0, case .none = fields.firstUnknown, case .none = fields.firstDuplicate { return }
         // The first offender is the earliest of: the first unknown name, the first
         // occurrence of a known name the op does not take, the first repeat of a known name
         // (a repeat of a name the op does not take comes after that name's first occurrence).

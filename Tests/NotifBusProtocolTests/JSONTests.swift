@@ -189,6 +189,15 @@ struct SplitMix {
         [0xC0, 0xAF], [0xC1, 0xBF], [0xE0, 0x80, 0xAF], [0xE0, 0x9F, 0xBF], [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF],
         [0xF0, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xFF], [0x80], [0xBF],
         [0xC3], [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0xC3, 0x28], [0xE2, 0x28, 0xA1], [0xF0, 0x9F, 0x28, 0x80],
+        // Two-byte sequences at the edges of the inline test: first bytes C2 and DF, second
+        // bytes 80 and BF, and second bytes just outside (7F, C0).
+        [0xC2, 0x80], [0xDF, 0xBF], [0xC2, 0x7F], [0xDF, 0xC0], [0xC2, 0xC2, 0x80], [0xDF], [0xE0, 0xA0, 0x80],
+        // `\u` escapes: every hex class and the bytes around each range, in every digit place.
+        Array(#"\uABCD"#.utf8), Array(#"\uabcd"#.utf8), Array(#"\uFfF0"#.utf8), Array(#"\u09af"#.utf8),
+        Array(#"\u/000"#.utf8), Array(#"\u0:00"#.utf8), Array(#"\u00@0"#.utf8), Array(#"\u000G"#.utf8),
+        Array(#"\u`000"#.utf8), Array(#"\u0g00"#.utf8), Array(#"\u00"#.utf8), Array(#"\u00e"#.utf8),
+        [0x5C, 0x75, 0x30, 0x10, 0x30, 0x30], [0x5C, 0x75, 0x30, 0x30, 0x19, 0x30], [0x5C, 0x75, 0x30, 0x30, 0x30, 0xB0],
+        [0x5C, 0x75, 0xC1, 0x30, 0x30, 0x30], [0x5C, 0x75, 0x30, 0x30, 0x30, 0x41, 0x5C, 0x75, 0x44, 0x43, 0x30, 0x30],
     ]
 
     @Test func everySpecialByteAtEveryPositionOfAWord() {
@@ -204,6 +213,26 @@ struct SplitMix {
                 // The same in a key, and nested in user data.
                 expectSameScan(Array(#"{""#.utf8) + plain + special + Array(#"":1}"#.utf8))
                 expectSameScan(Array(#"{"a":[{"b":""#.utf8) + plain + special + Array(#""}]}"#.utf8))
+            }
+        }
+    }
+
+    @Test func everyByteInEveryPlaceOfAUnicodeEscape() {
+        for place in 0..<4 {
+            for byte in 0...255 {
+                var digits = Array("0a9F".utf8)
+                digits[place] = UInt8(byte)
+                expectSameScan(Array(#"{"a":"\u"#.utf8) + digits + Array(#""}"#.utf8))
+                expectSameScan(Array(#"{"a":"xyz\u"#.utf8) + digits + Array(#"é"}"#.utf8))
+            }
+        }
+    }
+
+    @Test func everySecondByteOfATwoByteSequence() {
+        for first: UInt8 in [0xC0, 0xC1, 0xC2, 0xD0, 0xDF, 0xE0] {
+            for second in 0...255 {
+                expectSameScan(Array(#"{"a":"x"#.utf8) + [first, UInt8(second)] + Array(#"yz"}"#.utf8))
+                expectSameScan(Array(#"{"a":"1234567"#.utf8) + [first, UInt8(second)] + Array(#""}"#.utf8))
             }
         }
     }
@@ -231,6 +260,14 @@ struct SplitMix {
                     expectSameScan(Array("{\"a\":\(sign)\(digits)\(end)".utf8))
                     expectSameScan(Array("{\"a\":1.\(digits)\(end)".utf8))
                     expectSameScan(Array("{\"a\":1e\(digits)\(end)".utf8))
+                    // Inside user data (array elements, nested members) and as a whole
+                    // document, where numbers are skipped by `skipValue`.
+                    for open in ["{\"a\":[", "{\"a\":[7,", "{\"a\":{\"b\":", ""] {
+                        let tail = end.replacingOccurrences(of: "}", with: open.hasSuffix("[") || open.hasSuffix(",") ? "]}" : "}}")
+                        expectSameScan(Array("\(open)\(sign)\(digits)\(tail)".utf8))
+                        expectSameScan(Array("\(open)\(sign)\(digits)\(end)".utf8))
+                        expectSameScan(Array("\(open)\(digits).\(digits)\(tail)".utf8))
+                    }
                 }
             }
         }
