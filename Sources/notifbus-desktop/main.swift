@@ -87,6 +87,21 @@ func parseOptions(_ args: [String]) -> BridgeOptions {
     return options
 }
 
+/// Hands the bridge the server's signals and the changes of who owns its name. A function of
+/// its own, so that the match rules' strings are freed when it returns instead of living in
+/// the top-level task's frame until exit.
+func watchServer(_ bridge: DesktopBridge, on bus: SessionBus) throws(DBusCallError) {
+    try bus.addMatch("type='signal',interface='\(NotificationServer.interface)',path='\(NotificationServer.path)'") {
+        bridge.serverSignal($0)
+    }
+    try bus.addMatch(
+        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+            + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(NotificationServer.busName)'"
+    ) {
+        bridge.ownerChanged($0)
+    }
+}
+
 let options = parseOptions(Array(CommandLine.arguments.dropFirst()))
 guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
     fail("DBUS_SESSION_BUS_ADDRESS is not set: there is no session bus to find a notification server on", status: 1)
@@ -114,15 +129,7 @@ let bridge = DesktopBridge(broker: broker, server: NotificationServer(bus: sessi
 let brokerStates = broker.connectionStates()
 let watching = Task { await bridge.watchBroker(brokerStates) }
 do {
-    try sessionBus.addMatch("type='signal',interface='\(NotificationServer.interface)',path='\(NotificationServer.path)'") {
-        bridge.serverSignal($0)
-    }
-    try sessionBus.addMatch(
-        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-            + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(NotificationServer.busName)'"
-    ) {
-        bridge.ownerChanged($0)
-    }
+    try watchServer(bridge, on: sessionBus)
 } catch {
     fail("\(error)", status: 1)
 }
