@@ -45,6 +45,8 @@ final class Child: @unchecked Sendable {
     private let lock = NSLock()
     private var out = Data()
     private var err = Data()
+    /// Pipes whose end of file was read (both, once the child and its children closed them).
+    private var closedPipes = 0
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -55,11 +57,19 @@ final class Child: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            self?.lock.withLock { self?.out.append(d) }
+            if d.isEmpty { h.readabilityHandler = nil }
+            self?.lock.withLock {
+                self?.out.append(d)
+                if d.isEmpty { self?.closedPipes += 1 }
+            }
         }
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            self?.lock.withLock { self?.err.append(d) }
+            if d.isEmpty { h.readabilityHandler = nil }
+            self?.lock.withLock {
+                self?.err.append(d)
+                if d.isEmpty { self?.closedPipes += 1 }
+            }
         }
         try process.run()
     }
@@ -83,7 +93,9 @@ final class Child: @unchecked Sendable {
     @discardableResult
     func waitExit(_ timeout: Duration = .seconds(10)) -> Int32? {
         guard waitFor(timeout, { !process.isRunning }) else { return nil }
-        usleep(20_000)  // let the pipe handlers drain
+        // Everything the child wrote is read once both pipes reach end of file (a process it
+        // left behind may hold them open: then at most a few seconds more).
+        _ = waitFor(.seconds(5)) { lock.withLock { closedPipes == 2 } }
         return process.terminationStatus
     }
 
