@@ -17,6 +17,7 @@ public final class PipelinedReplies: @unchecked Sendable {
     private let allDone = DispatchSemaphore(value: 0)
 
     init(count: Int) {
+        self.count = count
         results = Array(repeating: nil, count: count)
         remaining = count
         if count == 0 { allDone.signal() }
@@ -33,8 +34,9 @@ public final class PipelinedReplies: @unchecked Sendable {
         if last { allDone.signal() }
     }
 
-    /// The number of requests in the group.
-    public var count: Int { results.count }
+    /// The number of requests in the group (kept apart from `results`, which `fill` changes
+    /// under the lock while readers look).
+    public let count: Int
 
     /// Whether reply `index` has come (or failed) already, so that `wait(for:)` would not wait.
     public func isComplete(_ index: Int) -> Bool { lock.withLock { results[index] != nil } }
@@ -68,7 +70,7 @@ public final class PipelinedReplies: @unchecked Sendable {
     /// Waits for every reply and returns them in order.
     public func wait() async -> [Reply] {
         var all: [Reply] = []
-        for index in results.indices { all.append(await wait(for: index)) }
+        for index in 0..<count { all.append(await wait(for: index)) }
         return all
     }
 }
