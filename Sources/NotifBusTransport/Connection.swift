@@ -3,8 +3,10 @@
 // I/O only: no protocol state (that lives in the core), no calls into the core.
 //
 // No bufferevent: input is parsed in place from the server's read buffer, and only an
-// incomplete frame is kept here; output is one byte array written with `send`, and write
-// interest is armed only while output is queued. `BrokerServer` drives the transitions:
+// incomplete frame is kept here; output is written with `send` straight from the core's
+// output store while that is possible (a range of it, kept until the turn's flush), and
+// otherwise from one byte array of the connection's own; write interest is armed only while
+// output is queued. `BrokerServer` drives the transitions:
 //
 //   from      on                                                  to                  on the way
 //   open      `.close` from the core                              closing(drain)      reading stops, partial input dropped
@@ -28,6 +30,7 @@
 import CLibevent
 import Glibc
 import NotifBusCore
+import NotifBusProtocol
 
 final class Connection {
     enum State: Equatable {
@@ -57,6 +60,10 @@ final class Connection {
     /// Output not yet accepted by the kernel, from `outputOffset` on.
     private(set) var output: [UInt8] = []
     private var outputOffset = 0
+    /// Output still in the core's output store, queued when nothing else was: written from
+    /// there by the turn's flush, before the store is reset (what the kernel does not take is
+    /// copied into `output` then). Set only while `output` is empty, so order is kept.
+    private(set) var kept: OutputRange? = nil
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
     /// Reading is stopped because the core holds back many of its requests behind durable
@@ -79,7 +86,10 @@ final class Connection {
 
     var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
-    var pendingOutputBytes: Int { output.count - outputOffset }
+    var pendingOutputBytes: Int { output.count - outputOffset + (kept?.count ?? 0) }
+
+    /// Output bytes this connection holds (or holds in the output store), as accounted.
+    var heldOutputBytes: Int { output.count + (kept?.count ?? 0) }
 
     // State tests by pattern, not `==`: the hot path asks them for every frame, and the
     // synthesized `==` of an enum with payloads costs a call and copies.
@@ -131,14 +141,28 @@ final class Connection {
 
     // MARK: Output
 
-    /// Queues a frame. The common case, an empty buffer, takes the array without copying.
-    func enqueue(_ frame: consuming [UInt8]) {
-        if pendingOutputBytes == 0 {
-            output = frame
-            outputOffset = 0
-        } else {
-            output.append(contentsOf: frame)
+    /// Queues a frame of `store`. With nothing queued and `keep` (the frame is flushed in
+    /// this turn), only its range is kept, and a frame right after it in the store joins it;
+    /// otherwise the bytes are copied after what is queued.
+    func enqueue(_ frame: OutputRange, from store: OutputStore, keep: Bool) {
+        if let k = kept {
+            if let both = k.joined(to: frame) {
+                kept = both
+                return
+            }
+            kept = nil
+            store.withBytes(of: k) { output.append(contentsOf: $0) }
+        } else if pendingOutputBytes == 0 {
+            if !output.isEmpty {
+                output = []
+                outputOffset = 0
+            }
+            if keep {
+                kept = frame
+                return
+            }
         }
+        store.withBytes(of: frame) { output.append(contentsOf: $0) }
     }
 
     enum FlushResult {
@@ -147,9 +171,32 @@ final class Connection {
         case failed(Int32)
     }
 
-    /// Writes as much queued output as the kernel takes.
-    func flush() -> FlushResult {
-        while pendingOutputBytes > 0 {
+    /// Writes as much queued output as the kernel takes: a kept range straight from
+    /// `store`, what it does not take copied into `output`.
+    func flush(from store: OutputStore) -> FlushResult {
+        if let k = kept {
+            kept = nil
+            let flags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+            let result: FlushResult = store.withBytes(of: k) { bytes in
+                var sent = 0
+                while sent < bytes.count {
+                    let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, flags)
+                    if n > 0 {
+                        sent += n
+                        continue
+                    }
+                    let e = errno
+                    if e == EINTR { continue }
+                    guard e == EAGAIN || e == EWOULDBLOCK else { return .failed(e) }
+                    output = Array(bytes[sent...])
+                    outputOffset = 0
+                    return .wouldBlock
+                }
+                return .done
+            }
+            return result
+        }
+        while output.count - outputOffset > 0 {
             let n = output.withUnsafeBytes { bytes in
                 send(fd, bytes.baseAddress! + outputOffset, bytes.count - outputOffset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
@@ -238,6 +285,7 @@ final class Connection {
         readEvent = nil
         output = []
         outputOffset = 0
+        kept = nil
         pendingInput = []
         close(fd)
     }
