@@ -388,10 +388,8 @@ public struct FrameBuilder: ~Copyable {
     private func patchLength() {
         guard prefixed else { return }
         let n = UInt32(count - start - Limits.headerBytes)
-        base[start] = UInt8(truncatingIfNeeded: n >> 24)
-        base[start + 1] = UInt8(truncatingIfNeeded: n >> 16)
-        base[start + 2] = UInt8(truncatingIfNeeded: n >> 8)
-        base[start + 3] = UInt8(truncatingIfNeeded: n)
+        // One unaligned big-endian store (the frame may start at any offset of a store).
+        UnsafeMutableRawPointer(base + start).storeBytes(of: n.bigEndian, as: UInt32.self)
     }
 
     /// Patches the length prefix (if any) and returns the bytes.

@@ -263,7 +263,7 @@ public final class BrokerServer {
     func adopt(_ fd: Int32, credentials: PeerCredentials, now: Instant) {
         let id = nextConnectionID
         nextConnectionID += 1
-        let connection = Connection(id: id, fd: fd, base: base, server: self)
+        let connection = Connection(id: id, fd: fd, server: self)
         guard connection.startReading() else {
             log("notifbus: c\(id): event_new failed; closing", kind: "event_new")
             connection.release()

@@ -45,38 +45,40 @@ final class Connection {
         case closed
     }
 
+    // Fields in this order so that the object stays within one 144-byte malloc chunk
+    // (the descriptor and the flags share a word; the kept range comes last): every greeted
+    // client has one, idle or not.
     let id: ConnectionID
     /// Owned from `init` on; closed by `release`.
     let fd: Int32
-    let base: OpaquePointer
-    unowned let server: BrokerServer
-    private(set) var state = State.open
-    private(set) var readEvent: OpaquePointer? = nil
-    /// Created on first need: most connections never fill their socket buffer.
-    private(set) var writeEvent: OpaquePointer? = nil
     private(set) var writeArmed = false
-    /// Bytes of a frame that arrived only in part.
-    var pendingInput: [UInt8] = []
-    /// Output not yet accepted by the kernel, from `outputOffset` on.
-    private(set) var output: [UInt8] = []
-    private var outputOffset = 0
-    /// Output still in the core's output store, queued when nothing else was: written from
-    /// there by the turn's flush, before the store is reset (what the kernel does not take is
-    /// copied into `output` then). Set only while `output` is empty, so order is kept.
-    private(set) var kept: OutputRange? = nil
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
     /// Reading is stopped because the core holds back many of its requests behind durable
     /// writes (`Broker.wantsInput`); frames already read wait in `pendingInput`.
     private(set) var inputPaused = false
+    unowned let server: BrokerServer
+    private(set) var readEvent: OpaquePointer? = nil
+    /// Created on first need: most connections never fill their socket buffer.
+    private(set) var writeEvent: OpaquePointer? = nil
+    /// Bytes of a frame that arrived only in part.
+    var pendingInput: [UInt8] = []
+    /// Output not yet accepted by the kernel, from `outputOffset` on.
+    private(set) var output: [UInt8] = []
+    private var outputOffset = 0
     /// This connection's share of the server's `bufferedBytes`, as last counted.
     var accounted = 0
+    private(set) var state = State.open
+    /// Output still in the core's output store, queued when nothing else was: written from
+    /// there by the turn's flush, before the store is reset (what the kernel does not take is
+    /// copied into `output` then). Set only while `output` is empty, so order is kept.
+    private(set) var kept: OutputRange? = nil
 
-    /// Takes ownership of `fd`, an accepted non-blocking socket.
-    init(id: ConnectionID, fd: Int32, base: OpaquePointer, server: BrokerServer) {
+    /// Takes ownership of `fd`, an accepted non-blocking socket; its events are made on the
+    /// server's event base.
+    init(id: ConnectionID, fd: Int32, server: BrokerServer) {
         self.id = id
         self.fd = fd
-        self.base = base
         self.server = server
     }
 
@@ -114,7 +116,7 @@ final class Connection {
     /// libevent cannot.
     func startReading() -> Bool {
         precondition(isOpen && readEvent == nil, "c\(id): startReading called twice")
-        guard let e = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
+        guard let e = event_new(server.base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
         readEvent = e
         event_add(e, nil)
         return true
@@ -225,7 +227,7 @@ final class Connection {
     /// no event could be made.
     func armWrite(timeoutMs: Int?) -> Bool {
         if writeEvent == nil {
-            writeEvent = event_new(base, fd, Int16(EV_WRITE), Trampolines.write, context)
+            writeEvent = event_new(server.base, fd, Int16(EV_WRITE), Trampolines.write, context)
         }
         guard let writeEvent else { return false }
         if let timeoutMs {
