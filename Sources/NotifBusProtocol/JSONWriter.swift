@@ -305,34 +305,35 @@ public struct FrameBuilder: ~Copyable {
     /// The decimal form of `value`, two digits per division.
     public mutating func int(_ value: Int64) {
         reserve(20)
+        // Through a pointer with wrapping arithmetic: 20 bytes are reserved, enough for
+        // any Int64 with its sign, so no index needs a check of its own.
+        var p = base + count
         var magnitude = value.magnitude
         if value < 0 {
-            base[count] = UInt8(ascii: "-")
-            count += 1
+            p.pointee = UInt8(ascii: "-")
+            p += 1
         }
         if magnitude < 10 {
-            base[count] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-            count += 1
+            p.pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
+            count = base.distance(to: p) &+ 1
             return
         }
-        let digits = FrameBuilder.decimalDigits(magnitude)
-        let pairs = FrameBuilder.digitPairs.utf8Start
-        var p = count + digits
+        let end = p + FrameBuilder.decimalDigits(magnitude)
+        let pairs = UnsafeRawPointer(FrameBuilder.digitPairs.utf8Start)
+        p = end
         while magnitude >= 100 {
             let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
             magnitude /= 100
             p -= 2
-            base[p] = pairs[pair]
-            base[p + 1] = pairs[pair + 1]
+            UnsafeMutableRawPointer(p).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
         }
         if magnitude >= 10 {
             let pair = Int(truncatingIfNeeded: magnitude) &* 2
-            base[p - 2] = pairs[pair]
-            base[p - 1] = pairs[pair + 1]
+            UnsafeMutableRawPointer(p - 2).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
         } else {
-            base[p - 1] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
+            (p - 1).pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
         }
-        count += digits
+        count = base.distance(to: end)
     }
 
     /// "00" through "99", for writing two digits at a time.
