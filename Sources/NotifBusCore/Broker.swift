@@ -46,7 +46,8 @@ public struct Broker {
     /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
     /// Every outgoing frame, encoded in place, one after another, until the transport calls
-    /// `outputTaken()`; a `.send` names its frame's range here.
+    /// `outputTaken()`; a `.send` names its frame's range here. A class: copies of a broker
+    /// share it (the transport keeps one broker, and reads frames through this reference).
     public let output = OutputStore()
 
     /// A broker starting at `now`, with slots and categories restored from disk.

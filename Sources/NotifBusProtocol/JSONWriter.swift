@@ -92,7 +92,7 @@ public final class OutputStore {
     /// its memory for the life of the broker.
     static let keptBytes = 1 << 20
 
-    private(set) var base: UnsafeMutablePointer<UInt8>
+    @usableFromInline private(set) var base: UnsafeMutablePointer<UInt8>
     private(set) var capacity: Int
     /// Bytes written since the last reset.
     public private(set) var count = 0
@@ -111,7 +111,8 @@ public final class OutputStore {
     /// Lends the bytes of `range` (its length prefix included) to `body`, which must not
     /// keep them. Traps when `range` is not a frame of this generation: the store was reset
     /// since it was written.
-    @inline(__always)
+    /// Inlinable, so that the transport's write from a range is one check and a `send`.
+    @inlinable @inline(__always)
     public func withBytes<R>(of range: OutputRange, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         precondition(
             range.generation == generation && range.offset >= 0 && range.count >= 0 && range.count <= count - range.offset,
