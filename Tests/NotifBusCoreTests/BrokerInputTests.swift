@@ -1,8 +1,9 @@
 // The broker's inputs and their actions: each input appends what it causes, in order, to
 // the list its caller passes, keeps what was there, and leaves nothing for a later input.
 import NotifBusCore
-import NotifBusProtocol
 import Testing
+
+@testable import NotifBusProtocol
 
 struct BrokerInputTests {
     static func body(_ action: BrokerAction, _ broker: Broker) -> String {
@@ -95,5 +96,24 @@ struct BrokerInputTests {
             Array(#"{"op":"ping","id":1}"#.utf8).withUnsafeBytes { broker.receive($0, from: 1, now: 3, into: &actions) }
             _ = broker.outputBytes(hello)
         }
+    }
+
+    /// One batch of large frames grows the store; the reset after it gives that memory back
+    /// instead of keeping it for the life of the broker.
+    @Test func aResetShrinksAStoreThatGrewLarge() {
+        var (broker, actions) = BrokerInputTests.greeted()
+        broker.outputTaken()
+        actions.removeAll()
+        let value = "\"" + String(repeating: "v", count: 900_000) + "\""
+        let requests =
+            ["{\"op\":\"put\",\"id\":1,\"slot\":\"s\",\"value\":\(value)}"] + (2...3).map { "{\"op\":\"peek\",\"id\":\($0),\"slot\":\"s\"}" }
+        for request in requests { Array(request.utf8).withUnsafeBytes { broker.receive($0, from: 1, now: 3, into: &actions) } }
+        #expect(actions.count == 3)
+        for (i, action) in actions.enumerated().dropFirst() {
+            #expect(BrokerInputTests.body(action, broker) == "{\"op\":\"reply\",\"id\":\(i + 1),\"result\":\(value)}")
+        }
+        #expect(broker.output.capacity > OutputStore.keptBytes)
+        broker.outputTaken()
+        #expect(broker.output.capacity == OutputStore.initialBytes && broker.output.count == 0)
     }
 }
