@@ -101,18 +101,22 @@ struct CoreDriver {
         }
     }
 
-    /// Feeds one frame body from `c` and takes the actions it caused.
+    /// Feeds one frame body from `c` and takes the actions it caused. The last feed's
+    /// actions and frames are dropped first, as the transport does after writing them: each
+    /// action taken from the end (as `BrokerServer.settle` takes them), which is cheaper
+    /// than `removeAll(keepingCapacity:)` and its generic `replaceSubrange`.
     @inline(__always)
     mutating func feed(_ body: [UInt8], _ c: ConnectionID, expecting count: Int) {
-        actions.removeAll(keepingCapacity: true)
+        while actions.popLast() != nil {}
+        broker.outputTaken()
         body.withUnsafeBytes { broker.receive($0, from: c, now: 2, into: &actions) }
         if actions.count != count { mismatches += 1 }
     }
 
     /// The text of the `index`th frame sent by the last feed, without its length prefix.
     func sentText(_ index: Int = 0) -> String {
-        guard index < actions.count, case .send(_, let frame) = actions[index] else { return "" }
-        return String(decoding: frame.dropFirst(4), as: UTF8.self)
+        guard index < actions.count, case .send(_, let range) = actions[index] else { return "" }
+        return String(decoding: broker.outputBytes(range).dropFirst(4), as: UTF8.self)
     }
 
     /// The integer after `"field":` in the `index`th frame sent by the last feed.

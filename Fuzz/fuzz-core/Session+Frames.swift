@@ -14,7 +14,8 @@ extension Session {
     func check(_ action: BrokerAction) {
         context.actionCount += 1
         switch action {
-        case .send(let id, let frame):
+        case .send(let id, let range):
+            let frame = broker.outputBytes(range)
             guard id >= 1 && id <= peers.count else { violation("a frame for c\(id), which never connected") }
             guard peers[id - 1].open else { violation("a frame for c\(id) after it was closed: \(Session.text(frame))") }
             sequence += 1

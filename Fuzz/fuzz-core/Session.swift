@@ -373,9 +373,11 @@ final class Session {
         let actions = buffer
         buffer.removeAll(keepingCapacity: true)
         for action in actions {
-            if Session.tracing { trace("  \(Session.describe(action))") }
+            if Session.tracing { trace("  \(Session.describe(action, broker))") }
             check(action)
         }
+        // Every frame of the step was read: the transport would reset the store here too.
+        broker.outputTaken()
         checkStep()
         // The transport reports a batch's writes after the callbacks of one loop iteration.
         if !holdWrites && !reporting && !inFlight.isEmpty { reportAllWrites() }
@@ -441,9 +443,9 @@ final class Session {
         if Session.tracing { print(line()) }
     }
 
-    static func describe(_ action: BrokerAction) -> String {
+    static func describe(_ action: BrokerAction, _ broker: Broker) -> String {
         switch action {
-        case .send(let id, let frame): return "c\(id) <- \(String(decoding: frame.dropFirst(4), as: UTF8.self))"
+        case .send(let id, let range): return "c\(id) <- \(String(decoding: broker.outputBytes(range).dropFirst(4), as: UTF8.self))"
         case .close(let id): return "close c\(id)"
         case .persist(let write, .slot(let name, let value), _):
             return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"

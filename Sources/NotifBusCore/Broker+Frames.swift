@@ -1,33 +1,30 @@
 // Emitting the frames the broker sends, as typed `OutboundFrame`s encoded by
-// NotifBusProtocol (no JSON is written here): replies, error frames, status pages (paged
-// here, encoded there) and the `seen` mirror for monitors. Every outgoing frame passes
-// through `emit`.
+// NotifBusProtocol into the output store (no JSON is written here): replies, error frames,
+// status pages (paged here, encoded there) and the `seen` mirror for monitors. Every
+// outgoing frame passes through `emit`; none is encoded before it is emitted.
 import NotifBusProtocol
 
 extension Broker {
-    /// Encodes `frame` and queues it for `c`.
+    /// Encodes `frame` into the output store and queues it for `c`.
     mutating func send(_ frame: OutboundFrame, to c: ConnectionID) {
-        emit(to: c, frame.encoded(using: frameScratch))
+        emit(to: c, frame.encode(into: output))
     }
 
-    /// Queues a frame for `c` and mirrors it to every other monitor.
-    mutating func emit(to c: ConnectionID, _ frame: consuming [UInt8]) {
+    /// Queues a frame of the output store for `c` and mirrors it to every other monitor.
+    mutating func emit(to c: ConnectionID, _ frame: OutputRange) {
         if !sessions.monitors.isEmpty {
-            frame.withUnsafeBytes { bytes in
-                mirror(UnsafeRawBufferPointer(rebasing: bytes[Limits.headerBytes...]), client: c, inbound: false)
+            for m in sessions.monitors where m != c {
+                actions.append(.send(m, OutboundFrame.seen(sent: frame, client: c, into: output)))
             }
         }
         actions.append(.send(c, frame))
     }
 
+    /// Mirrors a frame `c` sent (its body, in the read buffer) to every other monitor.
     mutating func mirrorInbound(_ body: UnsafeRawBufferPointer, from c: ConnectionID, _ decoded: DecodeResult) {
         if case .badJSON = decoded { return }  // only JSON objects can be embedded in `seen`
-        mirror(body, client: c, inbound: true)
-    }
-
-    mutating func mirror(_ body: UnsafeRawBufferPointer, client c: ConnectionID, inbound: Bool) {
         for m in sessions.monitors where m != c {
-            actions.append(.send(m, OutboundFrame.seen(inbound: inbound, client: c, frame: body, scratch: frameScratch)))
+            actions.append(.send(m, OutboundFrame.seen(inbound: true, client: c, frame: body, into: output)))
         }
     }
 
@@ -61,11 +58,11 @@ extension Broker {
     /// reply holds `statusPageBytes` (at least one item is listed, so paging always moves
     /// on); `next` names where the following page starts, or is null on the last page.
     /// The figures (queue, counters, buffers) are current on every page.
-    func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> [UInt8] {
+    /// The page is encoded into the output store.
+    func statusReply(_ rid: RequestID, page: StatusPage?, now: Instant) -> OutputRange {
         let budget = configuration.statusPageBytes
         var w = StatusPageWriter(
-            rid, server: configuration.serverName, uptimeMs: Int64((now &- startedAt) / 1_000_000),
-            capacity: 1024 + Swift.min(budget, sessions.count * 100 + observers.count * 96))
+            rid, server: configuration.serverName, uptimeMs: Int64((now &- startedAt) / 1_000_000), appendingTo: output)
         let section = page?.section ?? 0
         var next: StatusPage? = nil
         var listed = 0
@@ -141,7 +138,7 @@ extension Broker {
         let figures = StatusFigures(
             pending: events.count, current: events.running?.post.event, maxPerClient: configuration.queueShare,
             buffers: buffers, counters: counters)
-        return w.finish(next: next, figures: figures)
+        return w.finish(next: next, figures: figures, into: output)
     }
 
     /// At most this many observers or handlers are picked for one page, about as many as

@@ -45,9 +45,10 @@ public struct Broker {
     /// out before the input returns): between inputs it is empty, so every action reaches
     /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
-    /// Where outgoing frames are built, one at a time, before each is copied out as its
-    /// own array.
-    let frameScratch = FrameScratch()
+    /// Every outgoing frame, encoded in place, one after another, until the transport calls
+    /// `outputTaken()`; a `.send` names its frame's range here. A class: copies of a broker
+    /// share it (the transport keeps one broker, and reads frames through this reference).
+    public let output = OutputStore()
 
     /// A broker starting at `now`, with slots and categories restored from disk.
     public init(
@@ -235,6 +236,20 @@ public struct Broker {
         if let t = slots.nextDeadline { best = Swift.min(best ?? t, t) }
         return best
     }
+
+    /// Lends the bytes of a `.send` (its length prefix included) to `body`, which must not
+    /// keep them. Traps when `range` was handed out before the last `outputTaken()`.
+    @inline(__always)
+    public func withOutput<R>(_ range: OutputRange, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try output.withBytes(of: range, body)
+    }
+
+    /// A copy of the bytes of a `.send` (tests, tools); traps like `withOutput`.
+    public func outputBytes(_ range: OutputRange) -> [UInt8] { output.bytes(of: range) }
+
+    /// The caller has consumed every `.send` handed out so far (written them, or copied what
+    /// it keeps): the output store starts again and those ranges are no longer valid.
+    public mutating func outputTaken() { output.reset() }
 
     /// Whether any connection is still known.
     public var hasClients: Bool { !sessions.isEmpty }

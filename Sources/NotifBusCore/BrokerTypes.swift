@@ -98,8 +98,10 @@ public enum StateRecord: Sendable, Equatable {
 
 /// What the transport must do, in order.
 public enum BrokerAction: Sendable {
-    /// Queue this length-prefixed frame for the connection.
-    case send(ConnectionID, [UInt8])
+    /// Queue this length-prefixed frame for the connection: its bytes are `range` of the
+    /// broker's `output` store, valid until `Broker.outputTaken()` (read them with
+    /// `Broker.withOutput` or `Broker.outputBytes`).
+    case send(ConnectionID, OutputRange)
     /// Stop reading, flush what was queued, then close.
     case close(ConnectionID)
     /// Write this record durably, then report `Broker.persisted(id, written:)`: the change

@@ -63,74 +63,188 @@ public enum JSONWriter {
     }
 }
 
-/// Memory that `FrameBuilder`s write into one after another (16 KiB), so that building a
-/// frame allocates only the array `finish` returns. A frame that outgrows it moves to memory
-/// of its own. One builder at a time: the owner encodes its frames one by one.
-public final class FrameScratch {
-    static let bytes = 16 << 10
-    let base: UnsafeMutablePointer<UInt8>
+/// Names one frame in an `OutputStore`: where it starts, how many bytes it has (its length
+/// prefix included), and the store's generation when it was written. The store hands out
+/// these values only; reading one after the store was reset traps (`OutputStore.withBytes`).
+public struct OutputRange: Sendable, Equatable {
+    public let offset: Int
+    public let count: Int
+    public let generation: UInt64
+
+    /// The two frames as one range, when `next` follows this one directly in the same
+    /// generation (frames queued back to back for one connection); nil otherwise.
+    public func joined(to next: OutputRange) -> OutputRange? {
+        guard next.generation == generation && next.offset == offset + count else { return nil }
+        return OutputRange(offset: offset, count: count + next.count, generation: generation)
+    }
+}
+
+/// The broker's outgoing frames, one after another in one growable buffer, from the last
+/// reset on: `FrameBuilder(appendingTo:)` encodes a frame at its end, and the frame is named
+/// by an `OutputRange` (offsets, not pointers, so the buffer may move when it grows). The
+/// owner resets it once every range handed out is consumed; the generation then moves on,
+/// so that a range kept beyond its reset traps instead of reading another frame's bytes.
+/// One builder at a time: the owner encodes its frames one by one.
+public final class OutputStore {
+    /// Capacity at first, and what a reset shrinks back to.
+    static let initialBytes = 16 << 10
+    /// A reset keeps at most this capacity (1 MiB), so that one large frame does not pin
+    /// its memory for the life of the broker.
+    static let keptBytes = 1 << 20
+
+    @usableFromInline private(set) var base: UnsafeMutablePointer<UInt8>
+    private(set) var capacity: Int
+    /// Bytes written since the last reset.
+    public private(set) var count = 0
+    /// How many resets there were; a range is valid only in the generation it was written in.
+    public private(set) var generation: UInt64 = 0
 
     public init() {
-        base = .allocate(capacity: FrameScratch.bytes)
+        base = .allocate(capacity: OutputStore.initialBytes)
+        capacity = OutputStore.initialBytes
     }
 
     deinit {
         base.deallocate()
     }
+
+    /// Lends the bytes of `range` (its length prefix included) to `body`, which must not
+    /// keep them. Traps when `range` is not a frame of this generation: the store was reset
+    /// since it was written.
+    /// Inlinable, so that the transport's write from a range is one check and a `send`.
+    @inlinable @inline(__always)
+    public func withBytes<R>(of range: OutputRange, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        precondition(
+            range.generation == generation && range.offset >= 0 && range.count >= 0 && range.count <= count - range.offset,
+            "an output range read after the store was reset")
+        return try body(UnsafeRawBufferPointer(start: base + range.offset, count: range.count))
+    }
+
+    /// A copy of the bytes of `range`, for tests and tools; traps like `withBytes`.
+    public func bytes(of range: OutputRange) -> [UInt8] {
+        withBytes(of: range) { Array($0) }
+    }
+
+    /// Every range handed out so far has been consumed: the store starts again at its
+    /// beginning, keeping its capacity (up to `keptBytes`), and the generation moves on.
+    package func reset() {
+        count = 0
+        generation &+= 1
+        if capacity > OutputStore.keptBytes {
+            base.deallocate()
+            base = .allocate(capacity: OutputStore.initialBytes)
+            capacity = OutputStore.initialBytes
+        }
+    }
+
+    /// Makes room for `n` more bytes; the memory may move (no frame is being built).
+    @inline(__always)
+    func reserve(_ n: Int) {
+        if capacity - count < n { grow(count + n) }
+    }
+
+    private func grow(_ needed: Int) {
+        var size = capacity * 2
+        while size < needed { size *= 2 }
+        let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
+        bigger.update(from: base, count: count)
+        base.deallocate()
+        base = bigger
+        capacity = size
+    }
+
+    /// Appends a frame built elsewhere (one that outgrew the space left here).
+    func append(_ bytes: UnsafePointer<UInt8>, _ n: Int) -> OutputRange {
+        reserve(n)
+        (base + count).update(from: bytes, count: n)
+        let range = OutputRange(offset: count, count: n, generation: generation)
+        count += n
+        return range
+    }
+
+    /// Ends a frame that `FrameBuilder(appendingTo:)` wrote in place, from `start` to `end`.
+    @inline(__always)
+    func commit(from start: Int, to end: Int) -> OutputRange {
+        precondition(start == count && end <= capacity, "two frames were built into the output store at once")
+        count = end
+        return OutputRange(offset: start, count: end - start, generation: generation)
+    }
 }
 
 /// Builds one length-prefixed frame: reserve the 4-byte length, write JSON, patch it (or,
 /// with `lengthPrefix: false`, just the JSON text).
-/// It writes into memory of its own (or a `FrameScratch`) through a pointer (each append is a bounds check and
-/// a copy, not a trip through Array's generic append), and `finish` hands the bytes over
-/// as one exactly sized array. Noncopyable, so its memory has exactly one owner.
+/// It writes through a pointer (each append is a bounds check and a copy, not a trip through
+/// Array's generic append) into memory of its own, or at the end of an `OutputStore` while
+/// the frame fits there (beyond, it moves to memory of its own and is copied in at
+/// `finish(into:)`). `finish` hands the bytes over as one exactly sized array,
+/// `finish(into:)` as a range of the store. Noncopyable, so its memory has exactly one owner.
 public struct FrameBuilder: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var count: Int
+    /// Where this frame starts in `base` (0 in memory of its own).
+    private var start: Int
     private let prefixed: Bool
-    /// Whether `base` is this builder's own memory (not a `FrameScratch`'s).
+    /// Whether `base` is this builder's own memory (not an `OutputStore`'s).
     private var owned: Bool
 
-    /// A builder that reserves `capacity` bytes at first; with `scratch`, it writes there
-    /// while the frame fits. Always inlined: called apart, it retains and releases `scratch`.
+    /// A builder in memory of its own that reserves `capacity` bytes at first.
     @inline(__always)
-    public init(capacity: Int = 128, lengthPrefix: Bool = true, scratch: FrameScratch? = nil) {
+    public init(capacity: Int = 128, lengthPrefix: Bool = true) {
         let size = Swift.max(capacity, 32)
-        if let scratch, size <= FrameScratch.bytes {
-            base = scratch.base
-            self.capacity = FrameScratch.bytes
-            owned = false
-        } else {
-            base = .allocate(capacity: size)
-            self.capacity = size
-            owned = true
-        }
+        base = .allocate(capacity: size)
+        self.capacity = size
+        owned = true
+        start = 0
         prefixed = lengthPrefix
         count = lengthPrefix ? Limits.headerBytes : 0
+    }
+
+    /// A length-prefixed frame written at the end of `store`; end it with
+    /// `finish(into:)` on the same store, before any other frame is built into it. The
+    /// store's memory may move here (never later, while the frame is built), so a pointer
+    /// into it is to be taken after this.
+    /// Always inlined: called apart, it retains and releases `store`.
+    @inline(__always)
+    public init(appendingTo store: OutputStore) {
+        store.reserve(FrameBuilder.storeHeadroom)
+        base = store.base
+        capacity = store.capacity
+        start = store.count
+        count = store.count + Limits.headerBytes
+        owned = false
+        prefixed = true
     }
 
     deinit {
         if owned { base.deallocate() }
     }
 
-    /// Bytes written so far, the length prefix (if any) included.
-    public var byteCount: Int { count }
+    /// Room made in a store for each frame started there: its length prefix and more.
+    static let storeHeadroom = 256
+
+    /// Bytes of this frame written so far, the length prefix (if any) included.
+    public var byteCount: Int { count - start }
 
     @inline(__always)
     private mutating func reserve(_ n: Int) {
         if count + n > capacity { grow(count + n) }
     }
 
+    /// Moves the frame to memory of its own that holds `needed - start` bytes: an
+    /// `OutputStore`'s memory is left as it is (frames before this one stay where they are).
     private mutating func grow(_ needed: Int) {
-        var size = capacity * 2
-        while size < needed { size *= 2 }
+        let used = count - start
+        var size = Swift.max(used * 2, 64)
+        while size < needed - start { size *= 2 }
         let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
-        bigger.update(from: base, count: count)
+        bigger.update(from: base + start, count: used)
         if owned { base.deallocate() }
         base = bigger
         owned = true
         capacity = size
+        count = used
+        start = 0
     }
 
     @inline(__always)
@@ -192,34 +306,35 @@ public struct FrameBuilder: ~Copyable {
     /// The decimal form of `value`, two digits per division.
     public mutating func int(_ value: Int64) {
         reserve(20)
+        // Through a pointer with wrapping arithmetic: 20 bytes are reserved, enough for
+        // any Int64 with its sign, so no index needs a check of its own.
+        var p = base + count
         var magnitude = value.magnitude
         if value < 0 {
-            base[count] = UInt8(ascii: "-")
-            count += 1
+            p.pointee = UInt8(ascii: "-")
+            p += 1
         }
         if magnitude < 10 {
-            base[count] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-            count += 1
+            p.pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
+            count = base.distance(to: p) &+ 1
             return
         }
-        let digits = FrameBuilder.decimalDigits(magnitude)
-        let pairs = FrameBuilder.digitPairs.utf8Start
-        var p = count + digits
+        let end = p + FrameBuilder.decimalDigits(magnitude)
+        let pairs = UnsafeRawPointer(FrameBuilder.digitPairs.utf8Start)
+        p = end
         while magnitude >= 100 {
             let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
             magnitude /= 100
             p -= 2
-            base[p] = pairs[pair]
-            base[p + 1] = pairs[pair + 1]
+            UnsafeMutableRawPointer(p).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
         }
         if magnitude >= 10 {
             let pair = Int(truncatingIfNeeded: magnitude) &* 2
-            base[p - 2] = pairs[pair]
-            base[p - 1] = pairs[pair + 1]
+            UnsafeMutableRawPointer(p - 2).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
         } else {
-            base[p - 1] = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
+            (p - 1).pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
         }
-        count += digits
+        count = base.distance(to: end)
     }
 
     /// "00" through "99", for writing two digits at a time.
@@ -271,18 +386,30 @@ public struct FrameBuilder: ~Copyable {
         if let value { raw(value) } else { literal("null") }
     }
 
+    @inline(__always)
+    private func patchLength() {
+        guard prefixed else { return }
+        let n = UInt32(count - start - Limits.headerBytes)
+        // One unaligned big-endian store (the frame may start at any offset of a store).
+        UnsafeMutableRawPointer(base + start).storeBytes(of: n.bigEndian, as: UInt32.self)
+    }
+
     /// Patches the length prefix (if any) and returns the bytes.
     public consuming func finish() -> [UInt8] {
-        if prefixed {
-            let n = UInt32(count - Limits.headerBytes)
-            base[0] = UInt8(truncatingIfNeeded: n >> 24)
-            base[1] = UInt8(truncatingIfNeeded: n >> 16)
-            base[2] = UInt8(truncatingIfNeeded: n >> 8)
-            base[3] = UInt8(truncatingIfNeeded: n)
-        }
+        patchLength()
         // Copied from a buffer pointer, the array is made by the stdlib's UInt8-specialized
         // path; `init(unsafeUninitializedCapacity:)` looks the array's storage type up at
         // run time on every frame, which costs more than the copy.
-        return Array(UnsafeBufferPointer(start: base, count: count))
+        return Array(UnsafeBufferPointer(start: base + start, count: count - start))
+    }
+
+    /// Patches the length prefix and ends the frame in `store`: in place when it was written
+    /// there (`init(appendingTo:)` on the same store), otherwise copied to its end.
+    @inline(__always)
+    public consuming func finish(into store: OutputStore) -> OutputRange {
+        patchLength()
+        if owned { return store.append(base, count) }
+        precondition(base == store.base, "a frame finished into another output store")
+        return store.commit(from: start, to: count)
     }
 }

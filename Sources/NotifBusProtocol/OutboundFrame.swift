@@ -1,7 +1,8 @@
 // Every frame the broker writes, as typed values, and their one encoder: replies and their
 // results, error replies and frames, `event`, `call`, `evicted` and `seen`. User data
 // (payloads, arguments, values, handler results and errors) is copied in byte for byte as
-// raw JSON and never re-encoded; the encoder writes straight into one buffer per frame.
+// raw JSON and never re-encoded; the encoder writes straight into the broker's output store
+// (or, for tests and tools, into an array of its own).
 
 /// A frame the broker sends to one connection.
 public enum OutboundFrame {
@@ -22,39 +23,45 @@ public enum OutboundFrame {
     /// The handler lost its route to a newer registration.
     case handlerEvicted(Int, by: Int)
 
-    /// The length-prefixed frame; with `scratch`, built there and copied out once.
-    public func encoded(using scratch: FrameScratch? = nil) -> [UInt8] {
+    /// The length-prefixed frame, as one array of its own (tests, tools).
+    public func encoded() -> [UInt8] {
+        var f = FrameBuilder()
+        write(into: &f)
+        return f.finish()
+    }
+
+    /// The length-prefixed frame, encoded at the end of `store`.
+    @inline(__always)
+    public func encode(into store: OutputStore) -> OutputRange {
+        var f = FrameBuilder(appendingTo: store)
+        write(into: &f)
+        return f.finish(into: store)
+    }
+
+    /// Writes the frame's JSON into `f`, which reserved its length prefix.
+    func write(into f: inout FrameBuilder) {
         switch self {
         case .reply(let rid, let result):
-            var f = FrameBuilder(capacity: result.capacityHint, scratch: scratch)
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"result\":")
             result.write(into: &f)
             f.byte(UInt8(ascii: "}"))
-            return f.finish()
         case .error(let rid, let code, let message):
-            var f = FrameBuilder(capacity: 64 + message.utf8.count, scratch: scratch)
             OutboundFrame.errorHead(&f, rid, code.rawValue, message)
             f.literal("}}")
-            return f.finish()
         case .superseded(let rid, let message, let holder):
-            var f = FrameBuilder(capacity: 96 + message.utf8.count, scratch: scratch)
             OutboundFrame.errorHead(&f, rid, ErrorCode.superseded.rawValue, message)
             f.literal(",\"details\":{\"by\":")
             f.string(holder)
             f.literal("}}}")
-            return f.finish()
         case .handlerError(let rid, let error):
-            var f = FrameBuilder(capacity: 48 + error.count, scratch: scratch)
             f.literal("{\"op\":\"reply\",\"id\":")
             f.requestID(rid)
             f.literal(",\"error\":")
             error.withUnsafeBytes { f.raw($0) }
             f.byte(UInt8(ascii: "}"))
-            return f.finish()
         case .event(let event, let observer, let name, let payload):
-            var f = FrameBuilder(capacity: 80 + name.utf8.count + (payload?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"event\",\"event\":")
             f.int(event)
             f.literal(",\"observer\":")
@@ -64,10 +71,7 @@ public enum OutboundFrame {
             f.literal(",\"payload\":")
             f.optionalRaw(payload)
             f.byte(UInt8(ascii: "}"))
-            return f.finish()
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            let nameBytes = channel.utf8Count + method.utf8Count
-            var f = FrameBuilder(capacity: 160 + 6 * nameBytes + (arguments?.count ?? 4), scratch: scratch)
             f.literal("{\"op\":\"call\",\"call\":")
             f.int(call)
             f.literal(",\"handler\":")
@@ -81,36 +85,57 @@ public enum OutboundFrame {
             f.literal(",\"from\":")
             f.taggedID("c", from)
             f.byte(UInt8(ascii: "}"))
-            return f.finish()
         case .observerEvicted(let old, let by):
-            return OutboundFrame.evicted("{\"op\":\"evicted\",\"observer\":", tag: "o", old, by: by, scratch: scratch)
+            OutboundFrame.evicted(&f, "{\"op\":\"evicted\",\"observer\":", tag: "o", old, by: by)
         case .handlerEvicted(let old, let by):
-            return OutboundFrame.evicted("{\"op\":\"evicted\",\"handler\":", tag: "h", old, by: by, scratch: scratch)
+            OutboundFrame.evicted(&f, "{\"op\":\"evicted\",\"handler\":", tag: "h", old, by: by)
         }
     }
 
     /// `evicted`: `head` opens the frame up to the member naming the registration that
     /// went (`observer` or `handler`), whose ids, and its successor's, carry `tag`.
-    static func evicted(_ head: StaticString, tag: Unicode.Scalar, _ old: Int, by: Int, scratch: FrameScratch?) -> [UInt8] {
-        var f = FrameBuilder(capacity: 64, scratch: scratch)
+    static func evicted(_ f: inout FrameBuilder, _ head: StaticString, tag: Unicode.Scalar, _ old: Int, by: Int) {
         f.literal(head)
         f.taggedID(tag, old)
         f.literal(",\"by\":")
         f.taggedID(tag, by)
         f.byte(UInt8(ascii: "}"))
-        return f.finish()
     }
 
     /// The `seen` mirror of one frame (its body, without the length prefix) that `client`
     /// sent (`inbound`) or was sent, for a monitor. `frame` must be one JSON object.
-    public static func seen(inbound: Bool, client: Int, frame: UnsafeRawBufferPointer, scratch: FrameScratch? = nil) -> [UInt8] {
-        var f = FrameBuilder(capacity: frame.count + 48, scratch: scratch)
-        f.literal(inbound ? "{\"op\":\"seen\",\"dir\":\"in\",\"client\":" : "{\"op\":\"seen\",\"dir\":\"out\",\"client\":")
-        f.taggedID("c", client)
-        f.literal(",\"frame\":")
+    public static func seen(inbound: Bool, client: Int, frame: UnsafeRawBufferPointer) -> [UInt8] {
+        var f = FrameBuilder(capacity: frame.count + 64)
+        seenHead(&f, inbound: inbound, client: client)
         f.raw(frame)
         f.byte(UInt8(ascii: "}"))
         return f.finish()
+    }
+
+    /// The same mirror, encoded at the end of `store`. `frame` is not memory of `store`.
+    public static func seen(inbound: Bool, client: Int, frame: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
+        var f = FrameBuilder(appendingTo: store)
+        seenHead(&f, inbound: inbound, client: client)
+        f.raw(frame)
+        f.byte(UInt8(ascii: "}"))
+        return f.finish(into: store)
+    }
+
+    /// The mirror of a frame `store` already holds (`sent`, length prefix included), sent to
+    /// `client`, encoded at the end of `store`: its bytes are read once the builder is made,
+    /// which is where the store's memory may last move.
+    public static func seen(sent: OutputRange, client: Int, into store: OutputStore) -> OutputRange {
+        var f = FrameBuilder(appendingTo: store)
+        seenHead(&f, inbound: false, client: client)
+        store.withBytes(of: sent) { f.raw(UnsafeRawBufferPointer(rebasing: $0[Limits.headerBytes...])) }
+        f.byte(UInt8(ascii: "}"))
+        return f.finish(into: store)
+    }
+
+    static func seenHead(_ f: inout FrameBuilder, inbound: Bool, client: Int) {
+        f.literal(inbound ? "{\"op\":\"seen\",\"dir\":\"in\",\"client\":" : "{\"op\":\"seen\",\"dir\":\"out\",\"client\":")
+        f.taggedID("c", client)
+        f.literal(",\"frame\":")
     }
 
     /// `{"op":"reply","id":…,"error":{"code":…,"message":…` — the caller closes it.
@@ -150,18 +175,6 @@ public enum ReplyResult {
     case categories(RawJSON)
     /// `setCategories`: how many categories are now in force.
     case categoryCount(Int)
-
-    /// Bytes to reserve for the whole reply frame.
-    var capacityHint: Int {
-        switch self {
-        case .posted(let post): 128 + post.trace.count * 36 + (post.value?.count ?? 0)
-        case .value(let raw): 64 + (raw?.count ?? 4)
-        case .relayed(let raw): 64 + raw.count
-        case .categories(let raw): 64 + raw.count
-        case .hello(let server, _, _): 96 + server.utf8.count
-        default: 96
-        }
-    }
 
     func write(into f: inout FrameBuilder) {
         switch self {

@@ -79,9 +79,20 @@ public struct StatusPageWriter: ~Copyable {
     private var f: FrameBuilder
     private var first = true
 
-    /// Starts the reply to `rid` with the server's name and uptime, and opens `clients`.
+    /// Starts the reply to `rid` with the server's name and uptime, and opens `clients`, in
+    /// memory of its own that reserves `capacity` bytes at first.
     public init(_ rid: RequestID, server: String, uptimeMs: Int64, capacity: Int) {
         f = FrameBuilder(capacity: capacity)
+        head(rid, server: server, uptimeMs: uptimeMs)
+    }
+
+    /// The same, written at the end of `store`: end it with `finish(next:figures:into:)`.
+    public init(_ rid: RequestID, server: String, uptimeMs: Int64, appendingTo store: OutputStore) {
+        f = FrameBuilder(appendingTo: store)
+        head(rid, server: server, uptimeMs: uptimeMs)
+    }
+
+    private mutating func head(_ rid: RequestID, server: String, uptimeMs: Int64) {
         f.literal("{\"op\":\"reply\",\"id\":")
         f.requestID(rid)
         f.literal(",\"result\":{\"server\":")
@@ -91,7 +102,7 @@ public struct StatusPageWriter: ~Copyable {
         f.literal(",\"clients\":[")
     }
 
-    /// Bytes written so far, the length prefix included.
+    /// Bytes of this reply written so far, the length prefix included.
     public var byteCount: Int { f.byteCount }
 
     private mutating func item(_ head: StaticString, _ nextHead: StaticString) {
@@ -166,6 +177,17 @@ public struct StatusPageWriter: ~Copyable {
     /// Closes the lists, names where the next page starts (nil: this is the last) and
     /// writes the figures.
     public consuming func finish(next: StatusPage?, figures s: StatusFigures) -> [UInt8] {
+        tail(next: next, figures: s)
+        return f.finish()
+    }
+
+    /// The same, for a reply begun with `init(_:server:uptimeMs:appendingTo:)`.
+    public consuming func finish(next: StatusPage?, figures s: StatusFigures, into store: OutputStore) -> OutputRange {
+        tail(next: next, figures: s)
+        return f.finish(into: store)
+    }
+
+    private mutating func tail(next: StatusPage?, figures s: StatusFigures) {
         f.literal("],\"next\":")
         if let next { f.string(next.cursor) } else { f.literal("null") }
         f.literal(",\"queue\":{\"pending\":")
@@ -201,6 +223,5 @@ public struct StatusPageWriter: ~Copyable {
         f.literal(",\"callTimeouts\":")
         f.int(Int64(s.counters.callTimeouts))
         f.literal("}}}")
-        return f.finish()
     }
 }

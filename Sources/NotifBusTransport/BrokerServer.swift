@@ -84,6 +84,9 @@ public final class BrokerServer {
     let ownsSocketFile: Bool
     let base: OpaquePointer
     var core: Broker
+    /// The core's output store (`core.output`): `.send` frames are read from it until
+    /// `flushPending` has written them and calls `core.outputTaken()`.
+    let output: OutputStore
     var journal: StateJournal?
     var connections = IDTable<Connection>()
     var nextConnectionID = 1
@@ -145,6 +148,7 @@ public final class BrokerServer {
         configuration.persistsState = journal != nil
         core = Broker(configuration: configuration, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
         core.buffers.max = options.maxBufferedBytes
+        output = core.output
         if let activated = try ListeningSocket.activated() {
             listenFD = activated.fd
             self.options.socketPath = activated.path
@@ -259,7 +263,7 @@ public final class BrokerServer {
     func adopt(_ fd: Int32, credentials: PeerCredentials, now: Instant) {
         let id = nextConnectionID
         nextConnectionID += 1
-        let connection = Connection(id: id, fd: fd, base: base, server: self)
+        let connection = Connection(id: id, fd: fd, server: self)
         guard connection.startReading() else {
             log("notifbus: c\(id): event_new failed; closing", kind: "event_new")
             connection.release()
@@ -485,7 +489,7 @@ public final class BrokerServer {
     /// Keeps `bufferedBytes` current after `connection`'s buffers changed; `settle` reports
     /// it to the core.
     func account(_ connection: Connection) {
-        let now = connection.isClosed ? 0 : connection.pendingInput.count + connection.output.count
+        let now = connection.isClosed ? 0 : connection.pendingInput.count + connection.heldOutputBytes
         guard now != connection.accounted else { return }
         bufferedBytes += now - connection.accounted
         connection.accounted = now
@@ -534,6 +538,10 @@ public final class BrokerServer {
             }
             flushing.removeAll(keepingCapacity: true)
         }
+        // Every action is applied and every connection that kept a range of the output
+        // store was just flushed (what the kernel did not take is in its own buffer): nothing
+        // refers to the store any more.
+        core.outputTaken()
         rearmTimer()
         if stopping && connections.isEmpty { finished = true }
     }
@@ -569,11 +577,13 @@ public final class BrokerServer {
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.
+    /// A connection waiting for its socket (write armed) is not flushed in this turn: it
+    /// copies the frame instead of keeping its range of the output store.
     /// Kept out of line: inlined into `settle`, every action would be copied whole to be applied.
     @inline(never)
-    func queue(_ frame: consuming [UInt8], to id: ConnectionID) {
+    func queue(_ frame: OutputRange, to id: ConnectionID) {
         guard let connection = connections[id], !connection.isClosed else { return }
-        connection.enqueue(frame)
+        connection.enqueue(frame, from: output, keep: !connection.writeArmed)
         account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {
             log("notifbus: c\(id): cut off: \(connection.pendingOutputBytes) bytes of output queued and not read", kind: "cut-off")
@@ -593,7 +603,7 @@ public final class BrokerServer {
     func flush(_ connection: Connection) {
         guard !connection.isClosed else { return }
         defer { account(connection) }
-        switch connection.flush() {
+        switch connection.flush(from: output) {
         case .done:
             connection.disarmWrite()
             if connection.isClosing { finishClosing(connection) }

@@ -3,8 +3,10 @@
 // I/O only: no protocol state (that lives in the core), no calls into the core.
 //
 // No bufferevent: input is parsed in place from the server's read buffer, and only an
-// incomplete frame is kept here; output is one byte array written with `send`, and write
-// interest is armed only while output is queued. `BrokerServer` drives the transitions:
+// incomplete frame is kept here; output is written with `send` straight from the core's
+// output store while that is possible (a range of it, kept until the turn's flush), and
+// otherwise from one byte array of the connection's own; write interest is armed only while
+// output is queued. `BrokerServer` drives the transitions:
 //
 //   from      on                                                  to                  on the way
 //   open      `.close` from the core                              closing(drain)      reading stops, partial input dropped
@@ -28,6 +30,7 @@
 import CLibevent
 import Glibc
 import NotifBusCore
+import NotifBusProtocol
 
 final class Connection {
     enum State: Equatable {
@@ -42,34 +45,40 @@ final class Connection {
         case closed
     }
 
+    // Fields in this order so that the object stays within one 144-byte malloc chunk
+    // (the descriptor and the flags share a word; the kept range comes last): every greeted
+    // client has one, idle or not.
     let id: ConnectionID
     /// Owned from `init` on; closed by `release`.
     let fd: Int32
-    let base: OpaquePointer
-    unowned let server: BrokerServer
-    private(set) var state = State.open
-    private(set) var readEvent: OpaquePointer? = nil
-    /// Created on first need: most connections never fill their socket buffer.
-    private(set) var writeEvent: OpaquePointer? = nil
     private(set) var writeArmed = false
-    /// Bytes of a frame that arrived only in part.
-    var pendingInput: [UInt8] = []
-    /// Output not yet accepted by the kernel, from `outputOffset` on.
-    private(set) var output: [UInt8] = []
-    private var outputOffset = 0
     /// Whether the connection is on the server's list of connections to flush.
     var queuedForFlush = false
     /// Reading is stopped because the core holds back many of its requests behind durable
     /// writes (`Broker.wantsInput`); frames already read wait in `pendingInput`.
     private(set) var inputPaused = false
+    unowned let server: BrokerServer
+    private(set) var readEvent: OpaquePointer? = nil
+    /// Created on first need: most connections never fill their socket buffer.
+    private(set) var writeEvent: OpaquePointer? = nil
+    /// Bytes of a frame that arrived only in part.
+    var pendingInput: [UInt8] = []
+    /// Output not yet accepted by the kernel, from `outputOffset` on.
+    private(set) var output: [UInt8] = []
+    private var outputOffset = 0
     /// This connection's share of the server's `bufferedBytes`, as last counted.
     var accounted = 0
+    private(set) var state = State.open
+    /// Output still in the core's output store, queued when nothing else was: written from
+    /// there by the turn's flush, before the store is reset (what the kernel does not take is
+    /// copied into `output` then). Set only while `output` is empty, so order is kept.
+    private(set) var kept: OutputRange? = nil
 
-    /// Takes ownership of `fd`, an accepted non-blocking socket.
-    init(id: ConnectionID, fd: Int32, base: OpaquePointer, server: BrokerServer) {
+    /// Takes ownership of `fd`, an accepted non-blocking socket; its events are made on the
+    /// server's event base.
+    init(id: ConnectionID, fd: Int32, server: BrokerServer) {
         self.id = id
         self.fd = fd
-        self.base = base
         self.server = server
     }
 
@@ -79,7 +88,10 @@ final class Connection {
 
     var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
-    var pendingOutputBytes: Int { output.count - outputOffset }
+    var pendingOutputBytes: Int { output.count - outputOffset + (kept?.count ?? 0) }
+
+    /// Output bytes this connection holds (or holds in the output store), as accounted.
+    var heldOutputBytes: Int { output.count + (kept?.count ?? 0) }
 
     // State tests by pattern, not `==`: the hot path asks them for every frame, and the
     // synthesized `==` of an enum with payloads costs a call and copies.
@@ -104,7 +116,7 @@ final class Connection {
     /// libevent cannot.
     func startReading() -> Bool {
         precondition(isOpen && readEvent == nil, "c\(id): startReading called twice")
-        guard let e = event_new(base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
+        guard let e = event_new(server.base, fd, Int16(EV_READ | EV_PERSIST), Trampolines.read, context) else { return false }
         readEvent = e
         event_add(e, nil)
         return true
@@ -131,14 +143,28 @@ final class Connection {
 
     // MARK: Output
 
-    /// Queues a frame. The common case, an empty buffer, takes the array without copying.
-    func enqueue(_ frame: consuming [UInt8]) {
-        if pendingOutputBytes == 0 {
-            output = frame
-            outputOffset = 0
-        } else {
-            output.append(contentsOf: frame)
+    /// Queues a frame of `store`. With nothing queued and `keep` (the frame is flushed in
+    /// this turn), only its range is kept, and a frame right after it in the store joins it;
+    /// otherwise the bytes are copied after what is queued.
+    func enqueue(_ frame: OutputRange, from store: OutputStore, keep: Bool) {
+        if let k = kept {
+            if let both = k.joined(to: frame) {
+                kept = both
+                return
+            }
+            kept = nil
+            store.withBytes(of: k) { output.append(contentsOf: $0) }
+        } else if pendingOutputBytes == 0 {
+            if !output.isEmpty {
+                output = []
+                outputOffset = 0
+            }
+            if keep {
+                kept = frame
+                return
+            }
         }
+        store.withBytes(of: frame) { output.append(contentsOf: $0) }
     }
 
     enum FlushResult {
@@ -147,9 +173,32 @@ final class Connection {
         case failed(Int32)
     }
 
-    /// Writes as much queued output as the kernel takes.
-    func flush() -> FlushResult {
-        while pendingOutputBytes > 0 {
+    /// Writes as much queued output as the kernel takes: a kept range straight from
+    /// `store`, what it does not take copied into `output`.
+    func flush(from store: OutputStore) -> FlushResult {
+        if let k = kept {
+            kept = nil
+            let flags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+            let result: FlushResult = store.withBytes(of: k) { bytes in
+                var sent = 0
+                while sent < bytes.count {
+                    let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, flags)
+                    if n > 0 {
+                        sent += n
+                        continue
+                    }
+                    let e = errno
+                    if e == EINTR { continue }
+                    guard e == EAGAIN || e == EWOULDBLOCK else { return .failed(e) }
+                    output = Array(bytes[sent...])
+                    outputOffset = 0
+                    return .wouldBlock
+                }
+                return .done
+            }
+            return result
+        }
+        while output.count - outputOffset > 0 {
             let n = output.withUnsafeBytes { bytes in
                 send(fd, bytes.baseAddress! + outputOffset, bytes.count - outputOffset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
@@ -178,7 +227,7 @@ final class Connection {
     /// no event could be made.
     func armWrite(timeoutMs: Int?) -> Bool {
         if writeEvent == nil {
-            writeEvent = event_new(base, fd, Int16(EV_WRITE), Trampolines.write, context)
+            writeEvent = event_new(server.base, fd, Int16(EV_WRITE), Trampolines.write, context)
         }
         guard let writeEvent else { return false }
         if let timeoutMs {
@@ -238,6 +287,7 @@ final class Connection {
         readEvent = nil
         output = []
         outputOffset = 0
+        kept = nil
         pendingInput = []
         close(fd)
     }

@@ -102,7 +102,8 @@ struct CoreHarness {
         buffer.removeAll(keepingCapacity: true)
         for action in actions {
             switch action {
-            case .send(let c, let frame):
+            case .send(let c, let range):
+                let frame = broker.outputBytes(range)
                 let length = Int(frame[0]) << 24 | Int(frame[1]) << 16 | Int(frame[2]) << 8 | Int(frame[3])
                 precondition(length == frame.count - 4, "length prefix does not match the body")
                 let json = try! JSONValue(parsing: frame[4...])
@@ -114,6 +115,7 @@ struct CoreHarness {
                 inFlight.append(write)
             }
         }
+        broker.outputTaken()
         while !holdWrites, !inFlight.isEmpty { finishWrite() }
     }
 

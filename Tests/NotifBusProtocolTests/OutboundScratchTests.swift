@@ -1,11 +1,12 @@
-// Frames built in a shared FrameScratch are the frames built alone, one after another, and a
-// frame that outgrows the scratch (a large payload) moves to memory of its own intact.
+// Frames built one after another in an OutputStore are the frames built alone, a frame that
+// outgrows the space left there (a large payload) is built apart and copied in intact, and a
+// reset starts the store again in a new generation.
 import NotifBusProtocol
 import Testing
 
 struct OutboundScratchTests {
-    @Test func framesBuiltInTheScratchAreTheSameBytes() {
-        let scratch = FrameScratch()
+    @Test func framesBuiltInTheStoreAreTheSameBytes() {
+        let store = OutputStore()
         let big = Array("[\"".utf8) + Array(repeating: UInt8(ascii: "x"), count: 40_000) + Array("\"]".utf8)
         let frames: [OutboundFrame] = [
             .reply(.integer(7), .value(Array("{\"a\":[1,2]}".utf8))),
@@ -15,17 +16,35 @@ struct OutboundScratchTests {
             .reply(.integer(8), .value(big)),
             .handlerEvicted(1, by: 2),
         ]
-        for frame in frames {
-            #expect(frame.encoded(using: scratch) == frame.encoded())
+        for round in 0..<2 {
+            // Every range stays readable, with its own bytes, until the reset; the frames
+            // beyond the store's first 16 KiB were built apart and copied in.
+            let ranges = frames.map { $0.encode(into: store) }
+            var end = 0
+            for (frame, range) in zip(frames, ranges) {
+                #expect(range.offset == end && range.generation == UInt64(round))
+                #expect(store.bytes(of: range) == frame.encoded())
+                end += range.count
+            }
+            #expect(store.count == end)
+            let body = Array("{\"op\":\"ping\",\"id\":1}".utf8)
+            let mirrored = body.withUnsafeBytes { bytes in
+                (
+                    OutboundFrame.seen(inbound: true, client: 3, frame: bytes, into: store),
+                    OutboundFrame.seen(inbound: true, client: 3, frame: bytes)
+                )
+            }
+            #expect(store.bytes(of: mirrored.0) == mirrored.1)
+            let ping = OutboundFrame.reply(.integer(1), .empty)
+            let sent = ping.encode(into: store)
+            let out = OutboundFrame.seen(sent: sent, client: 5, into: store)
+            let expected = ping.encoded().withUnsafeBytes {
+                OutboundFrame.seen(inbound: false, client: 5, frame: UnsafeRawBufferPointer(rebasing: $0[4...]))
+            }
+            #expect(store.bytes(of: out) == expected)
+            store.reset()
+            #expect(store.count == 0 && store.generation == UInt64(round + 1))
         }
-        let body = Array("{\"op\":\"ping\",\"id\":1}".utf8)
-        let seen = body.withUnsafeBytes { bytes in
-            (
-                OutboundFrame.seen(inbound: true, client: 3, frame: bytes, scratch: scratch),
-                OutboundFrame.seen(inbound: true, client: 3, frame: bytes)
-            )
-        }
-        #expect(seen.0 == seen.1)
     }
 
     @Test func integersAreWrittenAsTheirDecimalForm() {
