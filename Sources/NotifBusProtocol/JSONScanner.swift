@@ -33,14 +33,16 @@ public struct JSONField: Sendable {
 
 /// Receives the members of an object, in order, as `JSONScanner` validates them.
 protocol JSONMemberSink {
-    mutating func member(_ field: JSONField)
+    /// `valueEscaped`: whether the member's value is a string holding escapes (false for
+    /// every other kind), so that a string without any can be read from its bytes as they are.
+    mutating func member(_ field: JSONField, valueEscaped: Bool)
 }
 
 /// Collects members into an array.
 struct JSONFieldList: JSONMemberSink {
     var fields: [JSONField] = []
 
-    mutating func member(_ field: JSONField) {
+    mutating func member(_ field: JSONField, valueEscaped: Bool) {
         if fields.isEmpty { fields.reserveCapacity(8) }
         fields.append(field)
     }
@@ -225,8 +227,9 @@ public struct JSONScanner {
             // Most members are strings or numbers: those are skipped here, inline, and only
             // containers and literals pay a call of `skipValue`.
             let kind: JSONKind
+            var valueEscaped = false
             if position < count, base[position] == UInt8(ascii: "\"") {
-                try skipString()
+                valueEscaped = try skipString()
                 kind = .string
             } else if position < count, isDigit(base[position]) {
                 _ = try skipNumber()
@@ -234,7 +237,9 @@ public struct JSONScanner {
             } else {
                 kind = try skipValue()
             }
-            sink.member(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
+            sink.member(
+                JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind),
+                valueEscaped: valueEscaped)
             skipWhitespace()
             guard position < count else { throw fail("unterminated object") }
             let b = base[position]

@@ -60,7 +60,7 @@ public enum MessageDecoder {
         var opIsString = false
         if let f = view.field(.op), f.kind == .string {
             opIsString = true
-            op = scanner.opName(of: f)
+            op = scanner.opName(of: f, escaped: view.fields.isEscaped(.op))
             if op == nil { opText = scanner.string(of: f) }
         }
         let isHello = op == .hello
@@ -462,16 +462,13 @@ extension JSONScanner {
         JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
     }
 
-    /// A string field's text: in place when it holds no escape, else decoded.
+    /// A string field's text: in place when it holds no escape (`escaped`, as the scan
+    /// found it), else decoded.
     @inline(__always)
-    func nameInPlace(_ field: JSONField) -> JSONName? {
+    func nameInPlace(_ field: JSONField, escaped: Bool) -> JSONName? {
         guard field.kind == .string else { return nil }
-        let start = field.start + 1
-        let end = field.end - 1
-        var p = start
-        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
-        if p < end { return string(of: field).map { JSONName($0) } }
-        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + start, count: end - start))
+        if escaped { return string(of: field).map { JSONName($0) } }
+        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + field.start + 1, count: field.end - field.start - 2))
     }
 
     /// The packed text of a member's key (escapes decoded).
@@ -500,19 +497,15 @@ extension JSONScanner {
         return negative ? -value : value
     }
 
-    /// The op a string field names, or nil for any other text.
+    /// The op a string field names, or nil for any other text. `escaped` is whether the
+    /// string holds escapes (as the scan found it): its bytes then are not its text.
     @inline(__always)
-    func opName(of field: JSONField) -> OpName? {
-        let start = field.start + 1
-        let end = field.end - 1
-        // An escape inside needs decoding first; the bytes then are not the text.
-        var p = start
-        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
-        if p < end {
+    func opName(of field: JSONField, escaped: Bool) -> OpName? {
+        if escaped {
             guard let text = string(of: field) else { return nil }
             return OpName(PackedName(text))
         }
-        return OpName(PackedName(base + start, end - start, limit: base + count))
+        return OpName(PackedName(base + field.start + 1, field.end - field.start - 2, limit: base + count))
     }
 }
 
@@ -529,6 +522,8 @@ struct FrameFields: JSONMemberSink {
         /// Which member of the frame it is (0 for the first).
         var ordinal: Int
         var kind: JSONKind
+        /// Whether a string value holds escapes.
+        var escaped: Bool
     }
 
     /// Indexed by `FieldName.rawValue`; a slot is initialised when its bit is in `present`.
@@ -548,7 +543,7 @@ struct FrameFields: JSONMemberSink {
     }
 
     @inline(__always)
-    mutating func member(_ field: JSONField) {
+    mutating func member(_ field: JSONField, valueEscaped: Bool) {
         let ordinal = members
         members &+= 1
         guard let name = FieldName(scanner.packedKey(field)) else {
@@ -561,13 +556,19 @@ struct FrameFields: JSONMemberSink {
             return
         }
         present |= bit
-        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind))
+        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind, escaped: valueEscaped))
     }
 
     func field(_ name: FieldName) -> JSONField? {
         guard present & (1 << UInt32(name.rawValue)) != 0 else { return nil }
         let slot = slots[name.rawValue]
         return JSONField(start: slot.start, end: slot.end, kind: slot.kind)
+    }
+
+    /// Whether the string value of `name` holds escapes; `name` must be present.
+    @inline(__always)
+    func isEscaped(_ name: FieldName) -> Bool {
+        slots[name.rawValue].escaped
     }
 }
 
@@ -665,7 +666,7 @@ struct FieldView {
     @inline(__always)
     func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
         guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
-        guard let value = scanner.nameInPlace(f) else { throw bad("'\(name.text)' must be a string") }
+        guard let value = scanner.nameInPlace(f, escaped: fields.isEscaped(name)) else { throw bad("'\(name.text)' must be a string") }
         let n = value.utf8Count
         guard n >= 1 && n <= Limits.maxNameBytes else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return value
