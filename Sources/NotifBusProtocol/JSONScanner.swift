@@ -129,6 +129,15 @@ public struct JSONScanner {
         ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030) | w) & highs
     }
 
+    /// The value of eight decimal digits, one per byte of `w` (each 0 to 9), the most
+    /// significant in the lowest byte: neighbouring digits are paired, then the pairs, then
+    /// the fours (no product carries into the next lane).
+    @inline(__always) static func eightDigitsValue(_ w: UInt64) -> UInt64 {
+        let pairs = (w &* (10 << 8 + 1)) >> 8 & 0x00FF_00FF_00FF_00FF
+        let fours = (pairs &* (100 << 16 + 1)) >> 16 & 0x0000_FFFF_0000_FFFF
+        return (fours &* (10_000 << 32 + 1)) >> 32
+    }
+
     @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
 
     /// The end of the run of digits that starts at `p`.

@@ -486,7 +486,18 @@ extension JSONScanner {
         var p = field.start
         let negative = base[p] == UInt8(ascii: "-")
         if negative { p += 1 }
-        guard field.end - p <= 18 else { return integer(of: field) }
+        let n = field.end - p
+        guard n <= 18 else { return integer(of: field) }
+        // Up to 8 digits: the word that ends with the number holds them in its last `n`
+        // bytes; the bytes before them are replaced by '0' and the eight digits are
+        // combined in three multiplications.
+        if n <= 8 && field.end >= 8 {
+            let fill: UInt64 = (1 << UInt64((8 &- n) &* 8)) &- 1
+            let digits = word(at: field.end &- 8) & ~fill | 0x3030_3030_3030_3030 & fill
+            guard JSONScanner.nonDigits(digits) == 0 else { return nil }  // a fraction or an exponent
+            let value = Int64(JSONScanner.eightDigitsValue(digits &- 0x3030_3030_3030_3030))
+            return negative ? -value : value
+        }
         var value: Int64 = 0
         while p < field.end {
             let d = base[p] &- 0x30
