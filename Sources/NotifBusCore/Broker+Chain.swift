@@ -162,7 +162,9 @@ extension Broker {
     }
 
     mutating func handleAnswer(_ answer: consuming Answer, from c: ConnectionID, now: Instant) {
-        guard let hop = events.awaited, hop.client == c, let event = events.running, event.post.event == answer.event else {
+        // The running event is read, not held: once it ends, its record is reused only if
+        // nothing else holds it.
+        guard let hop = events.awaited, hop.client == c, events.runningEvent == answer.event else {
             return  // another connection, another event, an ended hop, or a second answer
         }
         switch consume answer {
@@ -173,7 +175,7 @@ extension Broker {
             finish(.stopped, by: hop.observer, value: nil, now: now)
             pump(now: now)
         case .complete(_, let value):
-            if event.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
+            if events.runningIsWillPresent && !PresentationOptionNames.isValidCompletion(value) {
                 refuse(c, nil, .chain(.invalidCompletion), now: now)
                 counters.invalid += 1
                 return endHop(.invalid, now: now)
@@ -197,7 +199,7 @@ extension Broker {
 
     /// Replies to the poster, applies launch retention, and clears the running event.
     mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
-        guard let event = events.finish() else { return }
+        guard var event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
@@ -205,6 +207,7 @@ extension Broker {
         }
         if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
+        events.recycle(&event)
     }
 
     /// The poster's reply: the outcome, the value and the trace.

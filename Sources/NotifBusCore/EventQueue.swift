@@ -21,7 +21,8 @@ struct QueuedPost {
     let poster: ConnectionID
     let requestID: RequestID
     let name: String
-    let payload: RawJSON?
+    /// Dropped (set nil) only when the event has ended (`RunningEvent.clear`).
+    fileprivate(set) var payload: RawJSON?
     let isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
     let launchesApp: Bool
@@ -29,18 +30,36 @@ struct QueuedPost {
 
 /// An event walking its chain. A class, so that `ChainState` carries one reference: the
 /// trace and the time spent grow in place on every hop instead of being moved in and out
-/// of the state with each transition.
+/// of the state with each transition. Once an event has ended and nothing else holds its
+/// record, the queue reuses the record and the trace's storage for the next event.
 final class RunningEvent {
-    let post: QueuedPost
+    private(set) var post: QueuedPost
     /// The observers of its name when it started, in chain order.
-    let chain: [Int]
+    private(set) var chain: [Int]
     var nextIndex = 0
     var trace: [TraceHop] = []
 
-    init(post: QueuedPost, chain: [Int]) {
+    init(post: consuming QueuedPost, chain: [Int]) {
         self.post = post
         self.chain = chain
         trace.reserveCapacity(chain.count)
+    }
+
+    /// Starts `post` down `chain` in this record, keeping the trace's storage.
+    func restart(_ post: consuming QueuedPost, chain: [Int]) {
+        self.post = post
+        self.chain = chain
+        nextIndex = 0
+        trace.removeAll(keepingCapacity: true)
+        trace.reserveCapacity(chain.count)
+    }
+
+    /// Lets go of the post's payload and the chain, which are not kept while the record
+    /// waits for reuse.
+    func clear() {
+        post.payload = nil
+        chain = []
+        trace.removeAll(keepingCapacity: true)
     }
 }
 
@@ -76,11 +95,21 @@ struct EventQueue {
     /// whose total reached the hop timeout gets no further hop in this event. Kept here
     /// and emptied for each event, so that an event allocates no table of its own.
     private var spent = IDTable<UInt64>()
+    /// The record of an ended event that nothing else holds, for `begin` to reuse.
+    private var spare: RunningEvent? = nil
+    /// Traces longer than this are not kept for reuse.
+    static let maxSpareTrace = 64
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
 
     var isRunning: Bool { running != nil }
+
+    /// The event id of the running event, if any.
+    var runningEvent: Int64? { running?.post.event }
+
+    /// Whether the running event is a `willPresent` (false when none runs).
+    var runningIsWillPresent: Bool { running?.post.isWillPresent ?? false }
 
     /// The chain's state, as drawn above.
     var state: ChainState {
@@ -112,10 +141,15 @@ struct EventQueue {
     }
 
     /// idle → between: `post` starts down `chain`.
-    mutating func begin(_ post: QueuedPost, chain: [Int]) {
+    mutating func begin(_ post: consuming QueuedPost, chain: [Int]) {
         guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
-        running = RunningEvent(post: post, chain: chain)
+        if let event = spare.take() {
+            event.restart(post, chain: chain)
+            running = event
+        } else {
+            running = RunningEvent(post: post, chain: chain)
+        }
         awaited = nil
     }
 
@@ -152,6 +186,14 @@ struct EventQueue {
         spent[hop.client] = (spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
         awaited = nil
         return true
+    }
+
+    /// An ended event's record, given back when the broker is done with it: kept for the
+    /// next event if nothing else holds it (a launch retention may) and its trace is short.
+    mutating func recycle(_ event: inout RunningEvent) {
+        guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
+        event.clear()
+        spare = event
     }
 
     /// between or awaiting → idle: the running event ends and is returned.
