@@ -99,6 +99,15 @@ extension Broker {
             return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         counters.posted += 1
+        // Nothing runs and nothing waits: the post starts down its chain at once. Through the
+        // queue it would be taken off again straight away (its poster's share and the
+        // queue's bytes back where they were), which is all this skips.
+        if !running && events.count == 0 {
+            events.startNow(
+                poster: c, requestID: rid, name: name, payload: payload, isWillPresent: profile == .willPresent,
+                launchesApp: launches, chain: observers.chain(for: name))
+            return pump(now: now)
+        }
         poster.queuedPosts += 1
         poster.queuedBytes += size
         _ = events.enqueue(

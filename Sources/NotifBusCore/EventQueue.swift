@@ -133,6 +133,22 @@ struct EventQueue {
         return event
     }
 
+    /// idle → between, with no post waiting: a post starts down `chain` without passing
+    /// through the queue (it gets the event id it would have had there).
+    mutating func startNow(
+        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        isWillPresent: Bool, launchesApp: Bool, chain: [Int]
+    ) {
+        guard waiting.count == 0 else { preconditionFailure("a post started ahead of the waiting ones") }
+        let event = nextEventID
+        nextEventID += 1
+        begin(
+            QueuedPost(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                isWillPresent: isWillPresent, launchesApp: launchesApp),
+            chain: chain)
+    }
+
     /// The oldest waiting post, off the queue.
     mutating func dequeue() -> QueuedPost? {
         guard let post = waiting.popFirst() else { return nil }
