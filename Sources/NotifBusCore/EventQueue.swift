@@ -199,7 +199,7 @@ struct EventQueue {
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
         guard let hop = awaited, let event = running else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
-        spent[hop.client] = (spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
+        spent.add(now >= hop.startedAt ? now - hop.startedAt : 0, to: hop.client)
         awaited = nil
         return true
     }
