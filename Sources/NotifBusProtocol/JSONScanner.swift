@@ -33,16 +33,18 @@ public struct JSONField: Sendable {
 
 /// Receives the members of an object, in order, as `JSONScanner` validates them.
 protocol JSONMemberSink {
-    /// `valueEscaped`: whether the member's value is a string holding escapes (false for
-    /// every other kind), so that a string without any can be read from its bytes as they are.
-    mutating func member(_ field: JSONField, valueEscaped: Bool)
+    /// `key`: the key's bytes packed, when the scan packed them on the way (a key of at most
+    /// 7 plain bytes with a whole word left in the buffer), else nil. `valueEscaped`: whether
+    /// the member's value is a string holding escapes (false for every other kind), so that a
+    /// string without any can be read from its bytes as they are.
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool)
 }
 
 /// Collects members into an array.
 struct JSONFieldList: JSONMemberSink {
     var fields: [JSONField] = []
 
-    mutating func member(_ field: JSONField, valueEscaped: Bool) {
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool) {
         if fields.isEmpty { fields.reserveCapacity(8) }
         fields.append(field)
     }
@@ -226,7 +228,19 @@ public struct JSONScanner {
             skipWhitespace()
             guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
             let keyStart = position + 1
-            let keyEscaped = try skipString()
+            var keyEscaped = false
+            var key: PackedName? = nil
+            // A short plain key (the frames' own field names) ends within its first word: the
+            // word's first byte that needs a rule is its closing quote, and the bytes before it
+            // are the key, packed as they stand.
+            if keyStart &+ 8 <= count, case let w = word(at: keyStart), case let stops = JSONScanner.stringStops(w), stops != 0,
+                case let n = stops.trailingZeroBitCount &>> 3, base[keyStart &+ n] == UInt8(ascii: "\"")
+            {
+                key = PackedName(low: w & ((1 << UInt64(n &* 8)) &- 1), high: 0)
+                position = keyStart &+ n &+ 1
+            } else {
+                keyEscaped = try skipString()
+            }
             let keyEnd = position - 1
             skipWhitespace()
             guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
@@ -248,7 +262,7 @@ public struct JSONScanner {
             }
             sink.member(
                 JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind),
-                valueEscaped: valueEscaped)
+                key: key, valueEscaped: valueEscaped)
             skipWhitespace()
             guard position < count else { throw fail("unterminated object") }
             let b = base[position]

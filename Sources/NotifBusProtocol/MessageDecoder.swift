@@ -554,10 +554,10 @@ struct FrameFields: JSONMemberSink {
     }
 
     @inline(__always)
-    mutating func member(_ field: JSONField, valueEscaped: Bool) {
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool) {
         let ordinal = members
         members &+= 1
-        guard let name = FieldName(scanner.packedKey(field)) else {
+        guard let name = FieldName(key ?? scanner.packedKey(field)) else {
             if firstUnknown == nil { firstUnknown = (field, ordinal) }
             return
         }
