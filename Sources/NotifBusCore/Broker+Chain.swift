@@ -72,7 +72,9 @@ extension Broker {
 
     // MARK: Posting
 
-    mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
+    /// `poster` is the record of the connection that posted (which the sessions hold).
+    mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
+        let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
         // retrying it could never succeed, while queue_full invites a retry.
@@ -87,7 +89,6 @@ extension Broker {
         if running && events.count >= configuration.maxQueue {
             return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
-        guard let poster = sessions[c] else { return }
         if running && poster.queuedPosts >= configuration.queueShare {
             return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
@@ -221,7 +222,7 @@ extension Broker {
 
     /// The poster's reply: the outcome, the value and the trace.
     mutating func sendPostResult(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
-        guard sessions[event.post.poster] != nil else { return }
+        guard sessions.contains(event.post.poster) else { return }
         let result = PostReply(event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: event.trace)
         send(.reply(event.post.requestID, .posted(result)), to: event.post.poster)
     }

@@ -79,6 +79,10 @@ public struct IDTable<Value> {
         }
     }
 
+    /// Whether `key` has a record (nothing is copied or retained).
+    @inlinable @inline(__always)
+    public func contains(_ key: Int) -> Bool { index(of: key) != nil }
+
     /// Sets `key`'s record, replacing any it had.
     public mutating func insert(_ key: Int, _ value: Value) {
         if let i = index(of: key) {
