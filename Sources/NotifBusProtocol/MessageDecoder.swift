@@ -54,14 +54,13 @@ public enum MessageDecoder {
     /// non-mutating call, or a by-value parameter, on an `inout` view copies it whole.
     static func decode(_ view: inout FieldView) -> DecodeResult {
         let scanner = view.scanner
-        // `op` as the frame wrote it: nil when absent or not a string; its name when known.
-        var opText: String? = nil
+        // `op`'s name when known; whether it is a string at all. The text of an unknown op
+        // is made only for its rejection.
         var op: OpName? = nil
         var opIsString = false
         if let f = view.field(.op), f.kind == .string {
             opIsString = true
             op = scanner.opName(of: f, escaped: view.fields.isEscaped(.op))
-            if op == nil { opText = scanner.string(of: f) }
         }
         let isHello = op == .hello
 
@@ -81,7 +80,8 @@ public enum MessageDecoder {
             return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
         }
         guard let op else {
-            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText ?? "")'"), isHello: isHello)
+            let opText = view.field(.op).flatMap { scanner.string(of: $0) } ?? ""
+            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText)'"), isHello: isHello)
         }
         do {
             try view.checkFields(allowed: allowedFields(op), id: id)
