@@ -610,14 +610,22 @@ struct FieldView {
     }
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.
+    /// Integers (what clients send) are read inline; strings in `stringRequestID`.
+    @inline(__always)
     mutating func requestID() -> RequestID? {
         guard let f = field(.id) else { return nil }
+        guard f.kind == .number else { return stringRequestID(f) }
+        guard scanner.base[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
+            return nil
+        }
+        return .integer(i)
+    }
+
+    /// `requestID` for an id that is not a number: usable when a string of 1 to 256 bytes.
+    /// `mutating` for the reason `decode(_: inout FieldView)` gives.
+    @inline(never)
+    mutating func stringRequestID(_ f: JSONField) -> RequestID? {
         switch f.kind {
-        case .number:
-            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
-                return nil
-            }
-            return .integer(i)
         case .string:
             guard let s = scanner.string(of: f), (1...Limits.maxStringIDBytes).contains(s.utf8.count) else { return nil }
             let raw = UnsafeRawBufferPointer(rebasing: scanner.bytes[(f.start + 1)..<(f.end - 1)])
