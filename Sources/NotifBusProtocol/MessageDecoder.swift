@@ -636,11 +636,18 @@ struct FieldView {
     }
 
     /// Rejects the first member, in frame order, that is not in `allowed` or repeats an
-    /// earlier member's name, naming it.
+    /// earlier member's name, naming it. Almost every frame has nothing to reject: that is
+    /// one mask test and two tag tests, inline; the search for the offender is not.
+    @inline(__always)
     mutating func checkFields(allowed: UInt32, id: RequestID?) throws(Rejection) {
         self.id = id
-        // Almost every frame has nothing to reject: one mask test and two tag tests.
         if fields.present & ~allowed == 0, case .none = fields.firstUnknown, case .none = fields.firstDuplicate { return }
+        try rejectOffender(allowed: allowed)
+    }
+
+    /// The rejection `checkFields` throws when a member is not allowed or repeated.
+    @inline(never)
+    mutating func rejectOffender(allowed: UInt32) throws(Rejection) {
         // The first offender is the earliest of: the first unknown name, the first
         // occurrence of a known name the op does not take, the first repeat of a known name
         // (a repeat of a name the op does not take comes after that name's first occurrence).
