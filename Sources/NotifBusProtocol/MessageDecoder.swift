@@ -91,6 +91,7 @@ public enum MessageDecoder {
         }
     }
 
+    @inline(__always)
     static func decodeAnswer(op: OpName, _ v: inout FieldView) throws(Rejection) -> Inbound {
         if op == .return {
             guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
