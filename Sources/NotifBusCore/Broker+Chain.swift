@@ -72,8 +72,9 @@ extension Broker {
 
     // MARK: Posting
 
-    /// `poster` is the record of the connection that posted (which the sessions hold).
-    mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
+    /// `poster` is the record of the connection that posted (which the sessions hold). The
+    /// payload outlives the frame (the queue keeps it): it is copied once it is accepted.
+    mutating func post(name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
         let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
@@ -100,6 +101,7 @@ extension Broker {
             return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         counters.posted += 1
+        let payload = payload.map { events.copyPayload($0) }
         // Nothing runs and nothing waits: the post starts down its chain at once. Through the
         // queue it would be taken off again straight away (its poster's share and the
         // queue's bytes back where they were), which is all this skips.

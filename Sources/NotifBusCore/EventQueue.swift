@@ -54,12 +54,13 @@ final class RunningEvent {
         trace.reserveCapacity(chain.count)
     }
 
-    /// Lets go of the post's payload and the chain, which are not kept while the record
-    /// waits for reuse.
-    func clear() {
-        post.payload = nil
+    /// Lets go of the post's payload (returned) and the chain, which are not kept while the
+    /// record waits for reuse.
+    func clear() -> RawJSON? {
+        defer { post.payload = nil }
         chain = []
         trace.removeAll(keepingCapacity: true)
+        return post.payload
     }
 }
 
@@ -99,6 +100,10 @@ struct EventQueue {
     private var spare: RunningEvent? = nil
     /// Traces longer than this are not kept for reuse.
     static let maxSpareTrace = 64
+    /// An ended event's payload storage, for `copyPayload` to reuse: kept only up to
+    /// `maxSparePayload` bytes, so that an idle broker holds no large payload.
+    private var sparePayload: RawJSON? = nil
+    static let maxSparePayload = 4096
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
@@ -208,8 +213,17 @@ struct EventQueue {
     /// next event if nothing else holds it (a launch retention may) and its trace is short.
     mutating func recycle(_ event: inout RunningEvent) {
         guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
-        event.clear()
+        if let payload = event.clear(), payload.capacity <= EventQueue.maxSparePayload { sparePayload = payload }
         spare = event
+    }
+
+    /// `payload` as bytes of its own, in the storage of an ended event's payload when there is
+    /// one (a copy still, never shared: storage someone else holds is not written to).
+    mutating func copyPayload(_ payload: JSONBytes) -> RawJSON {
+        guard var bytes = sparePayload.take() else { return payload.bytes }
+        bytes.removeAll(keepingCapacity: true)
+        payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        return bytes
     }
 
     /// between or awaiting → idle: the running event ends and is returned.
