@@ -72,7 +72,10 @@ extension Broker {
 
     // MARK: Posting
 
-    mutating func post(name: String, payload: RawJSON?, profile: ProfilePayload?, rid: RequestID, from c: ConnectionID, now: Instant) {
+    /// `poster` is the record of the connection that posted (which the sessions hold). The
+    /// payload outlives the frame (the queue keeps it): it is copied once it is accepted.
+    mutating func post(name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
+        let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
         // retrying it could never succeed, while queue_full invites a retry.
@@ -87,7 +90,6 @@ extension Broker {
         if running && events.count >= configuration.maxQueue {
             return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
-        guard let poster = sessions[c] else { return }
         if running && poster.queuedPosts >= configuration.queueShare {
             return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
@@ -99,6 +101,16 @@ extension Broker {
             return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         counters.posted += 1
+        let payload = payload.map { events.copyPayload($0) }
+        // Nothing runs and nothing waits: the post starts down its chain at once. Through the
+        // queue it would be taken off again straight away (its poster's share and the
+        // queue's bytes back where they were), which is all this skips.
+        if !running && events.count == 0 {
+            events.startNow(
+                poster: c, requestID: rid, name: name, payload: payload, isWillPresent: profile == .willPresent,
+                launchesApp: launches, chain: observers.chain(for: name))
+            return pump(now: now)
+        }
         poster.queuedPosts += 1
         poster.queuedBytes += size
         _ = events.enqueue(
@@ -162,7 +174,9 @@ extension Broker {
     }
 
     mutating func handleAnswer(_ answer: consuming Answer, from c: ConnectionID, now: Instant) {
-        guard let hop = events.awaited, hop.client == c, let event = events.running, event.post.event == answer.event else {
+        // The running event is read, not held: once it ends, its record is reused only if
+        // nothing else holds it.
+        guard let hop = events.awaited, hop.client == c, events.runningEvent == answer.event else {
             return  // another connection, another event, an ended hop, or a second answer
         }
         switch consume answer {
@@ -173,7 +187,7 @@ extension Broker {
             finish(.stopped, by: hop.observer, value: nil, now: now)
             pump(now: now)
         case .complete(_, let value):
-            if event.post.isWillPresent && !PresentationOptionNames.isValidCompletion(value) {
+            if events.runningIsWillPresent && !PresentationOptionNames.isValidCompletion(value) {
                 refuse(c, nil, .chain(.invalidCompletion), now: now)
                 counters.invalid += 1
                 return endHop(.invalid, now: now)
@@ -197,7 +211,7 @@ extension Broker {
 
     /// Replies to the poster, applies launch retention, and clears the running event.
     mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
-        guard let event = events.finish() else { return }
+        guard var event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
@@ -205,11 +219,12 @@ extension Broker {
         }
         if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
+        events.recycle(&event)
     }
 
     /// The poster's reply: the outcome, the value and the trace.
     mutating func sendPostResult(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
-        guard sessions[event.post.poster] != nil else { return }
+        guard sessions.contains(event.post.poster) else { return }
         let result = PostReply(event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: event.trace)
         send(.reply(event.post.requestID, .posted(result)), to: event.post.poster)
     }

@@ -273,8 +273,7 @@ public struct Broker {
         case .unsubscribe(let target):
             unsubscribe(target, rid: rid, from: c, now: now)
         case .post(let name, let payload, let profile):
-            // The payload outlives this frame (the queue keeps it): copied here.
-            post(name: name, payload: payload?.bytes, profile: profile, rid: rid, from: c, now: now)
+            post(name: name, payload: payload, profile: profile, rid: rid, from: client, now: now)
         case .handle(let channel, let method, let resume):
             handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c, now: now)
         case .unhandle(let handler):

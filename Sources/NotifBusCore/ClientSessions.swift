@@ -60,6 +60,10 @@ struct ClientSessions {
         } ?? false
     }
 
+    /// Whether `c` is known, tested without retaining its record.
+    @inline(__always)
+    func contains(_ c: ConnectionID) -> Bool { records.contains(c) }
+
     var count: Int { records.count }
     var isEmpty: Bool { records.isEmpty }
 

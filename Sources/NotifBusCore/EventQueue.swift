@@ -21,7 +21,8 @@ struct QueuedPost {
     let poster: ConnectionID
     let requestID: RequestID
     let name: String
-    let payload: RawJSON?
+    /// Dropped (set nil) only when the event has ended (`RunningEvent.clear`).
+    fileprivate(set) var payload: RawJSON?
     let isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
     let launchesApp: Bool
@@ -29,18 +30,37 @@ struct QueuedPost {
 
 /// An event walking its chain. A class, so that `ChainState` carries one reference: the
 /// trace and the time spent grow in place on every hop instead of being moved in and out
-/// of the state with each transition.
+/// of the state with each transition. Once an event has ended and nothing else holds its
+/// record, the queue reuses the record and the trace's storage for the next event.
 final class RunningEvent {
-    let post: QueuedPost
+    private(set) var post: QueuedPost
     /// The observers of its name when it started, in chain order.
-    let chain: [Int]
+    private(set) var chain: [Int]
     var nextIndex = 0
     var trace: [TraceHop] = []
 
-    init(post: QueuedPost, chain: [Int]) {
+    init(post: consuming QueuedPost, chain: [Int]) {
         self.post = post
         self.chain = chain
         trace.reserveCapacity(chain.count)
+    }
+
+    /// Starts `post` down `chain` in this record, keeping the trace's storage.
+    func restart(_ post: consuming QueuedPost, chain: [Int]) {
+        self.post = post
+        self.chain = chain
+        nextIndex = 0
+        trace.removeAll(keepingCapacity: true)
+        trace.reserveCapacity(chain.count)
+    }
+
+    /// Lets go of the post's payload (returned) and the chain, which are not kept while the
+    /// record waits for reuse.
+    func clear() -> RawJSON? {
+        defer { post.payload = nil }
+        chain = []
+        trace.removeAll(keepingCapacity: true)
+        return post.payload
     }
 }
 
@@ -76,11 +96,25 @@ struct EventQueue {
     /// whose total reached the hop timeout gets no further hop in this event. Kept here
     /// and emptied for each event, so that an event allocates no table of its own.
     private var spent = IDTable<UInt64>()
+    /// The record of an ended event that nothing else holds, for `begin` to reuse.
+    private var spare: RunningEvent? = nil
+    /// Traces longer than this are not kept for reuse.
+    static let maxSpareTrace = 64
+    /// An ended event's payload storage, for `copyPayload` to reuse: kept only up to
+    /// `maxSparePayload` bytes, so that an idle broker holds no large payload.
+    private var sparePayload: RawJSON? = nil
+    static let maxSparePayload = 4096
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
 
     var isRunning: Bool { running != nil }
+
+    /// The event id of the running event, if any.
+    var runningEvent: Int64? { running?.post.event }
+
+    /// Whether the running event is a `willPresent` (false when none runs).
+    var runningIsWillPresent: Bool { running?.post.isWillPresent ?? false }
 
     /// The chain's state, as drawn above.
     var state: ChainState {
@@ -104,6 +138,22 @@ struct EventQueue {
         return event
     }
 
+    /// idle → between, with no post waiting: a post starts down `chain` without passing
+    /// through the queue (it gets the event id it would have had there).
+    mutating func startNow(
+        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        isWillPresent: Bool, launchesApp: Bool, chain: [Int]
+    ) {
+        guard waiting.count == 0 else { preconditionFailure("a post started ahead of the waiting ones") }
+        let event = nextEventID
+        nextEventID += 1
+        begin(
+            QueuedPost(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                isWillPresent: isWillPresent, launchesApp: launchesApp),
+            chain: chain)
+    }
+
     /// The oldest waiting post, off the queue.
     mutating func dequeue() -> QueuedPost? {
         guard let post = waiting.popFirst() else { return nil }
@@ -112,10 +162,15 @@ struct EventQueue {
     }
 
     /// idle → between: `post` starts down `chain`.
-    mutating func begin(_ post: QueuedPost, chain: [Int]) {
+    mutating func begin(_ post: consuming QueuedPost, chain: [Int]) {
         guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
-        running = RunningEvent(post: post, chain: chain)
+        if let event = spare.take() {
+            event.restart(post, chain: chain)
+            running = event
+        } else {
+            running = RunningEvent(post: post, chain: chain)
+        }
         awaited = nil
     }
 
@@ -149,9 +204,26 @@ struct EventQueue {
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
         guard let hop = awaited, let event = running else { return false }
         event.trace.append(TraceHop(observer: hop.observer, reply: reply))
-        spent[hop.client] = (spent[hop.client] ?? 0) + (now >= hop.startedAt ? now - hop.startedAt : 0)
+        spent.add(now >= hop.startedAt ? now - hop.startedAt : 0, to: hop.client)
         awaited = nil
         return true
+    }
+
+    /// An ended event's record, given back when the broker is done with it: kept for the
+    /// next event if nothing else holds it (a launch retention may) and its trace is short.
+    mutating func recycle(_ event: inout RunningEvent) {
+        guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
+        if let payload = event.clear(), payload.capacity <= EventQueue.maxSparePayload { sparePayload = payload }
+        spare = event
+    }
+
+    /// `payload` as bytes of its own, in the storage of an ended event's payload when there is
+    /// one (a copy still, never shared: storage someone else holds is not written to).
+    mutating func copyPayload(_ payload: JSONBytes) -> RawJSON {
+        guard var bytes = sparePayload.take() else { return payload.bytes }
+        bytes.removeAll(keepingCapacity: true)
+        payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        return bytes
     }
 
     /// between or awaiting → idle: the running event ends and is returned.

@@ -69,6 +69,20 @@ public struct IDTable<Value> {
         return slots.withUnsafeBufferPointer { body($0[i].unsafelyUnwrapped.value) }
     }
 
+    /// Adds `amount` to `key`'s value (a new key starts from zero), finding its slot once.
+    @inlinable
+    public mutating func add(_ amount: Value, to key: Int) where Value: FixedWidthInteger {
+        if let i = index(of: key) {
+            slots[i]!.value += amount
+        } else {
+            insert(key, amount)
+        }
+    }
+
+    /// Whether `key` has a record (nothing is copied or retained).
+    @inlinable @inline(__always)
+    public func contains(_ key: Int) -> Bool { index(of: key) != nil }
+
     /// Sets `key`'s record, replacing any it had.
     public mutating func insert(_ key: Int, _ value: Value) {
         if let i = index(of: key) {

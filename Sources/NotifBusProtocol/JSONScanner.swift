@@ -33,14 +33,18 @@ public struct JSONField: Sendable {
 
 /// Receives the members of an object, in order, as `JSONScanner` validates them.
 protocol JSONMemberSink {
-    mutating func member(_ field: JSONField)
+    /// `key`: the key's bytes packed, when the scan packed them on the way (a key of at most
+    /// 7 plain bytes with a whole word left in the buffer), else nil. `valueEscaped`: whether
+    /// the member's value is a string holding escapes (false for every other kind), so that a
+    /// string without any can be read from its bytes as they are.
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool)
 }
 
 /// Collects members into an array.
 struct JSONFieldList: JSONMemberSink {
     var fields: [JSONField] = []
 
-    mutating func member(_ field: JSONField) {
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool) {
         if fields.isEmpty { fields.reserveCapacity(8) }
         fields.append(field)
     }
@@ -125,6 +129,15 @@ public struct JSONScanner {
     /// Bit 7 set in each byte of `w` that is not an ASCII digit.
     @inline(__always) static func nonDigits(_ w: UInt64) -> UInt64 {
         ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030) | w) & highs
+    }
+
+    /// The value of eight decimal digits, one per byte of `w` (each 0 to 9), the most
+    /// significant in the lowest byte: neighbouring digits are paired, then the pairs, then
+    /// the fours (no product carries into the next lane).
+    @inline(__always) static func eightDigitsValue(_ w: UInt64) -> UInt64 {
+        let pairs = (w &* (10 << 8 + 1)) >> 8 & 0x00FF_00FF_00FF_00FF
+        let fours = (pairs &* (100 << 16 + 1)) >> 16 & 0x0000_FFFF_0000_FFFF
+        return (fours &* (10_000 << 32 + 1)) >> 32
     }
 
     @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
@@ -215,7 +228,19 @@ public struct JSONScanner {
             skipWhitespace()
             guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
             let keyStart = position + 1
-            let keyEscaped = try skipString()
+            var keyEscaped = false
+            var key: PackedName? = nil
+            // A short plain key (the frames' own field names) ends within its first word: the
+            // word's first byte that needs a rule is its closing quote, and the bytes before it
+            // are the key, packed as they stand.
+            if keyStart &+ 8 <= count, case let w = word(at: keyStart), case let stops = JSONScanner.stringStops(w), stops != 0,
+                case let n = stops.trailingZeroBitCount &>> 3, base[keyStart &+ n] == UInt8(ascii: "\"")
+            {
+                key = PackedName(low: w & ((1 << UInt64(n &* 8)) &- 1), high: 0)
+                position = keyStart &+ n &+ 1
+            } else {
+                keyEscaped = try skipString()
+            }
             let keyEnd = position - 1
             skipWhitespace()
             guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
@@ -225,8 +250,9 @@ public struct JSONScanner {
             // Most members are strings or numbers: those are skipped here, inline, and only
             // containers and literals pay a call of `skipValue`.
             let kind: JSONKind
+            var valueEscaped = false
             if position < count, base[position] == UInt8(ascii: "\"") {
-                try skipString()
+                valueEscaped = try skipString()
                 kind = .string
             } else if position < count, isDigit(base[position]) {
                 _ = try skipNumber()
@@ -234,7 +260,9 @@ public struct JSONScanner {
             } else {
                 kind = try skipValue()
             }
-            sink.member(JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind))
+            sink.member(
+                JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind),
+                key: key, valueEscaped: valueEscaped)
             skipWhitespace()
             guard position < count else { throw fail("unterminated object") }
             let b = base[position]

@@ -54,14 +54,13 @@ public enum MessageDecoder {
     /// non-mutating call, or a by-value parameter, on an `inout` view copies it whole.
     static func decode(_ view: inout FieldView) -> DecodeResult {
         let scanner = view.scanner
-        // `op` as the frame wrote it: nil when absent or not a string; its name when known.
-        var opText: String? = nil
+        // `op`'s name when known; whether it is a string at all. The text of an unknown op
+        // is made only for its rejection.
         var op: OpName? = nil
         var opIsString = false
         if let f = view.field(.op), f.kind == .string {
             opIsString = true
-            op = scanner.opName(of: f)
-            if op == nil { opText = scanner.string(of: f) }
+            op = scanner.opName(of: f, escaped: view.fields.isEscaped(.op))
         }
         let isHello = op == .hello
 
@@ -81,7 +80,8 @@ public enum MessageDecoder {
             return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
         }
         guard let op else {
-            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText ?? "")'"), isHello: isHello)
+            let opText = view.field(.op).flatMap { scanner.string(of: $0) } ?? ""
+            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText)'"), isHello: isHello)
         }
         do {
             try view.checkFields(allowed: allowedFields(op), id: id)
@@ -91,6 +91,7 @@ public enum MessageDecoder {
         }
     }
 
+    @inline(__always)
     static func decodeAnswer(op: OpName, _ v: inout FieldView) throws(Rejection) -> Inbound {
         if op == .return {
             guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
@@ -462,16 +463,13 @@ extension JSONScanner {
         JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
     }
 
-    /// A string field's text: in place when it holds no escape, else decoded.
+    /// A string field's text: in place when it holds no escape (`escaped`, as the scan
+    /// found it), else decoded.
     @inline(__always)
-    func nameInPlace(_ field: JSONField) -> JSONName? {
+    func nameInPlace(_ field: JSONField, escaped: Bool) -> JSONName? {
         guard field.kind == .string else { return nil }
-        let start = field.start + 1
-        let end = field.end - 1
-        var p = start
-        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
-        if p < end { return string(of: field).map { JSONName($0) } }
-        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + start, count: end - start))
+        if escaped { return string(of: field).map { JSONName($0) } }
+        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + field.start + 1, count: field.end - field.start - 2))
     }
 
     /// The packed text of a member's key (escapes decoded).
@@ -489,7 +487,18 @@ extension JSONScanner {
         var p = field.start
         let negative = base[p] == UInt8(ascii: "-")
         if negative { p += 1 }
-        guard field.end - p <= 18 else { return integer(of: field) }
+        let n = field.end - p
+        guard n <= 18 else { return integer(of: field) }
+        // Up to 8 digits: the word that ends with the number holds them in its last `n`
+        // bytes; the bytes before them are replaced by '0' and the eight digits are
+        // combined in three multiplications.
+        if n <= 8 && field.end >= 8 {
+            let fill: UInt64 = (1 << UInt64((8 &- n) &* 8)) &- 1
+            let digits = word(at: field.end &- 8) & ~fill | 0x3030_3030_3030_3030 & fill
+            guard JSONScanner.nonDigits(digits) == 0 else { return nil }  // a fraction or an exponent
+            let value = Int64(JSONScanner.eightDigitsValue(digits &- 0x3030_3030_3030_3030))
+            return negative ? -value : value
+        }
         var value: Int64 = 0
         while p < field.end {
             let d = base[p] &- 0x30
@@ -500,19 +509,15 @@ extension JSONScanner {
         return negative ? -value : value
     }
 
-    /// The op a string field names, or nil for any other text.
+    /// The op a string field names, or nil for any other text. `escaped` is whether the
+    /// string holds escapes (as the scan found it): its bytes then are not its text.
     @inline(__always)
-    func opName(of field: JSONField) -> OpName? {
-        let start = field.start + 1
-        let end = field.end - 1
-        // An escape inside needs decoding first; the bytes then are not the text.
-        var p = start
-        while p < end, base[p] != UInt8(ascii: "\\") { p += 1 }
-        if p < end {
+    func opName(of field: JSONField, escaped: Bool) -> OpName? {
+        if escaped {
             guard let text = string(of: field) else { return nil }
             return OpName(PackedName(text))
         }
-        return OpName(PackedName(base + start, end - start, limit: base + count))
+        return OpName(PackedName(base + field.start + 1, field.end - field.start - 2, limit: base + count))
     }
 }
 
@@ -529,6 +534,8 @@ struct FrameFields: JSONMemberSink {
         /// Which member of the frame it is (0 for the first).
         var ordinal: Int
         var kind: JSONKind
+        /// Whether a string value holds escapes.
+        var escaped: Bool
     }
 
     /// Indexed by `FieldName.rawValue`; a slot is initialised when its bit is in `present`.
@@ -548,10 +555,10 @@ struct FrameFields: JSONMemberSink {
     }
 
     @inline(__always)
-    mutating func member(_ field: JSONField) {
+    mutating func member(_ field: JSONField, key: PackedName?, valueEscaped: Bool) {
         let ordinal = members
         members &+= 1
-        guard let name = FieldName(scanner.packedKey(field)) else {
+        guard let name = FieldName(key ?? scanner.packedKey(field)) else {
             if firstUnknown == nil { firstUnknown = (field, ordinal) }
             return
         }
@@ -561,13 +568,19 @@ struct FrameFields: JSONMemberSink {
             return
         }
         present |= bit
-        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind))
+        (slots + name.rawValue).initialize(to: Slot(start: field.start, end: field.end, ordinal: ordinal, kind: field.kind, escaped: valueEscaped))
     }
 
     func field(_ name: FieldName) -> JSONField? {
         guard present & (1 << UInt32(name.rawValue)) != 0 else { return nil }
         let slot = slots[name.rawValue]
         return JSONField(start: slot.start, end: slot.end, kind: slot.kind)
+    }
+
+    /// Whether the string value of `name` holds escapes; `name` must be present.
+    @inline(__always)
+    func isEscaped(_ name: FieldName) -> Bool {
+        slots[name.rawValue].escaped
     }
 }
 
@@ -598,14 +611,22 @@ struct FieldView {
     }
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.
+    /// Integers (what clients send) are read inline; strings in `stringRequestID`.
+    @inline(__always)
     mutating func requestID() -> RequestID? {
         guard let f = field(.id) else { return nil }
+        guard f.kind == .number else { return stringRequestID(f) }
+        guard scanner.base[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
+            return nil
+        }
+        return .integer(i)
+    }
+
+    /// `requestID` for an id that is not a number: usable when a string of 1 to 256 bytes.
+    /// `mutating` for the reason `decode(_: inout FieldView)` gives.
+    @inline(never)
+    mutating func stringRequestID(_ f: JSONField) -> RequestID? {
         switch f.kind {
-        case .number:
-            guard scanner.bytes[f.start] != UInt8(ascii: "-"), let i = scanner.wholeNumber(of: f), i < Limits.maxIntegerID else {
-                return nil
-            }
-            return .integer(i)
         case .string:
             guard let s = scanner.string(of: f), (1...Limits.maxStringIDBytes).contains(s.utf8.count) else { return nil }
             let raw = UnsafeRawBufferPointer(rebasing: scanner.bytes[(f.start + 1)..<(f.end - 1)])
@@ -616,11 +637,18 @@ struct FieldView {
     }
 
     /// Rejects the first member, in frame order, that is not in `allowed` or repeats an
-    /// earlier member's name, naming it.
+    /// earlier member's name, naming it. Almost every frame has nothing to reject: that is
+    /// one mask test and two tag tests, inline; the search for the offender is not.
+    @inline(__always)
     mutating func checkFields(allowed: UInt32, id: RequestID?) throws(Rejection) {
         self.id = id
-        // Almost every frame has nothing to reject: one mask test and two tag tests.
         if fields.present & ~allowed == 0, case .none = fields.firstUnknown, case .none = fields.firstDuplicate { return }
+        try rejectOffender(allowed: allowed)
+    }
+
+    /// The rejection `checkFields` throws when a member is not allowed or repeated.
+    @inline(never)
+    mutating func rejectOffender(allowed: UInt32) throws(Rejection) {
         // The first offender is the earliest of: the first unknown name, the first
         // occurrence of a known name the op does not take, the first repeat of a known name
         // (a repeat of a name the op does not take comes after that name's first occurrence).
@@ -665,7 +693,7 @@ struct FieldView {
     @inline(__always)
     func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
         guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
-        guard let value = scanner.nameInPlace(f) else { throw bad("'\(name.text)' must be a string") }
+        guard let value = scanner.nameInPlace(f, escaped: fields.isEscaped(name)) else { throw bad("'\(name.text)' must be a string") }
         let n = value.utf8Count
         guard n >= 1 && n <= Limits.maxNameBytes else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return value

@@ -212,6 +212,11 @@ struct SplitMix {
                 expectSameScan(head + Array("yyyyyyyyy\"}".utf8))
                 // The same in a key, and nested in user data.
                 expectSameScan(Array(#"{""#.utf8) + plain + special + Array(#"":1}"#.utf8))
+                // A key cut short, or closed, at the end of the buffer, and one a whole word
+                // before it (the member loop reads a short key from its first word).
+                expectSameScan(Array(#"{""#.utf8) + plain + special)
+                expectSameScan(Array(#"{""#.utf8) + plain + special + [UInt8(ascii: "\"")])
+                expectSameScan(Array(#"{""#.utf8) + plain + special + Array(#"":"abcdefgh"}"#.utf8))
                 expectSameScan(Array(#"{"a":[{"b":""#.utf8) + plain + special + Array(#""}]}"#.utf8))
             }
         }

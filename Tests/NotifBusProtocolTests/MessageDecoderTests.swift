@@ -223,6 +223,29 @@ func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLoc
         }
     }
 
+    @Test func integersOfEveryLengthInEveryNumberField() {
+        // Up to 8 digits are read as one word that ends with the number: short frames (the
+        // number within the first 8 bytes), signs, fractions and exponents, every length.
+        var random = SplitMix(state: 0x1D_5EED)
+        var numbers = ["0", "-0", "7", "-7", "1.5", "12e3", "1E+2", "9.0", "00", "01", "1.", "-"]
+        for digits in 1...20 {
+            for _ in 0..<12 {
+                var text = String(1 + random.below(9))
+                for _ in 1..<digits { text += String(random.below(10)) }
+                numbers += [text, "-" + text, text + ".5", text + "e1", String(repeating: "9", count: digits)]
+            }
+        }
+        let frames: [(String) -> String] = [
+            { #"{"id":\#($0)}"# }, { #"{"op":"ping","id":\#($0)}"# }, { #"{"id":\#($0),"op":"ping"}"# },
+            { #"{"op":"next","event":\#($0)}"# }, { #"{"op":"return","call":\#($0),"result":1}"# },
+            { #"{"op":"hello","id":1,"protocol":\#($0)}"# }, { #"{"op":"subscribe","id":1,"events":["e"],"priority":\#($0)}"# },
+            { #"{"op":"take","id":1,"slot":"s","wait":\#($0)}"# }, { #"{"op":"stop","event":\#($0) }"# },
+        ]
+        for n in numbers {
+            for frame in frames { sameDecoding(Array(frame(n).utf8)) }
+        }
+    }
+
     @Test func randomOrdersAndMixtures() {
         var random = SplitMix(state: 0xDEC0DE)
         for _ in 0..<20000 {
