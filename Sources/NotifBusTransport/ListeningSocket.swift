@@ -20,7 +20,7 @@ public enum ListeningSocket {
         let folder = parentFolder(of: path)
         let uid = getuid()
         if SocketPath.isDefault(path) {
-            if mkdir(folder, 0o700) != 0 && errno != EEXIST {
+            if !makePrivateFolder(folder) {
                 throw ListenError("cannot create \(folder): \(SystemError("mkdir"))")
             }
         }

@@ -53,7 +53,7 @@ public final class StateJournal {
     public init(directory: String) throws {
         self.directory = directory
         try StateJournal.createParents(of: directory)
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+        if !makePrivateFolder(directory) {
             throw SystemError("mkdir \(directory)")
         }
         var st = stat()
@@ -98,7 +98,7 @@ public final class StateJournal {
         let parts = directory.split(separator: "/", omittingEmptySubsequences: true).dropLast()
         for part in parts {
             prefix += "/" + part
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+            if !makePrivateFolder(prefix) {
                 throw SystemError("mkdir \(prefix)")
             }
         }

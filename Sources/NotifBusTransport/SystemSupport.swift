@@ -61,3 +61,12 @@ public func readAll(_ fd: Int32) -> [UInt8]? {
         out.append(contentsOf: chunk[0..<n])
     }
 }
+
+/// Creates `path` as a folder with mode 0700, or leaves an existing one alone; false (with
+/// `errno` set) when it cannot be created. The mode is set with `chmod` after `mkdir`, so it
+/// does not depend on the umask, which `ListeningSocket.open` narrows while it binds and which
+/// another thread of the same process may see at that moment.
+func makePrivateFolder(_ path: String) -> Bool {
+    if mkdir(path, 0o700) == 0 { return chmod(path, 0o700) == 0 }
+    return errno == EEXIST
+}
