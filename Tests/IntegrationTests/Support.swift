@@ -45,8 +45,11 @@ final class Child: @unchecked Sendable {
     private let lock = NSLock()
     private var out = Data()
     private var err = Data()
-    /// Pipes whose end of file was read (both, once the child and its children closed them).
-    private var closedPipes = 0
+    /// Whether each pipe's end of file was read (both, once the child and its children closed
+    /// them). Two flags, not a count: the handler may be called again at end of file before it
+    /// is removed, and a second end of file of one pipe must not stand for the other's.
+    private var stdoutClosed = false
+    private var stderrClosed = false
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -60,7 +63,7 @@ final class Child: @unchecked Sendable {
             if d.isEmpty { h.readabilityHandler = nil }
             self?.lock.withLock {
                 self?.out.append(d)
-                if d.isEmpty { self?.closedPipes += 1 }
+                if d.isEmpty { self?.stdoutClosed = true }
             }
         }
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
@@ -68,7 +71,7 @@ final class Child: @unchecked Sendable {
             if d.isEmpty { h.readabilityHandler = nil }
             self?.lock.withLock {
                 self?.err.append(d)
-                if d.isEmpty { self?.closedPipes += 1 }
+                if d.isEmpty { self?.stderrClosed = true }
             }
         }
         try process.run()
@@ -95,7 +98,7 @@ final class Child: @unchecked Sendable {
         guard waitFor(timeout, { !process.isRunning }) else { return nil }
         // Everything the child wrote is read once both pipes reach end of file (a process it
         // left behind may hold them open: then at most a few seconds more).
-        _ = waitFor(.seconds(5)) { lock.withLock { closedPipes == 2 } }
+        _ = waitFor(.seconds(5)) { lock.withLock { stdoutClosed && stderrClosed } }
         return process.terminationStatus
     }
 
