@@ -75,9 +75,9 @@ import Testing
         #expect(slow.waitFor { slow.stdoutLines.count == 1 })
         let start = ContinuousClock.now
         slow.signal(SIGKILL)
-        #expect(caller.waitExit(.seconds(5)) == 1)
+        #expect(caller.waitFor(.seconds(5)) { caller.stderr.contains("handler_gone") })
         #expect(ContinuousClock.now - start < .seconds(2))
-        #expect(caller.stderr.contains("handler_gone"))
+        #expect(caller.waitExit(.seconds(5)) == 1)
     }
 
     @Test func callTimeout() throws {

@@ -37,11 +37,29 @@ final class TempFolder: @unchecked Sendable {
     }
 }
 
+/// A pipe whose two ends are close-on-exec. Foundation's `Pipe` makes them inheritable, so a
+/// process that another test starts in parallel could inherit a write end and hold it open:
+/// the reader then waits for an end of file that comes only when that unrelated process
+/// exits. The child given an end as its standard output or error gets it by `dup2`, which
+/// clears the flag on the copy.
+struct ClosingPipe {
+    let fileHandleForReading: FileHandle
+    let fileHandleForWriting: FileHandle
+
+    init() throws {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        fileHandleForReading = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+        fileHandleForWriting = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+    }
+}
+
 /// A child process with captured output.
 final class Child: @unchecked Sendable {
     let process = Process()
-    private let stdoutPipe = Pipe()
-    private let stderrPipe = Pipe()
+    private let stdoutPipe: ClosingPipe
+    private let stderrPipe: ClosingPipe
     private let lock = NSLock()
     private var out = Data()
     private var err = Data()
@@ -50,13 +68,20 @@ final class Child: @unchecked Sendable {
     /// is removed, and a second end of file of one pipe must not stand for the other's.
     private var stdoutClosed = false
     private var stderrClosed = false
+    private static let spawnLock = NSLock()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
+        // Pipes are made and handed to the child, and the test's write ends closed, while no
+        // other child of this process is being started: none can inherit them in between.
+        Child.spawnLock.lock()
+        defer { Child.spawnLock.unlock() }
+        stdoutPipe = try ClosingPipe()
+        stderrPipe = try ClosingPipe()
+        process.standardOutput = stdoutPipe.fileHandleForWriting
+        process.standardError = stderrPipe.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
         stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
@@ -75,6 +100,9 @@ final class Child: @unchecked Sendable {
             }
         }
         try process.run()
+        // The child has its own copies; the test's must go, or end of file never comes.
+        try stdoutPipe.fileHandleForWriting.close()
+        try stderrPipe.fileHandleForWriting.close()
     }
 
     var pid: Int32 { process.processIdentifier }
