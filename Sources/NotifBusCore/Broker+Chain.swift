@@ -87,14 +87,16 @@ extension Broker {
             }
         }
         let running = events.isRunning
-        if running && events.count >= configuration.maxQueue {
+        // Launch retentions waiting for `launch` still hold their posts: they count as waiting
+        // posts, or a run of clicks behind a slow write would hold memory without bound.
+        if running && events.count + held.retentionCount >= configuration.maxQueue {
             return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
         if running && poster.queuedPosts >= configuration.queueShare {
             return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
         let size = payload?.count ?? 0
-        if running && events.waitingBytes + size > configuration.maxQueueBytes {
+        if running && events.waitingBytes + held.retentionBytes + size > configuration.maxQueueBytes {
             return refuse(c, rid, .chain(.queueBytesFull(max: configuration.maxQueueBytes)), now: now)
         }
         if running && poster.queuedBytes + size > configuration.queueByteShare {

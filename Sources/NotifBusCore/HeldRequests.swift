@@ -53,15 +53,22 @@ struct HeldRequests {
 
     /// Whether any launch retention waits.
     var hasRetentions: Bool { !retentions.isEmpty }
+    /// How many launch retentions wait, and their payloads' bytes: they hold their posts
+    /// as the queue does, and count against its limits.
+    var retentionCount: Int { retentions.count }
+    private(set) var retentionBytes = 0
 
     /// Holds `event`'s retention behind those already waiting.
     mutating func holdRetention(_ event: RunningEvent) {
+        retentionBytes += event.post.payload?.count ?? 0
         retentions.append(event)
     }
 
     /// The oldest waiting retention, removed.
     mutating func popRetention() -> RunningEvent? {
-        retentions.popFirst()
+        guard let event = retentions.popFirst() else { return nil }
+        retentionBytes -= event.post.payload?.count ?? 0
+        return event
     }
 
     // MARK: The resume guard

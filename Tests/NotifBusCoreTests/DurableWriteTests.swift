@@ -140,6 +140,31 @@ import Testing
         #expect(h.take(c).frame["result"]?["notification"]?["identifier"] == "n1")
     }
 
+    @Test func retentionsWaitingForLaunchCountAgainstTheQueue() {
+        var h = CoreHarness { c in
+            c.maxQueue = 2
+            c.maxQueuePerClient = 10
+        }
+        h.holdWrites = true
+        let c = h.connect(), observer = h.connect()
+        // The first click's retention is written; the next two wait for `launch`.
+        for id in 1...3 { h.send(c, #"{"op":"post","id":\#(id),"name":"didReceive","payload":\#(DurableWriteTests.click)}"#) }
+        #expect(h.persisted.count == 1 && h.sent.isEmpty)
+        #expect(h.request(observer, #"{"op":"subscribe","id":1,"events":["x"]}"#)["result"] != nil)
+        h.send(c, #"{"op":"post","id":4,"name":"x"}"#)
+        #expect(h.take(observer).frame["op"] == "event")
+        // Behind the running event, the two held retentions fill the queue of two.
+        h.send(c, #"{"op":"post","id":5,"name":"x"}"#)
+        let refused = h.take(c).frame
+        #expect(refused["id"] == 5 && errorCode(refused) == "queue_full")
+        // Each retention is answered once written, in order.
+        for id in 1...3 {
+            h.finishWrite()
+            let reply = h.take(c).frame
+            #expect(reply["id"] == .integer(Int64(id)) && reply["result"]?["retained"] == "launch")
+        }
+    }
+
     @Test func aWaitingTakeHandedAPutNeedsNoWrite() {
         var h = holding()
         let taker = h.connect(), putter = h.connect()
