@@ -162,13 +162,23 @@ public struct JSONScanner {
     }
 
     private mutating func skipWhitespaceRun() {
-        var p = position
+        position = whitespaceRunEnd(position)
+    }
+
+    /// The first byte at or after `p` that is not whitespace (or `count`).
+    func whitespaceRunEnd(_ start: Int) -> Int {
+        var p = start
         while p < count {
             let b = base[p]
             guard b <= 0x20, JSONScanner.whitespaceBits &>> UInt64(b) & 1 != 0 else { break }
             p &+= 1
         }
-        position = p
+        return p
+    }
+
+    /// Whether `b` is JSON whitespace.
+    @inline(__always) static func isWhitespace(_ b: UInt8) -> Bool {
+        b <= 0x20 && whitespaceBits &>> UInt64(b) & 1 != 0
     }
 
     /// Scans a whole document that must be an object and returns its members in order.
@@ -214,20 +224,22 @@ public struct JSONScanner {
     }
 
     /// Reads the members of the object that starts at `position`, validating every value and
-    /// handing each member to `sink` in order.
+    /// handing each member to `sink` in order. A local cursor, stored back once; whitespace is
+    /// looked for only where a byte is not the one the grammar expects.
     @inline(__always)
     mutating func scanObjectMembers<Sink: JSONMemberSink>(into sink: inout Sink) throws(JSONError) {
         guard position < count, base[position] == UInt8(ascii: "{") else { throw fail("expected an object") }
-        position += 1
-        skipWhitespace()
-        if position < count, base[position] == UInt8(ascii: "}") {
-            position += 1
+        var p = afterWhitespace(position &+ 1)
+        if p < count, base[p] == UInt8(ascii: "}") {
+            position = p &+ 1
             return
         }
         while true {
-            skipWhitespace()
-            guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let keyStart = position + 1
+            if p >= count || base[p] != UInt8(ascii: "\"") {
+                p = whitespaceRunEnd(p)
+                guard p < count, base[p] == UInt8(ascii: "\"") else { throw fail("expected a string key", at: p) }
+            }
+            let keyStart = p &+ 1
             var keyEscaped = false
             var key: PackedName? = nil
             // A short plain key (the frames' own field names) ends within its first word: the
@@ -237,39 +249,49 @@ public struct JSONScanner {
                 case let n = stops.trailingZeroBitCount &>> 3, base[keyStart &+ n] == UInt8(ascii: "\"")
             {
                 key = PackedName(low: w & ((1 << UInt64(n &* 8)) &- 1), high: 0)
-                position = keyStart &+ n &+ 1
+                p = keyStart &+ n &+ 1
             } else {
-                keyEscaped = try skipString()
+                (p, keyEscaped) = try stringEnd(p)
             }
-            let keyEnd = position - 1
-            skipWhitespace()
-            guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-            position += 1
-            skipWhitespace()
-            let start = position
+            let keyEnd = p &- 1
+            if p >= count || base[p] != UInt8(ascii: ":") {
+                p = whitespaceRunEnd(p)
+                guard p < count, base[p] == UInt8(ascii: ":") else { throw fail("expected ':'", at: p) }
+            }
+            p = afterWhitespace(p &+ 1)
+            let start = p
+            guard p < count else { throw fail("expected a value", at: p) }
             // Most members are strings or numbers: those are skipped here, inline, and only
-            // containers and literals pay a call of `skipValue`.
+            // containers pay a call.
             let kind: JSONKind
             var valueEscaped = false
-            if position < count, base[position] == UInt8(ascii: "\"") {
-                valueEscaped = try skipString()
+            let b = base[p]
+            if b == UInt8(ascii: "\"") {
+                (p, valueEscaped) = try stringEnd(p)
                 kind = .string
-            } else if position < count, isDigit(base[position]) {
-                _ = try skipNumber()
-                kind = .number
+            } else if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
+                p = try containerEnd(p)
+                kind = b == UInt8(ascii: "{") ? .object : .array
             } else {
-                kind = try skipValue()
+                (p, kind) = try plainScalarEnd(p)
             }
             sink.member(
-                JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: position, kind: kind),
+                JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: p, kind: kind),
                 key: key, valueEscaped: valueEscaped)
-            skipWhitespace()
-            guard position < count else { throw fail("unterminated object") }
-            let b = base[position]
-            position += 1
-            if b == UInt8(ascii: ",") { continue }
-            if b == UInt8(ascii: "}") { return }
-            throw fail("expected ',' or '}'", at: position - 1)
+            if p < count, base[p] == UInt8(ascii: ",") {
+                p &+= 1
+                continue
+            }
+            p = afterWhitespace(p)
+            guard p < count else { throw fail("unterminated object", at: p) }
+            let c = base[p]
+            p &+= 1
+            if c == UInt8(ascii: ",") { continue }
+            if c == UInt8(ascii: "}") {
+                position = p
+                return
+            }
+            throw fail("expected ',' or '}'", at: p &- 1)
         }
     }
 
@@ -279,79 +301,94 @@ public struct JSONScanner {
     public mutating func skipValue() throws(JSONError) -> JSONKind {
         guard position < count else { throw fail("expected a value") }
         let first = base[position]
-        let kind: JSONKind
-        if first == UInt8(ascii: "{") {
-            kind = .object
-        } else if first == UInt8(ascii: "[") {
-            kind = .array
-        } else if first == UInt8(ascii: "\"") {
+        if first == UInt8(ascii: "\"") {
             try skipString()
             return .string
-        } else {
-            return try skipPlainScalar()
         }
-        // Containers: an explicit stack of "is object" bits.
+        if first != UInt8(ascii: "{") && first != UInt8(ascii: "[") { return try skipPlainScalar() }
+        position = try containerEnd(position)
+        return first == UInt8(ascii: "{") ? .object : .array
+    }
+
+    /// The end of the object or array that starts at `start`, validating all of it. One loop
+    /// over a local cursor and an explicit stack of "is object" bits (nesting costs heap bits,
+    /// never call stack). Whitespace is looked for only where a byte is not the one the
+    /// grammar expects, so compact JSON pays no whitespace test of its own.
+    func containerEnd(_ start: Int) throws(JSONError) -> Int {
+        var p = start
         var stack = BitStack()
         valueLoop: while true {
-            skipWhitespace()
-            guard position < count else { throw fail("unterminated value") }
-            let b = base[position]
+            // At a value (whitespace may come first).
+            guard p < count else { throw fail("unterminated value", at: p) }
+            let b = base[p]
             if b == UInt8(ascii: "\"") {
-                try skipString()
+                p = try stringEnd(p).end
             } else if b == UInt8(ascii: "{") {
-                position += 1
-                skipWhitespace()
-                if position < count, base[position] == UInt8(ascii: "}") {
-                    position += 1
+                p = afterWhitespace(p &+ 1)
+                if p < count, base[p] == UInt8(ascii: "}") {
+                    p &+= 1
                 } else {
                     stack.push(true)
-                    try readKeyAndColon()
+                    p = try keyAndColonEnd(p)
                     continue valueLoop
                 }
             } else if b == UInt8(ascii: "[") {
-                position += 1
-                skipWhitespace()
-                if position < count, base[position] == UInt8(ascii: "]") {
-                    position += 1
+                p = afterWhitespace(p &+ 1)
+                if p < count, base[p] == UInt8(ascii: "]") {
+                    p &+= 1
                 } else {
                     stack.push(false)
                     continue valueLoop
                 }
+            } else if JSONScanner.isWhitespace(b) {
+                p = whitespaceRunEnd(p)
+                continue valueLoop
             } else {
-                try skipPlainScalar()
+                p = try plainScalarEnd(p).end
             }
             // After a value: close containers or move to the next element.
             while !stack.isEmpty {
-                skipWhitespace()
-                guard position < count else { throw fail("unterminated container") }
-                let c = base[position]
-                position += 1
-                if stack.top {
-                    if c == UInt8(ascii: ",") {
-                        skipWhitespace()
-                        try readKeyAndColon()
-                        continue valueLoop
-                    }
-                    if c == UInt8(ascii: "}") { stack.pop(); continue }
-                    throw fail("expected ',' or '}'", at: position - 1)
-                } else {
-                    if c == UInt8(ascii: ",") { continue valueLoop }
-                    if c == UInt8(ascii: "]") { stack.pop(); continue }
-                    throw fail("expected ',' or ']'", at: position - 1)
+                guard p < count else { throw fail("unterminated container", at: p) }
+                let c = base[p]
+                p &+= 1
+                if c == UInt8(ascii: ",") {
+                    if stack.top { p = try keyAndColonEnd(p) }
+                    continue valueLoop
                 }
+                // `]` is 0x5D and `}` is 0x7D: the closer the top container needs.
+                if c == (stack.top ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    stack.pop()
+                    continue
+                }
+                if JSONScanner.isWhitespace(c) {
+                    p = whitespaceRunEnd(p)
+                    continue
+                }
+                throw fail(stack.top ? "expected ',' or '}'" : "expected ',' or ']'", at: p &- 1)
             }
-            return kind
+            return p
         }
     }
 
-    /// Reads `"key" :` at `position`, where whitespace has been skipped already.
-    @inline(__always)
-    private mutating func readKeyAndColon() throws(JSONError) {
-        guard position < count, base[position] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-        try skipString()
-        skipWhitespace()
-        guard position < count, base[position] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-        position += 1
+    /// `p`, or the end of the whitespace that starts there.
+    @inline(__always) func afterWhitespace(_ p: Int) -> Int {
+        p < count && base[p] <= 0x20 ? whitespaceRunEnd(p) : p
+    }
+
+    /// The end of `"key" :` at `start`, where whitespace may come before each part.
+    @_transparent
+    func keyAndColonEnd(_ start: Int) throws(JSONError) -> Int {
+        var p = start
+        if p >= count || base[p] != UInt8(ascii: "\"") {
+            p = whitespaceRunEnd(p)
+            guard p < count, base[p] == UInt8(ascii: "\"") else { throw fail("expected a string key", at: p) }
+        }
+        p = try stringEnd(p).end
+        if p >= count || base[p] != UInt8(ascii: ":") {
+            p = whitespaceRunEnd(p)
+            guard p < count, base[p] == UInt8(ascii: ":") else { throw fail("expected ':'", at: p) }
+        }
+        return p &+ 1
     }
 
     /// The four bytes at `p`, the first in the lowest byte. `p + 4` must be at most `count`.
@@ -360,52 +397,63 @@ public struct JSONScanner {
     }
 
     /// Skips a number or literal at `position` (which is inside the buffer and not a string).
-    /// Transparent (like `skipNumber`) so that it is inlined into `skipValue`'s loop, which
-    /// `@inline(__always)` did not achieve: the call cost a third of a small number's scan.
-    @discardableResult @_transparent
+    @discardableResult @inline(__always)
     mutating func skipPlainScalar() throws(JSONError) -> JSONKind {
-        let b = base[position]
+        let (end, kind) = try plainScalarEnd(position)
+        position = end
+        return kind
+    }
+
+    /// The end and kind of the number or literal at `start` (inside the buffer, not a string).
+    /// Transparent (like `numberEnd`) so that it is inlined into the container loop, which
+    /// `@inline(__always)` did not achieve: the call cost a third of a small number's scan.
+    @_transparent
+    func plainScalarEnd(_ start: Int) throws(JSONError) -> (end: Int, kind: JSONKind) {
+        let b = base[start]
         // A positive integer (most numbers in user data) needs only its digit run found; one
-        // with a fraction or an exponent goes through `skipNumber` from its start.
+        // with a fraction or an exponent goes through `numberEnd` from its start.
         if b &- UInt8(ascii: "1") < 9 {
-            var p = position &+ 1
+            var p = start &+ 1
             if p < count, isDigit(base[p]) { p = digitRunEnd(p &+ 1) }
             if p == count || (base[p] != UInt8(ascii: ".") && base[p] | 0x20 != UInt8(ascii: "e")) {
-                position = p
-                return .number
+                return (p, .number)
             }
         }
         if isDigit(b) || b == UInt8(ascii: "-") {
-            _ = try skipNumber()
-            return .number
+            return (try numberEnd(start).end, .number)
         }
         switch b {
         case UInt8(ascii: "t"):
-            guard position + 4 <= count else { throw fail("truncated literal") }
-            guard word32(at: position) == 0x6575_7274 else { throw fail("invalid literal") }  // "true"
-            position += 4
-            return .bool
+            guard start + 4 <= count else { throw fail("truncated literal", at: start) }
+            guard word32(at: start) == 0x6575_7274 else { throw fail("invalid literal", at: start) }  // "true"
+            return (start &+ 4, .bool)
         case UInt8(ascii: "f"):
-            guard position + 5 <= count else { throw fail("truncated literal") }
-            guard word32(at: position + 1) == 0x6573_6C61 else { throw fail("invalid literal") }  // "alse"
-            position += 5
-            return .bool
+            guard start + 5 <= count else { throw fail("truncated literal", at: start) }
+            guard word32(at: start + 1) == 0x6573_6C61 else { throw fail("invalid literal", at: start) }  // "alse"
+            return (start &+ 5, .bool)
         case UInt8(ascii: "n"):
-            guard position + 4 <= count else { throw fail("truncated literal") }
-            guard word32(at: position) == 0x6C6C_756E else { throw fail("invalid literal") }  // "null"
-            position += 4
-            return .null
+            guard start + 4 <= count else { throw fail("truncated literal", at: start) }
+            guard word32(at: start) == 0x6C6C_756E else { throw fail("invalid literal", at: start) }  // "null"
+            return (start &+ 4, .null)
         default:
-            throw fail("unexpected byte")
+            throw fail("unexpected byte", at: start)
         }
     }
 
     /// Skips a number and says whether it was an integer (no fraction, no exponent).
     @_transparent
     mutating func skipNumber() throws(JSONError) -> Bool {
+        let (end, integral) = try numberEnd(position)
+        position = end
+        return integral
+    }
+
+    /// The end of the number at `start`, and whether it is an integer (no fraction, no
+    /// exponent).
+    @_transparent
+    func numberEnd(_ start: Int) throws(JSONError) -> (end: Int, integral: Bool) {
         var integral = true
-        var p = position
-        defer { position = p }
+        var p = start
         if base[p] == UInt8(ascii: "-") { p += 1 }
         guard p < count else { throw fail("truncated number", at: p) }
         let lead = base[p]
@@ -416,13 +464,13 @@ public struct JSONScanner {
         } else {
             throw fail("invalid number", at: p)
         }
-        guard p < count else { return integral }
+        guard p < count else { return (p, integral) }
         if base[p] == UInt8(ascii: ".") {
             integral = false
             let digitsStart = p + 1
             p = digitRunEnd(digitsStart)
             if p == digitsStart { throw fail("digits expected after '.'", at: p) }
-            guard p < count else { return integral }
+            guard p < count else { return (p, integral) }
         }
         if base[p] | 0x20 == UInt8(ascii: "e") {
             integral = false
@@ -434,7 +482,7 @@ public struct JSONScanner {
             p = digitRunEnd(digitsStart)
             if p == digitsStart { throw fail("digits expected in exponent", at: p) }
         }
-        return integral
+        return (p, integral)
     }
 
     /// Whether `b` may stand in a string as itself.
@@ -455,7 +503,16 @@ public struct JSONScanner {
     /// Returns whether it contained escapes.
     @discardableResult @inline(__always)
     mutating func skipString() throws(JSONError) -> Bool {
-        var p = position + 1
+        let (end, escaped) = try stringEnd(position)
+        position = end
+        return escaped
+    }
+
+    /// The end (past the closing quote) of the string whose opening quote is at `start`,
+    /// validating escapes and UTF-8, and whether it contained escapes.
+    @inline(__always)
+    func stringEnd(_ start: Int) throws(JSONError) -> (end: Int, escaped: Bool) {
+        var p = start &+ 1
         var escaped = false
         while true {
             // Plain bytes: eight at a time while a whole word is left, then one at a time.
@@ -468,31 +525,21 @@ public struct JSONScanner {
                 p &+= stops.trailingZeroBitCount &>> 3
             } else {
                 while p < count, JSONScanner.isPlainStringByte(base[p]) { p &+= 1 }
-                guard p < count else {
-                    position = p
-                    throw fail("unterminated string")
-                }
+                guard p < count else { throw fail("unterminated string", at: p) }
             }
             let b = base[p]
-            if b == UInt8(ascii: "\"") {
-                position = p &+ 1
-                return escaped
-            }
+            if b == UInt8(ascii: "\"") { return (p &+ 1, escaped) }
             if b == UInt8(ascii: "\\") {
                 escaped = true
                 if p &+ 1 < count, JSONScanner.isOneByteEscape(base[p &+ 1]) {
                     p &+= 2
                     continue
                 }
-                position = p
-                try skipEscape()
-                p = position
+                p = try escapeEnd(p)
                 continue
             }
-            position = p
-            if b < 0x20 { throw fail("control character in string") }
-            try skipUTF8Sequence()
-            p = position
+            if b < 0x20 { throw fail("control character in string", at: p) }
+            p = try utf8SequencesEnd(p)
         }
     }
 
@@ -508,18 +555,19 @@ public struct JSONScanner {
         return (digits | letters) & highs == highs
     }
 
-    private mutating func skipEscape() throws(JSONError) {
-        guard position + 1 < count else { throw fail("truncated escape") }
-        switch base[position + 1] {
+    /// The end of the escape whose backslash is at `p`.
+    private func escapeEnd(_ p: Int) throws(JSONError) -> Int {
+        guard p + 1 < count else { throw fail("truncated escape", at: p) }
+        switch base[p + 1] {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
             UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-            position += 2
+            return p + 2
         case UInt8(ascii: "u"):
-            guard position + 6 <= count else { throw fail("truncated \\u escape") }
-            guard JSONScanner.areHexDigits(word32(at: position + 2)) else { throw fail("invalid \\u escape") }
-            position += 6
+            guard p + 6 <= count else { throw fail("truncated \\u escape", at: p) }
+            guard JSONScanner.areHexDigits(word32(at: p + 2)) else { throw fail("invalid \\u escape", at: p) }
+            return p + 6
         default:
-            throw fail("invalid escape")
+            throw fail("invalid escape", at: p)
         }
     }
 
@@ -532,11 +580,11 @@ public struct JSONScanner {
         }
     }
 
-    /// Validates the multi-byte UTF-8 sequences from `position` on (RFC 3629: no overlongs,
-    /// no surrogates, nothing above U+10FFFF), stopping at the first ASCII byte.
-    private mutating func skipUTF8Sequence() throws(JSONError) {
-        var p = position
-        defer { position = p }
+    /// Validates the multi-byte UTF-8 sequences from `start` on (RFC 3629: no overlongs, no
+    /// surrogates, nothing above U+10FFFF) and returns where the first ASCII byte (or the end)
+    /// is.
+    private func utf8SequencesEnd(_ start: Int) throws(JSONError) -> Int {
+        var p = start
         repeat {
             let b0 = base[p]
             // Two-byte sequences (U+0080 to U+07FF, most accented Latin letters) need only their
@@ -567,6 +615,7 @@ public struct JSONScanner {
             }
             p += length
         } while p < count && base[p] >= 0x80
+        return p
     }
 
     /// Reads a string (at its opening quote) into a Swift `String`, decoding escapes.
