@@ -1,6 +1,7 @@
 // Invariants of one frame body: the message decoder agrees with the JSON tree and with the
 // spec's rules (§3: field sets, id usability, the order checks run in), typed results carry
-// exactly what the body says, and every tree survives encode → parse unchanged.
+// exactly what the body says, the direct path agrees with the full decoder, and every tree
+// survives encode → parse unchanged.
 import FuzzDriver
 import FuzzJSONView
 import NotifBusProtocol
@@ -35,6 +36,14 @@ enum BodyCheck {
         if let tree { checkRoundTrip(tree) }
 
         let decoded = MessageDecoder.decode(body)
+        // The direct path, wherever it decodes, gives what the full decoder gives.
+        body.withUnsafeBytes { buffer in
+            guard let direct = MessageDecoder.decodeDirect(buffer) else { return }
+            let full = MessageDecoder.decodeFull(buffer)
+            if String(describing: direct) != String(describing: full) {
+                violation("the direct path decodes \(direct), the full decoder \(full)")
+            }
+        }
         let view = JSONObjectView(body)
         if let mismatch = view?.kindMismatch() { violation(mismatch) }
         if case .badJSON(let reason) = decoded {

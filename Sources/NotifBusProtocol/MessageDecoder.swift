@@ -34,7 +34,16 @@ public enum MessageDecoder {
     }
 
     /// Decodes `body`; the `JSONBytes` in the result are views of `body`, valid only while it is.
+    /// The frames of the per-event path take the direct path (`decodeDirect`); whatever it
+    /// declines, the full decoder judges.
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
+        if let direct = decodeDirect(body) { return direct }
+        return decodeFull(body)
+    }
+
+    /// `decode` by the full decoder alone, which judges every frame and words every
+    /// rejection; tests and fuzzers hold the direct path to its results.
+    package static func decodeFull(_ body: UnsafeRawBufferPointer) -> DecodeResult {
         withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
             var scanner = JSONScanner(body)
             // Scanned straight into the view, which is then borrowed: the field table is a

@@ -136,9 +136,16 @@ let decoderKeys = [
     "a-very-long-key-of-more-than-sixteen-bytes", "é", "\\ud800",
 ]
 
+/// `MessageDecoder.decode` (the direct path where it decodes) and the full decoder alone each
+/// give the reference decoder's result.
 func sameDecoding(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
-    let fast = MessageDecoder.decode(bytes)
     let reference = ReferenceDecoder.decode(bytes)
+    sameResult(MessageDecoder.decode(bytes), reference, bytes, sourceLocation: sourceLocation)
+    let full = bytes.withUnsafeBytes { MessageDecoder.decodeFull($0).detached() }
+    sameResult(full, reference, bytes, sourceLocation: sourceLocation)
+}
+
+func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8], sourceLocation: SourceLocation) {
     // A category set holds dictionaries, whose printed order may differ between two equal
     // values: compare those by value, everything else by its full description.
     if case .decoded(.request(let a, .setCategories(let x)), let h1) = fast,

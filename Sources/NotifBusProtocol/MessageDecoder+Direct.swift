@@ -1,0 +1,223 @@
+// The decoder's direct path: the frames of the per-event path (ping, invoke, post, return,
+// next, stop, complete) decoded in one scan straight into their typed message, with no table
+// of fields. It decodes only what it can decode whole and declines everything else (another
+// op, a string id, escapes in a key, an op or a name, an unknown, repeated or disallowed
+// field, a profile event, an error return, a JSON error): the full decoder then takes the
+// frame from its start and words the outcome. Wherever it decodes, both give the same result.
+
+/// The top-level names the direct path reads, as bits of its `present` mask.
+private enum DirectField {
+    static let op: UInt32 = 1 << 0
+    static let id: UInt32 = 1 << 1
+    static let channel: UInt32 = 1 << 2
+    static let method: UInt32 = 1 << 3
+    static let arguments: UInt32 = 1 << 4
+    static let name: UInt32 = 1 << 5
+    static let payload: UInt32 = 1 << 6
+    static let call: UInt32 = 1 << 7
+    static let result: UInt32 = 1 << 8
+    static let event: UInt32 = 1 << 9
+    static let value: UInt32 = 1 << 10
+}
+
+/// A value's bytes in the frame, and whether it is the literal `null`.
+private struct DirectSpan {
+    var start = 0
+    var end = 0
+
+    func isNull(_ s: JSONScanner) -> Bool { s.base[start] == UInt8(ascii: "n") }
+}
+
+extension MessageDecoder {
+    /// The outcome of `body` when the direct path can decode it whole; nil when the full
+    /// decoder must judge it. Never a rejection: every refusal is the full decoder's to word.
+    @inline(__always)
+    package static func decodeDirect(_ body: UnsafeRawBufferPointer) -> DecodeResult? {
+        let s = JSONScanner(body)
+        let count = s.count
+        let base = s.base
+        var present: UInt32 = 0
+        var op: OpName? = nil
+        var id: Int64 = 0
+        var number: Int64 = 0  // `call` or `event`
+        var first = DirectSpan()  // channel or name
+        var second = DirectSpan()  // method
+        var data = DirectSpan()  // arguments, payload, result or value
+        var p = s.afterWhitespace(0)
+        guard p < count, base[p] == UInt8(ascii: "{") else { return nil }
+        p = s.afterWhitespace(p &+ 1)
+        while true {
+            guard p < count, base[p] == UInt8(ascii: "\"") else { return nil }
+            // The key, packed from the word after its opening quote: every name read here but
+            // `arguments` ends within it. Near the end of the buffer, byte by byte.
+            let keyStart = p &+ 1
+            var key: UInt64
+            if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let stops = JSONScanner.stringStops(w), stops != 0 {
+                let n = stops.trailingZeroBitCount &>> 3
+                guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return nil }
+                key = w & ((1 << UInt64(n &* 8)) &- 1)
+                p = keyStart &+ n &+ 1
+            } else {
+                guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                let packed = PackedName(base + keyStart, end &- keyStart &- 1, limit: base + count)
+                // Nine bytes: "argument" and "s", which no key of at most eight bytes packs to
+                // (their bytes are valid UTF-8, never 0xFF).
+                if packed.high == 0x73 && packed.low == 0x746e_656d_7567_7261 {
+                    key = ~0
+                } else {
+                    guard packed.high == 0 else { return nil }
+                    key = packed.low
+                }
+                p = end
+            }
+            let bit: UInt32
+            switch key {
+            case ~0: bit = DirectField.arguments
+            case 0x706f: bit = DirectField.op
+            case 0x6469: bit = DirectField.id
+            case 0x006c_656e_6e61_6863: bit = DirectField.channel
+            case 0x0000_646f_6874_656d: bit = DirectField.method
+            case 0x656d_616e: bit = DirectField.name
+            case 0x0064_616f_6c79_6170: bit = DirectField.payload
+            case 0x6c6c_6163: bit = DirectField.call
+            case 0x0000_746c_7573_6572: bit = DirectField.result
+            case 0x0074_6e65_7665: bit = DirectField.event
+            case 0x0065_756c_6176: bit = DirectField.value
+            default: return nil
+            }
+            guard present & bit == 0 else { return nil }
+            present |= bit
+            p = s.afterWhitespace(p)
+            guard p < count, base[p] == UInt8(ascii: ":") else { return nil }
+            p = s.afterWhitespace(p &+ 1)
+            guard p < count else { return nil }
+            let start = p
+            switch bit {
+            case DirectField.op:
+                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                op = OpName(PackedName(base + (start &+ 1), end &- start &- 2, limit: base + count))
+                p = end
+            case DirectField.id, DirectField.call, DirectField.event:
+                guard let (end, value) = integer(s, at: p) else { return nil }
+                if bit == DirectField.id {
+                    guard value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-") else { return nil }
+                    id = value
+                } else {
+                    number = value
+                }
+                p = end
+            case DirectField.channel, DirectField.method, DirectField.name:
+                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                let length = end &- start &- 2
+                guard length >= 1 && length <= Limits.maxNameBytes else { return nil }
+                if bit == DirectField.method {
+                    second = DirectSpan(start: start &+ 1, end: end &- 1)
+                } else {
+                    first = DirectSpan(start: start &+ 1, end: end &- 1)
+                }
+                p = end
+            default:
+                // User data, of any kind, validated whole.
+                let b = base[p]
+                if b == UInt8(ascii: "\"") {
+                    guard let (end, _) = try? s.stringEnd(p) else { return nil }
+                    p = end
+                } else if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
+                    guard let end = try? s.containerEnd(p) else { return nil }
+                    p = end
+                } else {
+                    guard let (end, _) = try? s.plainScalarEnd(p) else { return nil }
+                    p = end
+                }
+                data = DirectSpan(start: start, end: p)
+            }
+            p = s.afterWhitespace(p)
+            guard p < count else { return nil }
+            if base[p] == UInt8(ascii: ",") {
+                p = s.afterWhitespace(p &+ 1)
+                continue
+            }
+            guard base[p] == UInt8(ascii: "}"), s.afterWhitespace(p &+ 1) == count else { return nil }
+            break
+        }
+        guard let op else { return nil }
+        let f = DirectField.self
+        switch op {
+        case .ping:
+            guard present == f.op | f.id else { return nil }
+            return .decoded(.request(id: .integer(id), .ping), isHello: false)
+        case .invoke:
+            guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return nil }
+            let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : JSONBytes(inPlace: s.bytes(data))
+            return .decoded(
+                .request(id: .integer(id), .invoke(channel: JSONName(inPlace: s.bytes(first)), method: JSONName(inPlace: s.bytes(second)), arguments: arguments)),
+                isHello: false)
+        case .post:
+            guard present & ~f.payload == f.op | f.id | f.name else { return nil }
+            let name = String(decoding: s.bytes(first), as: UTF8.self)
+            // The profile's names are 10 to 12 bytes; their payloads are checked by the full decoder.
+            if (10...12).contains(first.end &- first.start), ProfileEvent(rawValue: name) != nil { return nil }
+            let payload = present & f.payload == 0 || data.isNull(s) ? nil : JSONBytes(inPlace: s.bytes(data))
+            return .decoded(.request(id: .integer(id), .post(name: name, payload: payload, profile: nil)), isHello: false)
+        case .return:
+            guard present == f.op | f.call | f.result else { return nil }
+            return .decoded(.callReturn(CallReturn(call: number, body: .result(JSONBytes(inPlace: s.bytes(data))))), isHello: false)
+        case .next:
+            guard present == f.op | f.event else { return nil }
+            return .decoded(.answer(.next(event: number)), isHello: false)
+        case .stop:
+            guard present == f.op | f.event else { return nil }
+            return .decoded(.answer(.stop(event: number)), isHello: false)
+        case .complete:
+            guard present & ~f.value == f.op | f.event else { return nil }
+            let value = present & f.value == 0 || data.isNull(s) ? nil : RawJSON(s.bytes(data))
+            return .decoded(.answer(.complete(event: number, value: value)), isHello: false)
+        default:
+            return nil
+        }
+    }
+
+    /// The end and value of the integer at `p` (an optional minus and at most 18 digits, no
+    /// fraction, no exponent), or nil for anything else.
+    @inline(__always)
+    private static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
+        let base = s.base
+        var p = start
+        let negative = base[p] == UInt8(ascii: "-")
+        if negative { p &+= 1 }
+        guard p < s.count else { return nil }
+        let digits = p
+        let lead = base[p]
+        if lead == UInt8(ascii: "0") {
+            p &+= 1
+        } else {
+            guard lead &- UInt8(ascii: "1") < 9 else { return nil }
+            p = s.digitRunEnd(p &+ 1)
+        }
+        if p < s.count {
+            let next = base[p]
+            guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
+        }
+        let n = p &- digits
+        guard n <= 18 else { return nil }
+        var value: Int64
+        if n <= 8 && p >= 8 {
+            // The word that ends with the number, the bytes before its digits made '0'.
+            let fill: UInt64 = (1 << UInt64((8 &- n) &* 8)) &- 1
+            let word = s.word(at: p &- 8) & ~fill | 0x3030_3030_3030_3030 & fill
+            value = Int64(JSONScanner.eightDigitsValue(word &- 0x3030_3030_3030_3030))
+        } else {
+            value = 0
+            for i in digits..<p { value = value &* 10 &+ Int64(base[i] &- 0x30) }
+        }
+        return (p, negative ? -value : value)
+    }
+}
+
+extension JSONScanner {
+    /// The bytes of a span of the scanned buffer.
+    @inline(__always)
+    fileprivate func bytes(_ span: DirectSpan) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + span.start, count: span.end &- span.start)
+    }
+}

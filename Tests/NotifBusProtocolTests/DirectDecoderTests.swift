@@ -1,0 +1,75 @@
+// The decoder's direct path: it takes the per-event frames as the clients write them (keys
+// sorted, as the Swift client does, or op first, as the Python and JavaScript clients do),
+// declines what it does not decode whole, and agrees with the full decoder wherever it decodes.
+import NotifBusProtocol
+import Testing
+
+@Suite struct DirectDecoderTests {
+    static let arguments = #"{"emailId":"e-1","n":[1,2.5,-3e2,true,null],"t":"a\"b\u00e9"}"#
+
+    /// Frames of the per-event path in the orders clients write them.
+    static let clientFrames = [
+        #"{"op":"ping","id":1}"#, #"{"id":9007199254740991,"op":"ping"}"#,
+        #"{"arguments":\#(arguments),"channel":"mail","id":2,"method":"open","op":"invoke"}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":\#(arguments)}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open"}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":null}"#,
+        #"{"id":3,"name":"mail","op":"post","payload":\#(arguments)}"#, #"{"op":"post","id":3,"name":"é","payload":"x"}"#,
+        #"{"op":"post","id":3,"name":"n"}"#, #"{"call":4,"op":"return","result":\#(arguments)}"#,
+        #"{"op":"return","call":-4,"result":null}"#, #"{"event":5,"op":"next"}"#, #"{"op":"stop","event":123456789012345678}"#,
+        #"{"event":5,"op":"complete","value":["badge","sound"]}"#, #"{"op":"complete","event":5}"#,
+        #"{"op":"complete","event":5,"value":null}"#, #" { "op" : "next" , "event" : 5 } "#,
+    ]
+
+    /// Frames the direct path leaves to the full decoder, which accepts or rejects them.
+    static let declined = [
+        #"{"op":"ping","id":"s1"}"#, #"{"op":"ping","id":-1}"#, #"{"op":"ping","id":9007199254740992}"#, #"{"op":"ping","id":1.0}"#,
+        #"{"op":"ping","id":1,"id":2}"#, #"{"":1,"op":"ping","id":1}"#, #"{"op":"ping","id":1,"":1}"#, #"{"op":"ping","id":1,"x":1}"#, #"{"op":"ping","id":1,"event":1}"#,
+        #"{"op":"p\u0069ng","id":1}"#, #"{"\u006fp":"ping","id":1}"#, #"{"op":"hello","id":1,"protocol":1}"#,
+        #"{"op":"invoke","id":2,"channel":"m\u0061il","method":"open"}"#, #"{"op":"invoke","id":2,"channel":"","method":"open"}"#,
+        #"{"op":"invoke","id":2,"method":"open"}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open","":[1]}"#, #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1,}"#,
+        #"{"op":"post","id":3,"name":"didReceive","payload":{}}"#, #"{"op":"post","id":3,"name":null}"#,
+        #"{"op":"return","call":4,"error":{"code":"c","message":"m"}}"#, #"{"op":"return","call":4}"#,
+        #"{"op":"next","event":1e2}"#, #"{"op":"next","event":01}"#, #"{"op":"next","event":1234567890123456789}"#,
+        #"{"op":"next","event":5}x"#, #"{"op":"next","event":5,}"#, #"{}"#, #"[1]"#, #"{"op":"next","event":5"#,
+    ]
+
+    static func full(_ text: String) -> DecodeResult {
+        Array(text.utf8).withUnsafeBytes { MessageDecoder.decodeFull($0).detached() }
+    }
+
+    static func direct(_ text: String) -> DecodeResult? {
+        Array(text.utf8).withUnsafeBytes { MessageDecoder.decodeDirect($0)?.detached() }
+    }
+
+    @Test(arguments: clientFrames) func clientFramesTakeTheDirectPath(_ text: String) {
+        guard let direct = Self.direct(text) else {
+            Issue.record("declined: \(text)")
+            return
+        }
+        guard case .decoded = direct else {
+            Issue.record("not decoded: \(direct)")
+            return
+        }
+        #expect(String(describing: direct) == String(describing: Self.full(text)), "\(text)")
+    }
+
+    @Test(arguments: declined) func whatTheDirectPathDeclinesTheFullDecoderJudges(_ text: String) {
+        #expect(Self.direct(text) == nil, "\(text)")
+        #expect(String(describing: MessageDecoder.decode(Array(text.utf8))) == String(describing: Self.full(text)), "\(text)")
+    }
+
+    @Test func userDataIsSeenInPlace() {
+        let body = Array(#"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1]}"#.utf8)
+        body.withUnsafeBytes { buffer in
+            guard case .decoded(.request(_, .invoke(let channel, let method, let arguments?)), false)? = MessageDecoder.decodeDirect(buffer)
+            else {
+                Issue.record("invoke not decoded")
+                return
+            }
+            #expect(channel.isInPlace && method.isInPlace && arguments.isInPlace)
+            #expect(channel.text == "mail" && method.text == "open" && arguments.bytes == Array("[1]".utf8))
+        }
+    }
+}
