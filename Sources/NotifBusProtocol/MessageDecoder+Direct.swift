@@ -1,9 +1,10 @@
 // The decoder's direct path: the frames of the per-event path (ping, invoke, post, return,
-// next, stop, complete) decoded in one scan straight into their typed message, with no table
-// of fields. It decodes only what it can decode whole and declines everything else (another
-// op, a string id, escapes in a key, an op or a name, an unknown, repeated or disallowed
-// field, a profile event, an error return, a JSON error): the full decoder then takes the
-// frame from its start and words the outcome. Wherever it decodes, both give the same result.
+// next, stop, complete), their own members written compactly, decoded in one scan straight
+// into their typed message, with no table of fields. It decodes only what it can decode
+// whole and declines everything else (another op, whitespace between members, a string id,
+// escapes in a key, an op or a name, an unknown, repeated or disallowed field, a profile
+// event, an error return, a JSON error): the full decoder then takes the frame from its
+// start and words the outcome. Wherever it decodes, both give the same result.
 
 /// The top-level names the direct path reads, as bits of its `present` mask.
 private enum DirectField {
@@ -43,9 +44,10 @@ extension MessageDecoder {
         var first = DirectSpan()  // channel or name
         var second = DirectSpan()  // method
         var data = DirectSpan()  // arguments, payload, result or value
-        var p = s.afterWhitespace(0)
-        guard p < count, base[p] == UInt8(ascii: "{") else { return nil }
-        p = s.afterWhitespace(p &+ 1)
+        // Compact JSON, as the clients write it: whitespace between the frame's own members is
+        // the full decoder's (user data may hold any).
+        guard count > 0, base[0] == UInt8(ascii: "{") else { return nil }
+        var p = 1
         while true {
             guard p < count, base[p] == UInt8(ascii: "\"") else { return nil }
             // The key, packed from the word after its opening quote: every name read here but
@@ -87,16 +89,26 @@ extension MessageDecoder {
             }
             guard present & bit == 0 else { return nil }
             present |= bit
-            p = s.afterWhitespace(p)
-            guard p < count, base[p] == UInt8(ascii: ":") else { return nil }
-            p = s.afterWhitespace(p &+ 1)
-            guard p < count else { return nil }
+            guard p &+ 1 < count, base[p] == UInt8(ascii: ":") else { return nil }
+            p &+= 1
             let start = p
             switch bit {
             case DirectField.op:
-                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
-                op = OpName(PackedName(base + (start &+ 1), end &- start &- 2, limit: base + count))
-                p = end
+                // The ops read here have at most eight bytes: packed from the word after the
+                // quote. Near the end of the buffer, byte by byte.
+                guard base[p] == UInt8(ascii: "\"") else { return nil }
+                if p &+ 10 <= count {
+                    let w = s.word(at: p &+ 1)
+                    let stops = JSONScanner.stringStops(w)
+                    let n = stops == 0 ? 8 : stops.trailingZeroBitCount &>> 3
+                    guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return nil }
+                    op = OpName(PackedName(low: n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1), high: 0))
+                    p &+= n &+ 2
+                } else {
+                    guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                    op = OpName(PackedName(base + (start &+ 1), end &- start &- 2, limit: base + count))
+                    p = end
+                }
             case DirectField.id, DirectField.call, DirectField.event:
                 guard let (end, value) = integer(s, at: p) else { return nil }
                 if bit == DirectField.id {
@@ -131,13 +143,12 @@ extension MessageDecoder {
                 }
                 data = DirectSpan(start: start, end: p)
             }
-            p = s.afterWhitespace(p)
             guard p < count else { return nil }
             if base[p] == UInt8(ascii: ",") {
-                p = s.afterWhitespace(p &+ 1)
+                p &+= 1
                 continue
             }
-            guard base[p] == UInt8(ascii: "}"), s.afterWhitespace(p &+ 1) == count else { return nil }
+            guard base[p] == UInt8(ascii: "}"), p &+ 1 == count else { return nil }
             break
         }
         guard let op else { return nil }

@@ -1,5 +1,5 @@
-// The decoder's direct path: it takes the per-event frames as the clients write them (keys
-// sorted, as the Swift client does, or op first, as the Python and JavaScript clients do),
+// The decoder's direct path: it takes the per-event frames as the clients write them, compact
+// (keys sorted, as the Swift client does, or op first, as the Python and JavaScript clients do),
 // declines what it does not decode whole, and agrees with the full decoder wherever it decodes.
 import NotifBusProtocol
 import Testing
@@ -18,7 +18,7 @@ import Testing
         #"{"op":"post","id":3,"name":"n"}"#, #"{"call":4,"op":"return","result":\#(arguments)}"#,
         #"{"op":"return","call":-4,"result":null}"#, #"{"event":5,"op":"next"}"#, #"{"op":"stop","event":123456789012345678}"#,
         #"{"event":5,"op":"complete","value":["badge","sound"]}"#, #"{"op":"complete","event":5}"#,
-        #"{"op":"complete","event":5,"value":null}"#, #" { "op" : "next" , "event" : 5 } "#,
+        #"{"op":"complete","event":5,"value":null}"#, #"{"op":"complete","event":5,"value":[ 1 , {"a" : 2} ]}"#,
     ]
 
     /// Frames the direct path leaves to the full decoder, which accepts or rejects them.
@@ -32,7 +32,9 @@ import Testing
         #"{"op":"post","id":3,"name":"didReceive","payload":{}}"#, #"{"op":"post","id":3,"name":null}"#,
         #"{"op":"return","call":4,"error":{"code":"c","message":"m"}}"#, #"{"op":"return","call":4}"#,
         #"{"op":"next","event":1e2}"#, #"{"op":"next","event":01}"#, #"{"op":"next","event":1234567890123456789}"#,
-        #"{"op":"next","event":5}x"#, #"{"op":"next","event":5,}"#, #"{}"#, #"[1]"#, #"{"op":"next","event":5"#,
+        #"{"op":"next","event":5}x"#, #" { "op" : "next" , "event" : 5 } "#, #"{"op":"next","event":5} "#,
+        #"{"op":"next","event":[5]}"#, #"{"op":"completed","event":5}"#,
+        #"{"op":"complete"}"#, #"{"op":"","event":5}"#, #"{"op":"next","event":5,}"#, #"{}"#, #"[1]"#, #"{"op":"next","event":5"#,
     ]
 
     static func full(_ text: String) -> DecodeResult {
