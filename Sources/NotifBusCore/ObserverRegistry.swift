@@ -19,6 +19,10 @@ struct ObserverRegistry {
     private var chains: [String: [Int]] = [:]
     private var keys: [String: Int] = [:]
     private var nextID = 1
+    /// The last name looked up and its chain then: a post of the same name as the one
+    /// before (the common case) finds its chain without hashing the name. Any change to
+    /// the chains forgets it.
+    private var lastLookup: (name: String, chain: [Int])? = nil
 
     var count: Int { records.count }
 
@@ -33,7 +37,12 @@ struct ObserverRegistry {
 
     /// The chain of `name` now: a copy, so that later changes do not affect an event that
     /// is walking it.
-    func chain(for name: String) -> [Int] { chains[name] ?? [] }
+    mutating func chain(for name: String) -> [Int] {
+        if let last = lastLookup, last.name == name { return last.chain }
+        let chain = chains[name] ?? []
+        lastLookup = (name, chain)
+        return chain
+    }
 
     /// The live observer a wire id (`"o12"`) names.
     func find(_ text: String) -> Int? {
@@ -54,6 +63,7 @@ struct ObserverRegistry {
     }
 
     private mutating func insert(_ id: Int, _ priority: Int32, into name: String) {
+        lastLookup = nil
         var chain = chains.removeValue(forKey: name) ?? []
         var lo = 0, hi = chain.count
         while lo < hi {
@@ -67,6 +77,7 @@ struct ObserverRegistry {
     /// Removes an observer from its chains and its key.
     mutating func remove(_ id: Int) -> ObserverRecord? {
         guard let record = records.removeValue(forKey: id) else { return nil }
+        lastLookup = nil
         if let key = record.key, keys[key] == id { keys[key] = nil }
         for name in record.events {
             guard var chain = chains.removeValue(forKey: name) else { continue }

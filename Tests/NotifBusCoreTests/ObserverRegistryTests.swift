@@ -2,7 +2,8 @@ import NotifBusProtocol
 import Testing
 
 // ObserverRegistry on its own: chain order (priority, then subscription), unique keys
-// (the newest holder wins), removal, and chains handed out as copies.
+// (the newest holder wins), removal, chains handed out as copies, and a chain looked up
+// again following every change.
 @testable import NotifBusCore
 
 struct ObserverRegistryTests {
@@ -16,6 +17,22 @@ struct ObserverRegistryTests {
         #expect(r.chain(for: "f") == [a])
         #expect(r.chain(for: "none") == [])
         #expect(r.count == 4)
+    }
+
+    @Test func aChainLookedUpAgainFollowsEveryChange() {
+        var r = ObserverRegistry()
+        #expect(r.chain(for: "e") == [])
+        let a = r.add(client: 1, events: ["e"], priority: 100, key: nil).id
+        #expect(r.chain(for: "e") == [a], "a subscription after a lookup of the same name")
+        #expect(r.chain(for: "e") == [a])
+        let b = r.add(client: 2, events: ["e"], priority: 1, key: nil).id
+        #expect(r.chain(for: "e") == [b, a])
+        _ = r.remove(b)
+        #expect(r.chain(for: "e") == [a])
+        _ = r.add(client: 3, events: ["f"], priority: 1, key: nil)
+        #expect(r.chain(for: "f").count == 1 && r.chain(for: "e") == [a])
+        _ = r.remove(a)
+        #expect(r.chain(for: "e") == [])
     }
 
     @Test func aKeyHasOneHolderAndTheNewestWins() {
