@@ -150,8 +150,21 @@ public struct JSONScanner {
             if stops != 0 { return p &+ stops.trailingZeroBitCount &>> 3 }
             p &+= 8
         }
+        guard p < count else { return p }
+        if count >= 8 {
+            // Fewer than eight bytes left: the buffer's last word, shifted so that `p` is its
+            // lowest byte; the zero bytes shifted in are not digits, so the run stops by `count`.
+            let stops = JSONScanner.nonDigits(tailWord(from: p))
+            return p &+ stops.trailingZeroBitCount &>> 3
+        }
         while p < count, isDigit(base[p]) { p &+= 1 }
         return p
+    }
+
+    /// The bytes from `p` to the end of the buffer (fewer than eight, `count` at least
+    /// eight) in the low bytes of a word, zeros above them.
+    @inline(__always) func tailWord(from p: Int) -> UInt64 {
+        word(at: count &- 8) &>> UInt64((p &- (count &- 8)) &* 8)
     }
 
     /// Moves past whitespace. Compact JSON (what clients send) has none: then this is one
@@ -523,6 +536,11 @@ public struct JSONScanner {
                     continue
                 }
                 p &+= stops.trailingZeroBitCount &>> 3
+            } else if p < count && count >= 8 {
+                // The last word, shifted so that `p` is its lowest byte: the zero bytes shifted
+                // in are control bytes, so a stop is found, at `count` when none comes before.
+                p &+= JSONScanner.stringStops(tailWord(from: p)).trailingZeroBitCount &>> 3
+                guard p < count else { throw fail("unterminated string", at: p) }
             } else {
                 while p < count, JSONScanner.isPlainStringByte(base[p]) { p &+= 1 }
                 guard p < count else { throw fail("unterminated string", at: p) }
