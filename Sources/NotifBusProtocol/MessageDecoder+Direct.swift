@@ -161,7 +161,9 @@ extension MessageDecoder {
             guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return nil }
             let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : JSONBytes(inPlace: s.bytes(data))
             return .decoded(
-                .request(id: .integer(id), .invoke(channel: JSONName(inPlace: s.bytes(first)), method: JSONName(inPlace: s.bytes(second)), arguments: arguments)),
+                .request(
+                    id: .integer(id),
+                    .invoke(channel: JSONName(inPlace: s.bytes(first)), method: JSONName(inPlace: s.bytes(second)), arguments: arguments)),
                 isHello: false)
         case .post:
             guard present & ~f.payload == f.op | f.id | f.name else { return nil }

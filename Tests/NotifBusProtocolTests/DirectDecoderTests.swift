@@ -24,11 +24,13 @@ import Testing
     /// Frames the direct path leaves to the full decoder, which accepts or rejects them.
     static let declined = [
         #"{"op":"ping","id":"s1"}"#, #"{"op":"ping","id":-1}"#, #"{"op":"ping","id":9007199254740992}"#, #"{"op":"ping","id":1.0}"#,
-        #"{"op":"ping","id":1,"id":2}"#, #"{"":1,"op":"ping","id":1}"#, #"{"op":"ping","id":1,"":1}"#, #"{"op":"ping","id":1,"x":1}"#, #"{"op":"ping","id":1,"event":1}"#,
+        #"{"op":"ping","id":1,"id":2}"#, #"{"":1,"op":"ping","id":1}"#, #"{"op":"ping","id":1,"":1}"#, #"{"op":"ping","id":1,"x":1}"#,
+        #"{"op":"ping","id":1,"event":1}"#,
         #"{"op":"p\u0069ng","id":1}"#, #"{"\u006fp":"ping","id":1}"#, #"{"op":"hello","id":1,"protocol":1}"#,
         #"{"op":"invoke","id":2,"channel":"m\u0061il","method":"open"}"#, #"{"op":"invoke","id":2,"channel":"","method":"open"}"#,
         #"{"op":"invoke","id":2,"method":"open"}"#,
-        #"{"op":"invoke","id":2,"channel":"mail","method":"open","":[1]}"#, #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1,}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open","":[1]}"#,
+        #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1,}"#,
         #"{"op":"post","id":3,"name":"didReceive","payload":{}}"#, #"{"op":"post","id":3,"name":null}"#,
         #"{"op":"return","call":4,"error":{"code":"c","message":"m"}}"#, #"{"op":"return","call":4}"#,
         #"{"op":"next","event":1e2}"#, #"{"op":"next","event":01}"#, #"{"op":"next","event":1234567890123456789}"#,
