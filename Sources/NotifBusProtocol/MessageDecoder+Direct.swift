@@ -190,10 +190,33 @@ extension MessageDecoder {
         }
     }
 
-    /// The end and value of the integer at `p` (an optional minus and at most 18 digits, no
-    /// fraction, no exponent), or nil for anything else.
+    /// The end and value of the integer at `start` (an optional minus and at most 18 digits,
+    /// no fraction, no exponent), or nil for anything else. Up to seven digits are found and
+    /// valued from the one word that starts with them.
     @inline(__always)
     private static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
+        let base = s.base
+        let negative = base[start] == UInt8(ascii: "-")
+        let digits = negative ? start &+ 1 : start
+        guard s.count >= 8, digits < s.count else { return longInteger(s, at: start) }
+        // From the first digit on; near the end of the buffer its last word, shifted.
+        let w = digits &+ 8 <= s.count ? s.word(at: digits) : s.tailWord(from: digits)
+        let n = JSONScanner.nonDigits(w).trailingZeroBitCount &>> 3
+        guard n < 8 else { return longInteger(s, at: start) }
+        // At least one digit, and no leading zero before another.
+        guard n >= 1, n == 1 || w & 0xFF != 0x30 else { return nil }
+        let end = digits &+ n
+        if end < s.count {
+            let next = base[end]
+            guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
+        }
+        // The digits' values moved to the top of the word: the bytes below them read as zeros.
+        let value = Int64(JSONScanner.eightDigitsValue((w &- 0x3030_3030_3030_3030) &<< UInt64((8 &- n) &* 8)))
+        return (end, negative ? -value : value)
+    }
+
+    /// `integer` for eight digits or more, or a buffer of fewer than eight bytes.
+    private static func longInteger(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
         let base = s.base
         var p = start
         let negative = base[p] == UInt8(ascii: "-")
@@ -211,18 +234,9 @@ extension MessageDecoder {
             let next = base[p]
             guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
         }
-        let n = p &- digits
-        guard n <= 18 else { return nil }
-        var value: Int64
-        if n <= 8 && p >= 8 {
-            // The word that ends with the number, the bytes before its digits made '0'.
-            let fill: UInt64 = (1 << UInt64((8 &- n) &* 8)) &- 1
-            let word = s.word(at: p &- 8) & ~fill | 0x3030_3030_3030_3030 & fill
-            value = Int64(JSONScanner.eightDigitsValue(word &- 0x3030_3030_3030_3030))
-        } else {
-            value = 0
-            for i in digits..<p { value = value &* 10 &+ Int64(base[i] &- 0x30) }
-        }
+        guard p &- digits <= 18 else { return nil }
+        var value: Int64 = 0
+        for i in digits..<p { value = value &* 10 &+ Int64(base[i] &- 0x30) }
         return (p, negative ? -value : value)
     }
 }
