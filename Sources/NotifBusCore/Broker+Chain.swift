@@ -88,15 +88,18 @@ extension Broker {
         }
         let running = events.isRunning
         // Launch retentions waiting for `launch` still hold their posts: they count as waiting
-        // posts, or a run of clicks behind a slow write would hold memory without bound.
-        if running && events.count + held.retentionCount >= configuration.maxQueue {
+        // posts, or a run of clicks behind a slow write would hold memory without bound. A
+        // post that would start at once becomes one of them when its chain ends unhandled,
+        // so it is refused too once they alone fill the queue.
+        let waiting = events.count + held.retentionCount
+        if waiting + (running ? 1 : 0) > configuration.maxQueue {
             return refuse(c, rid, .chain(.queueFull(max: configuration.maxQueue)), now: now)
         }
         if running && poster.queuedPosts >= configuration.queueShare {
             return refuse(c, rid, .chain(.connectionQueueFull(waiting: poster.queuedPosts, share: configuration.queueShare)), now: now)
         }
         let size = payload?.count ?? 0
-        if running && events.waitingBytes + held.retentionBytes + size > configuration.maxQueueBytes {
+        if (running || held.hasRetentions) && events.waitingBytes + held.retentionBytes + size > configuration.maxQueueBytes {
             return refuse(c, rid, .chain(.queueBytesFull(max: configuration.maxQueueBytes)), now: now)
         }
         if running && poster.queuedBytes + size > configuration.queueByteShare {

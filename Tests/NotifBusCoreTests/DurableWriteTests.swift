@@ -149,7 +149,7 @@ import Testing
         let c = h.connect(), observer = h.connect()
         // The first click's retention is written; the next two wait for `launch`.
         for id in 1...3 { h.send(c, #"{"op":"post","id":\#(id),"name":"didReceive","payload":\#(DurableWriteTests.click)}"#) }
-        #expect(h.persisted.count == 1 && h.sent.isEmpty)
+        #expect(h.inFlight.count == 1 && h.sent.isEmpty)
         #expect(h.request(observer, #"{"op":"subscribe","id":1,"events":["x"]}"#)["result"] != nil)
         h.send(c, #"{"op":"post","id":4,"name":"x"}"#)
         #expect(h.take(observer).frame["op"] == "event")
@@ -163,6 +163,30 @@ import Testing
             let reply = h.take(c).frame
             #expect(reply["id"] == .integer(Int64(id)) && reply["result"]?["retained"] == "launch")
         }
+    }
+
+    @Test func retentionsWaitingForLaunchFillTheQueueWithNothingRunning() {
+        var h = CoreHarness { c in
+            c.maxQueue = 1
+            c.maxQueuePerClient = 10
+        }
+        h.holdWrites = true
+        let c = h.connect()
+        // No observer: each click ends unhandled at once. The first one's retention is
+        // written, the next two wait for `launch` (the queue of one, and the running place).
+        for id in 1...3 { h.send(c, #"{"op":"post","id":\#(id),"name":"didReceive","payload":\#(DurableWriteTests.click)}"#) }
+        #expect(h.inFlight.count == 1 && h.sent.isEmpty)
+        h.send(c, #"{"op":"post","id":4,"name":"didReceive","payload":\#(DurableWriteTests.click)}"#)
+        let refused = h.take(c).frame
+        #expect(refused["id"] == 4 && errorCode(refused) == "queue_full")
+        for id in 1...3 {
+            h.finishWrite()
+            let reply = h.take(c).frame
+            #expect(reply["id"] == .integer(Int64(id)) && reply["result"]?["retained"] == "launch")
+        }
+        // With nothing held any more, a click starts at once again.
+        h.send(c, #"{"op":"post","id":5,"name":"didReceive","payload":\#(DurableWriteTests.click)}"#)
+        #expect(h.inFlight.count == 1 && h.sent.isEmpty)
     }
 
     @Test func aWaitingTakeHandedAPutNeedsNoWrite() {
