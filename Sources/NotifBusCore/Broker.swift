@@ -96,6 +96,11 @@ public struct Broker {
         guard let client = sessions[id] else { return }
         // Any frame shows the peer is there again (decision 30).
         client.unresponsive = false
+        // The per-event frames of a greeted connection, when no monitor mirrors them, are
+        // acted on as the direct path decodes them; anything else takes the full decoder.
+        if client.greeted && sessions.monitors.isEmpty, let frame = MessageDecoder.directFrame(body) {
+            return receive(frame, from: client, now: now)
+        }
         let decoded = MessageDecoder.decode(body)
         if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
         // Before hello, `hello_required` echoes the refused request's id when it had a usable
@@ -127,6 +132,38 @@ public struct Broker {
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
             case .callReturn(let ret): handleReturn(ret, from: client)
             }
+        }
+    }
+
+    /// A frame of a greeted connection that the direct path decoded: what `receive` does with
+    /// the same frame's `DecodeResult`, with no enum of it built and taken apart. A request
+    /// starts at once when nothing of its connection waits and no write is in flight (none
+    /// of these ops touches a slot), and is admitted behind them otherwise.
+    private mutating func receive(_ frame: DirectFrame, from client: ClientRecord, now: Instant) {
+        let startsNow = client.waiting.isEmpty && writes.isEmpty
+        switch frame {
+        case .ping(let id):
+            guard startsNow else { return admit(.request(.integer(id), .ping), from: client, now: now) }
+            held.arrive()
+            send(.reply(.integer(id), .empty), to: client.id)
+        case .invoke(let id, let channel, let method, let arguments):
+            let channel = JSONName(inPlace: channel), method = JSONName(inPlace: method)
+            let arguments = arguments.map { JSONBytes(inPlace: $0) }
+            guard startsNow else {
+                return admit(.request(.integer(id), .invoke(channel: channel, method: method, arguments: arguments)), from: client, now: now)
+            }
+            held.arrive()
+            invoke(channel: channel, method: method, arguments: arguments, rid: .integer(id), from: client, now: now)
+        case .post(let id, let name, let payload):
+            let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
+            guard startsNow else { return admit(.request(.integer(id), .post(name: name, payload: payload, profile: nil)), from: client, now: now) }
+            held.arrive()
+            post(name: name, payload: payload, profile: nil, rid: .integer(id), from: client, now: now)
+        case .callReturn(let call, let result):
+            handleReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result))), from: client)
+        case .next(let event): handleAnswer(.next(event: event), from: client.id, now: now)
+        case .stop(let event): handleAnswer(.stop(event: event), from: client.id, now: now)
+        case .complete(let event, let value): handleAnswer(.complete(event: event, value: value.map { RawJSON($0) }), from: client.id, now: now)
         }
     }
 

@@ -6,6 +6,44 @@
 // event, an error return, a JSON error): the full decoder then takes the frame from its
 // start and words the outcome. Wherever it decodes, both give the same result.
 
+/// A frame the direct path decoded: the ops of the per-event path with their fields, user
+/// data and names as views of the frame body (valid only while it is), ids and numbers read.
+/// Nothing in it is reference counted, so it is made and taken apart without retains or
+/// value witnesses; the broker acts on it without a `DecodeResult`.
+package enum DirectFrame {
+    case ping(id: Int64)
+    /// `arguments` nil: absent or null.
+    case invoke(id: Int64, channel: UnsafeRawBufferPointer, method: UnsafeRawBufferPointer, arguments: UnsafeRawBufferPointer?)
+    /// A post of a name that is not one of the notification profile's. `payload` nil: absent or null.
+    case post(id: Int64, name: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?)
+    case callReturn(call: Int64, result: UnsafeRawBufferPointer)
+    case next(event: Int64)
+    case stop(event: Int64)
+    /// `value` nil: absent or null.
+    case complete(event: Int64, value: UnsafeRawBufferPointer?)
+
+    /// The same outcome as the full decoder gives, its user data in place.
+    package var decodeResult: DecodeResult {
+        switch self {
+        case .ping(let id): .decoded(.request(id: .integer(id), .ping), isHello: false)
+        case .invoke(let id, let channel, let method, let arguments):
+            .decoded(
+                .request(
+                    id: .integer(id),
+                    .invoke(channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })),
+                isHello: false)
+        case .post(let id, let name, let payload):
+            .decoded(
+                .request(id: .integer(id), .post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)),
+                isHello: false)
+        case .callReturn(let call, let result): .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result)))), isHello: false)
+        case .next(let event): .decoded(.answer(.next(event: event)), isHello: false)
+        case .stop(let event): .decoded(.answer(.stop(event: event)), isHello: false)
+        case .complete(let event, let value): .decoded(.answer(.complete(event: event, value: value.map { RawJSON($0) })), isHello: false)
+        }
+    }
+}
+
 /// The top-level names the direct path reads, as bits of its `present` mask.
 private enum DirectField {
     static let op: UInt32 = 1 << 0
@@ -34,6 +72,11 @@ extension MessageDecoder {
     /// decoder must judge it. Never a rejection: every refusal is the full decoder's to word.
     @inline(__always)
     package static func decodeDirect(_ body: UnsafeRawBufferPointer) -> DecodeResult? {
+        directFrame(body)?.decodeResult
+    }
+
+    /// `body` decoded by the direct path, or nil when the full decoder must judge it.
+    package static func directFrame(_ body: UnsafeRawBufferPointer) -> DirectFrame? {
         let s = JSONScanner(body)
         let count = s.count
         let base = s.base
@@ -156,35 +199,30 @@ extension MessageDecoder {
         switch op {
         case .ping:
             guard present == f.op | f.id else { return nil }
-            return .decoded(.request(id: .integer(id), .ping), isHello: false)
+            return .ping(id: id)
         case .invoke:
             guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return nil }
-            let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : JSONBytes(inPlace: s.bytes(data))
-            return .decoded(
-                .request(
-                    id: .integer(id),
-                    .invoke(channel: JSONName(inPlace: s.bytes(first)), method: JSONName(inPlace: s.bytes(second)), arguments: arguments)),
-                isHello: false)
+            let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : s.bytes(data)
+            return .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
         case .post:
             guard present & ~f.payload == f.op | f.id | f.name else { return nil }
-            let name = String(decoding: s.bytes(first), as: UTF8.self)
-            // The profile's names are 10 to 12 bytes; their payloads are checked by the full decoder.
-            if (10...12).contains(first.end &- first.start), ProfileEvent(rawValue: name) != nil { return nil }
-            let payload = present & f.payload == 0 || data.isNull(s) ? nil : JSONBytes(inPlace: s.bytes(data))
-            return .decoded(.request(id: .integer(id), .post(name: name, payload: payload, profile: nil)), isHello: false)
+            // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
+            let name = s.bytes(first)
+            if (10...12).contains(name.count), ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil { return nil }
+            let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
+            return .post(id: id, name: name, payload: payload)
         case .return:
             guard present == f.op | f.call | f.result else { return nil }
-            return .decoded(.callReturn(CallReturn(call: number, body: .result(JSONBytes(inPlace: s.bytes(data))))), isHello: false)
+            return .callReturn(call: number, result: s.bytes(data))
         case .next:
             guard present == f.op | f.event else { return nil }
-            return .decoded(.answer(.next(event: number)), isHello: false)
+            return .next(event: number)
         case .stop:
             guard present == f.op | f.event else { return nil }
-            return .decoded(.answer(.stop(event: number)), isHello: false)
+            return .stop(event: number)
         case .complete:
             guard present & ~f.value == f.op | f.event else { return nil }
-            let value = present & f.value == 0 || data.isNull(s) ? nil : RawJSON(s.bytes(data))
-            return .decoded(.answer(.complete(event: number, value: value)), isHello: false)
+            return .complete(event: number, value: present & f.value == 0 || data.isNull(s) ? nil : s.bytes(data))
         default:
             return nil
         }
