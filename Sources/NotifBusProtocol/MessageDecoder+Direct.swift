@@ -30,13 +30,17 @@ package enum DirectFrame {
             .decoded(
                 .request(
                     id: .integer(id),
-                    .invoke(channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })),
+                    .invoke(
+                        channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })),
                 isHello: false)
         case .post(let id, let name, let payload):
             .decoded(
-                .request(id: .integer(id), .post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)),
+                .request(
+                    id: .integer(id),
+                    .post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)),
                 isHello: false)
-        case .callReturn(let call, let result): .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result)))), isHello: false)
+        case .callReturn(let call, let result):
+            .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result)))), isHello: false)
         case .next(let event): .decoded(.answer(.next(event: event)), isHello: false)
         case .stop(let event): .decoded(.answer(.stop(event: event)), isHello: false)
         case .complete(let event, let value): .decoded(.answer(.complete(event: event, value: value.map { RawJSON($0) })), isHello: false)
