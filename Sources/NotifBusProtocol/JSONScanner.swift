@@ -328,8 +328,18 @@ public struct JSONScanner {
     /// never call stack). Whitespace is looked for only where a byte is not the one the
     /// grammar expects, so compact JSON pays no whitespace test of its own.
     func containerEnd(_ start: Int) throws(JSONError) -> Int {
+        // Nesting within one word's bits, the common case, has a stack in registers; a
+        // deeper value is scanned again from its start with a stack that grows on the heap.
+        var shallow = ShallowBitStack()
+        if let end = try containerEnd(start, stack: &shallow) { return end }
+        var deep = BitStack()
+        return try containerEnd(start, stack: &deep)!
+    }
+
+    /// `containerEnd` with `stack` for the nesting; nil when the stack could not take it.
+    @inline(__always)
+    private func containerEnd<Stack: ContainerStack>(_ start: Int, stack: inout Stack) throws(JSONError) -> Int? {
         var p = start
-        var stack = BitStack()
         valueLoop: while true {
             // At a value (whitespace may come first).
             guard p < count else { throw fail("unterminated value", at: p) }
@@ -341,7 +351,7 @@ public struct JSONScanner {
                 if p < count, base[p] == UInt8(ascii: "}") {
                     p &+= 1
                 } else {
-                    stack.push(true)
+                    guard stack.push(true) else { return nil }
                     p = try keyAndColonEnd(p)
                     continue valueLoop
                 }
@@ -350,7 +360,7 @@ public struct JSONScanner {
                 if p < count, base[p] == UInt8(ascii: "]") {
                     p &+= 1
                 } else {
-                    stack.push(false)
+                    guard stack.push(false) else { return nil }
                     continue valueLoop
                 }
             } else if JSONScanner.isWhitespace(b) {
@@ -694,19 +704,49 @@ public struct JSONScanner {
     }
 }
 
-/// Stack of booleans for container nesting: the innermost 64 levels in a word (the top in
-/// its lowest bit, so reading it is one test), deeper levels on the heap.
-struct BitStack {
+/// A stack of "is object" bits for container nesting.
+protocol ContainerStack {
+    var isEmpty: Bool { get }
+    /// The innermost container is an object.
+    var top: Bool { get }
+    /// Pushes `value`; false when the stack cannot hold another level.
+    mutating func push(_ value: Bool) -> Bool
+    mutating func pop()
+}
+
+/// Up to 63 levels in one word, above a sentinel bit: the top in the lowest bit, empty when
+/// only the sentinel is left. Nothing on the heap, so it lives in a register.
+struct ShallowBitStack: ContainerStack {
+    private var bits: UInt64 = 1
+
+    var isEmpty: Bool { bits == 1 }
+    var top: Bool { bits & 1 != 0 }
+
+    @inline(__always) mutating func push(_ value: Bool) -> Bool {
+        guard bits >> 63 == 0 else { return false }
+        bits = bits << 1 | (value ? 1 : 0)
+        return true
+    }
+
+    @inline(__always) mutating func pop() {
+        bits >>= 1
+    }
+}
+
+/// Stack of booleans for container nesting of any depth: the innermost 64 levels in a word
+/// (the top in its lowest bit, so reading it is one test), deeper levels on the heap.
+struct BitStack: ContainerStack {
     private var inline: UInt64 = 0
     private var depth = 0
     private var overflow: [Bool] = []
 
     var isEmpty: Bool { depth == 0 }
 
-    @inline(__always) mutating func push(_ value: Bool) {
+    @inline(__always) mutating func push(_ value: Bool) -> Bool {
         if depth >= 64 { overflow.append(inline >> 63 != 0) }
         inline = inline << 1 | (value ? 1 : 0)
         depth += 1
+        return true
     }
 
     @inline(__always) mutating func pop() {
