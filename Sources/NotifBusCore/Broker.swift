@@ -338,10 +338,13 @@ public struct Broker {
 
     // MARK: Connection teardown
 
-    /// Drops `c`'s state and asks the transport to flush and close it.
+    /// Asks the transport to flush and close `c`, then drops its state. The close comes
+    /// first among the actions: what dropping it sets going for other connections (their
+    /// held requests resumed, a chain moving on) happens after `c` is gone, and a `status`
+    /// answered then no longer lists it.
     mutating func close(_ c: ConnectionID, now: Instant) {
-        dropClient(c, now: now)
         actions.append(.close(c))
+        dropClient(c, now: now)
     }
 
     /// Removes everything `c` owned: handlers, calls it was serving (`handler_gone` to their

@@ -18,6 +18,8 @@ struct CoreHarness {
     var nextConnection = 1
     var sent: [Sent] = []
     var closed: [ConnectionID] = []
+    /// Sends and closes in the order the broker asked for them (`send cN`, `close cN`).
+    var order: [String] = []
     /// Every durable write asked for, in order.
     var persisted: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?)] = []
     /// Writes not yet reported; unless `holdWrites`, each is reported written at once.
@@ -108,8 +110,10 @@ struct CoreHarness {
                 precondition(length == frame.count - 4, "length prefix does not match the body")
                 let json = try! JSONValue(parsing: frame[4...])
                 sent.append(Sent(to: c, frame: json, raw: String(decoding: frame[4...], as: UTF8.self)))
+                order.append("send c\(c)")
             case .close(let c):
                 closed.append(c)
+                order.append("close c\(c)")
             case .persist(let write, let record, let acknowledges):
                 persisted.append((write, record, acknowledges))
                 inFlight.append(write)

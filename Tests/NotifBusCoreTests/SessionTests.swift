@@ -173,6 +173,21 @@ import Testing
         #expect(status["result"]?["observers"] == .array([]), "observer \(o) must go with its connection")
     }
 
+    @Test func aClosedConnectionIsGoneBeforeWhatItsDepartureSetsGoing() {
+        var h = CoreHarness()
+        let observer = h.connect(), poster = h.connect()
+        _ = h.subscribe(observer, ["e"])
+        h.send(poster, #"{"op":"post","id":1,"name":"e"}"#)
+        #expect(h.take(observer).frame["op"] == "event")
+        h.order.removeAll()
+        // The awaited observer's connection is refused and closed: its hop ends with it, and
+        // the post's result follows the close.
+        h.receiveOversizedFrame(from: observer, length: 0)
+        h.collect()
+        #expect(h.order == ["send c\(observer)", "close c\(observer)", "send c\(poster)"])
+        #expect(h.take(poster).frame["result"]?["outcome"] == "unhandled")
+    }
+
     @Test func theConnectionOverTheBufferBudgetIsToldAndClosed() {
         var h = CoreHarness()
         let c = h.connect()
