@@ -101,11 +101,20 @@ extension MessageDecoder {
             // `arguments` ends within it. Near the end of the buffer, byte by byte.
             let keyStart = p &+ 1
             var key: UInt64
-            if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let stops = JSONScanner.stringStops(w), stops != 0 {
-                let n = stops.trailingZeroBitCount &>> 3
-                guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return nil }
-                key = w & ((1 << UInt64(n &* 8)) &- 1)
-                p = keyStart &+ n &+ 1
+            if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let stops = JSONScanner.stringStops(w) {
+                if stops != 0 {
+                    let n = stops.trailingZeroBitCount &>> 3
+                    guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return nil }
+                    key = w & ((1 << UInt64(n &* 8)) &- 1)
+                    p = keyStart &+ n &+ 1
+                } else {
+                    // Nine bytes: "argument", then "s" and the closing quote.
+                    guard w == 0x746e_656d_7567_7261, keyStart &+ 10 <= count, base[keyStart &+ 8] == UInt8(ascii: "s"),
+                        base[keyStart &+ 9] == UInt8(ascii: "\"")
+                    else { return nil }
+                    key = ~0
+                    p = keyStart &+ 10
+                }
             } else {
                 guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
                 let packed = PackedName(base + keyStart, end &- keyStart &- 1, limit: base + count)
