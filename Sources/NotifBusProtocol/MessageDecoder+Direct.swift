@@ -242,8 +242,8 @@ extension MessageDecoder {
     }
 
     /// The end and value of the integer at `start` (an optional minus and at most 18 digits,
-    /// no fraction, no exponent), or nil for anything else. Up to seven digits are found and
-    /// valued from the one word that starts with them.
+    /// no fraction, no exponent), or nil for anything else. Up to fifteen digits are found
+    /// and valued from the two words that start with them.
     @inline(__always)
     private static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
         let base = s.base
@@ -252,21 +252,38 @@ extension MessageDecoder {
         guard s.count >= 8, digits < s.count else { return longInteger(s, at: start) }
         // From the first digit on; near the end of the buffer its last word, shifted.
         let w = digits &+ 8 <= s.count ? s.word(at: digits) : s.tailWord(from: digits)
-        let n = JSONScanner.nonDigits(w).trailingZeroBitCount &>> 3
-        guard n < 8 else { return longInteger(s, at: start) }
+        var n = JSONScanner.nonDigits(w).trailingZeroBitCount &>> 3
         // At least one digit, and no leading zero before another.
         guard n >= 1, n == 1 || w & 0xFF != 0x30 else { return nil }
+        var value: UInt64
+        if n < 8 {
+            // The digits' values moved to the top of the word: the bytes below read as zeros.
+            value = JSONScanner.eightDigitsValue((w &- 0x3030_3030_3030_3030) &<< UInt64((8 &- n) &* 8))
+        } else {
+            // Eight digits, and up to seven more in the next word.
+            value = JSONScanner.eightDigitsValue(w &- 0x3030_3030_3030_3030)
+            let next = digits &+ 8
+            if next < s.count {
+                let w2 = next &+ 8 <= s.count ? s.word(at: next) : s.tailWord(from: next)
+                let m = JSONScanner.nonDigits(w2).trailingZeroBitCount &>> 3
+                guard m < 8 else { return longInteger(s, at: start) }
+                if m > 0 {
+                    var scale: UInt64 = 1
+                    for _ in 0..<m { scale &*= 10 }
+                    value = value &* scale &+ JSONScanner.eightDigitsValue((w2 &- 0x3030_3030_3030_3030) &<< UInt64((8 &- m) &* 8))
+                    n &+= m
+                }
+            }
+        }
         let end = digits &+ n
         if end < s.count {
             let next = base[end]
             guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
         }
-        // The digits' values moved to the top of the word: the bytes below them read as zeros.
-        let value = Int64(JSONScanner.eightDigitsValue((w &- 0x3030_3030_3030_3030) &<< UInt64((8 &- n) &* 8)))
-        return (end, negative ? -value : value)
+        return (end, negative ? -Int64(value) : Int64(value))
     }
 
-    /// `integer` for eight digits or more, or a buffer of fewer than eight bytes.
+    /// `integer` for sixteen digits or more, or a buffer of fewer than eight bytes.
     private static func longInteger(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
         let base = s.base
         var p = start
