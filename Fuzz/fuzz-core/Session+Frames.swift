@@ -254,12 +254,15 @@ extension Session {
         case .take:
             return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
         case .put(let slot, let value?):
-            // Puts in flight hold their places and bytes until they are reported.
+            // Puts in flight hold their places and bytes until they are reported, and so does
+            // a value handed back to its slot after its taker left (a write that answers no
+            // request). A launch retention, which answers none either, holds nothing, but is
+            // counted too: a refusal is then judged against the larger figure.
             let old = slots[slot]?.count
             let bytes = slots.values.reduce(0) { $0 + $1.count }
             var newSlots = 0
             var extraBytes = 0
-            for write in inFlight where write.acknowledges != nil {
+            for write in inFlight {
                 guard case .slot(let name, let v?) = write.record, name != slot else { continue }
                 if slots[name] == nil { newSlots += 1 }
                 extraBytes += Swift.max(0, v.count - (slots[name]?.count ?? 0))
