@@ -7,10 +7,13 @@ import NotifBusProtocol
 
 extension Session {
     /// Frames one input may cause: replies to everything pending (posts, waiting takes and
-    /// calls per connection), evictions, closes and an event, each mirrored to every monitor.
+    /// calls per connection, and the requests each connection holds back behind durable
+    /// writes, all answered when the write they wait for ends), evictions, closes and an
+    /// event, each mirrored to every monitor.
     var maxActionsPerStep: Int {
         let c = configuration
-        let frames = 16 + c.maxQueue + c.maxClients * (c.maxTakesPerConnection + c.maxCallsPerConnection + 2)
+        let perConnection = c.maxTakesPerConnection + c.maxCallsPerConnection + c.maxHeldBackPerConnection + 2
+        let frames = 16 + c.maxQueue + c.maxClients * perConnection
         return frames * (c.maxClients + 1)
     }
 
