@@ -231,6 +231,18 @@ public struct FrameBuilder: ~Copyable {
         if count + n > capacity { grow(count + n) }
     }
 
+    /// Makes room for `n` more bytes and lends `body` a cursor at the frame's end; the frame
+    /// then ends where the cursor stopped. The cursor checks nothing: `body` writes at most
+    /// `n` bytes, which is what lets a frame of known shape be written with one check.
+    @inline(__always)
+    mutating func reserving<R>(_ n: Int, _ body: (inout FrameCursor) -> R) -> R {
+        reserve(n)
+        var cursor = FrameCursor(base + count)
+        let result = body(&cursor)
+        count = base.distance(to: cursor.p)
+        return result
+    }
+
     /// Moves the frame to memory of its own that holds `needed - start` bytes: an
     /// `OutputStore`'s memory is left as it is (frames before this one stay where they are).
     private mutating func grow(_ needed: Int) {
@@ -303,54 +315,9 @@ public struct FrameBuilder: ~Copyable {
         }
     }
 
-    /// The decimal form of `value`, two digits per division.
+    /// The decimal form of `value`.
     public mutating func int(_ value: Int64) {
-        reserve(20)
-        // Through a pointer with wrapping arithmetic: 20 bytes are reserved, enough for
-        // any Int64 with its sign, so no index needs a check of its own.
-        var p = base + count
-        var magnitude = value.magnitude
-        if value < 0 {
-            p.pointee = UInt8(ascii: "-")
-            p += 1
-        }
-        if magnitude < 10 {
-            p.pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-            count = base.distance(to: p) &+ 1
-            return
-        }
-        let end = p + FrameBuilder.decimalDigits(magnitude)
-        let pairs = UnsafeRawPointer(FrameBuilder.digitPairs.utf8Start)
-        p = end
-        while magnitude >= 100 {
-            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
-            magnitude /= 100
-            p -= 2
-            UnsafeMutableRawPointer(p).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
-        }
-        if magnitude >= 10 {
-            let pair = Int(truncatingIfNeeded: magnitude) &* 2
-            UnsafeMutableRawPointer(p - 2).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
-        } else {
-            (p - 1).pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-        }
-        count = base.distance(to: end)
-    }
-
-    /// "00" through "99", for writing two digits at a time.
-    static let digitPairs: StaticString =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-
-    /// How many decimal digits `value` has (1...20), by comparison rather than division.
-    static func decimalDigits(_ value: UInt64) -> Int {
-        var digits = 1
-        var bound: UInt64 = 10
-        while value >= bound {
-            digits += 1
-            if digits == 20 { break }
-            bound &*= 10
-        }
-        return digits
+        reserving(FrameCursor.maxIntBytes) { $0.int(value) }
     }
 
     public mutating func raw(_ value: [UInt8]) {
@@ -412,4 +379,117 @@ public struct FrameBuilder: ~Copyable {
         precondition(base == store.base, "a frame finished into another output store")
         return store.commit(from: start, to: count)
     }
+}
+
+/// Writes into room a `FrameBuilder` made for it (`reserving`): each write is a store and a
+/// step of the pointer, with no bounds check and no count kept in memory. Whoever makes the
+/// room counts what is written (`maxIntBytes` per integer, the literals' lengths, the raw
+/// bytes' counts); the cursor must not pass it.
+struct FrameCursor {
+    var p: UnsafeMutablePointer<UInt8>
+
+    @inline(__always)
+    init(_ p: UnsafeMutablePointer<UInt8>) {
+        self.p = p
+    }
+
+    /// Room an integer needs: 20 characters for any Int64 with its sign, which also covers
+    /// the eight-byte stores of `int` (they may write past the digits, never past this).
+    static let maxIntBytes = 20
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        p.pointee = b
+        p += 1
+    }
+
+    /// A literal's bytes: its length is known here, so the copy is a few fixed-size stores.
+    @inline(__always)
+    mutating func literal(_ text: StaticString) {
+        UnsafeMutableRawPointer(p).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        p += text.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func raw(_ bytes: UnsafeRawBufferPointer) {
+        guard let start = bytes.baseAddress else { return }
+        UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: bytes.count)
+        p += bytes.count
+    }
+
+    /// The decimal form of `value`. Below 10^8 (every id in practice) its digits are made
+    /// all at once in one word and stored as one; larger values take one such word per
+    /// eight digits.
+    @inline(__always)
+    mutating func int(_ value: Int64) {
+        if value < 0 {
+            byte(UInt8(ascii: "-"))
+        }
+        decimal(value.magnitude)
+    }
+
+    @inline(__always)
+    mutating func decimal(_ value: UInt64) {
+        if value < 10 {
+            byte(UInt8(truncatingIfNeeded: value) &+ 0x30)
+        } else if value < 100 {
+            let pairs = UnsafeRawPointer(FrameCursor.digitPairs.utf8Start)
+            UnsafeMutableRawPointer(p).storeBytes(
+                of: pairs.loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: value) &* 2, as: UInt16.self), as: UInt16.self)
+            p += 2
+        } else if value < 100_000_000 {
+            leadingDigits(value)
+        } else {
+            longDecimal(value)
+        }
+    }
+
+    /// `decimal` of a value of nine digits or more: one word per eight digits.
+    mutating func longDecimal(_ value: UInt64) {
+        if value < 10_000_000_000_000_000 {
+            leadingDigits(value / 100_000_000)
+        } else {
+            leadingDigits(value / 10_000_000_000_000_000)
+            eightDigits(value / 100_000_000 % 100_000_000)
+        }
+        eightDigits(value % 100_000_000)
+    }
+
+    /// `value` (1 to 10^8 − 1) without leading zeros: its eight digits are stored as one
+    /// word shifted past the zeros, so that the bytes after the digits are zeros the next
+    /// write covers.
+    @inline(__always)
+    private mutating func leadingDigits(_ value: UInt64) {
+        let digits = FrameCursor.digitBytes(value)
+        let zeros = digits.trailingZeroBitCount & ~7  // the leading zero digits, in bits
+        UnsafeMutableRawPointer(p).storeBytes(of: ((digits | FrameCursor.asciiZeros) &>> zeros).littleEndian, as: UInt64.self)
+        p += 8 &- zeros &>> 3
+    }
+
+    /// `value` (below 10^8) as exactly eight digits, leading zeros included.
+    @inline(__always)
+    private mutating func eightDigits(_ value: UInt64) {
+        UnsafeMutableRawPointer(p).storeBytes(of: (FrameCursor.digitBytes(value) | FrameCursor.asciiZeros).littleEndian, as: UInt64.self)
+        p += 8
+    }
+
+    static let asciiZeros: UInt64 = 0x3030_3030_3030_3030
+
+    /// The eight decimal digits of `value` (below 10^8) as the values 0 to 9 in the bytes of
+    /// one word, the most significant digit in the lowest byte (first in memory on a
+    /// little-endian machine). Division by multiplication, lane by lane: the two halves of
+    /// four digits in 32-bit lanes, then pairs in 16-bit lanes, then digits in bytes.
+    @inline(__always)
+    static func digitBytes(_ value: UInt64) -> UInt64 {
+        let high = value / 10_000
+        let fours = high | (value &- high &* 10_000) << 32
+        let hundreds = (fours &* 10_486) >> 20 & 0x0000_007F_0000_007F  // x / 100 for x < 10^4
+        let pairs = (fours &- hundreds &* 100) << 16 | hundreds
+        let tens = (pairs &* 103) >> 10 & 0x000F_000F_000F_000F  // x / 10 for x < 100
+        return tens | (pairs &- tens &* 10) << 8
+    }
+
+    /// "00" through "99", for writing two digits at a time.
+    static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 }

@@ -54,10 +54,17 @@ struct OutboundScratchTests {
             p *= 10
             values += [p - 1, p, p + 1, -p, -(p - 1)]
         }
+        // And a spread of every length: a fixed-seed generator, numbers shifted to each width.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<4000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            values.append(Int64(bitPattern: state) >> (state % 64))
+        }
         for value in values {
             var f = FrameBuilder(capacity: 8, lengthPrefix: false)
             f.int(value)
-            #expect(String(decoding: f.finish(), as: UTF8.self) == String(value))
+            f.literal(",")  // what follows the digits is written where their word's zeros were
+            #expect(String(decoding: f.finish(), as: UTF8.self) == String(value) + ",")
         }
     }
 }
