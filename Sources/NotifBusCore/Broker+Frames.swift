@@ -5,7 +5,9 @@
 import NotifBusProtocol
 
 extension Broker {
-    /// Encodes `frame` into the output store and queues it for `c`.
+    /// Encodes `frame` into the output store and queues it for `c`. Inlined, so that the
+    /// encoder of the frame's shape is called directly where the frame is made.
+    @inline(__always)
     mutating func send(_ frame: OutboundFrame, to c: ConnectionID) {
         emit(to: c, frame.encode(into: output))
     }

@@ -80,7 +80,8 @@ public struct OutputRange: Sendable, Equatable {
 }
 
 /// The broker's outgoing frames, one after another in one growable buffer, from the last
-/// reset on: `FrameBuilder(appendingTo:)` encodes a frame at its end, and the frame is named
+/// reset on: `frame(upTo:_:)` (a frame whose size is bounded first) or
+/// `FrameBuilder(appendingTo:)` (one that is not) encodes a frame at its end, and the frame is named
 /// by an `OutputRange` (offsets, not pointers, so the buffer may move when it grows). The
 /// owner resets it once every range handed out is consumed; the generation then moves on,
 /// so that a range kept beyond its reset traps instead of reading another frame's bytes.
@@ -140,7 +141,7 @@ public final class OutputStore {
     /// Makes room for `n` more bytes; the memory may move (no frame is being built).
     @inline(__always)
     func reserve(_ n: Int) {
-        if capacity - count < n { grow(count + n) }
+        if capacity &- count < n { grow(count &+ n) }
     }
 
     private func grow(_ needed: Int) {
@@ -151,6 +152,24 @@ public final class OutputStore {
         base.deallocate()
         base = bigger
         capacity = size
+    }
+
+    /// Encodes one frame at the end of the store, its JSON written by `body` through a
+    /// cursor into room for `n` bytes made once, its length prefix patched in front: a frame
+    /// whose size is bounded before it is written needs no builder and no check per write.
+    /// `body` must write at most `n` bytes (checked once it is done).
+    @inline(__always)
+    func frame(upTo n: Int, _ body: (inout FrameCursor) -> Void) -> OutputRange {
+        reserve(Limits.headerBytes &+ n)
+        let start = base + count
+        var cursor = FrameCursor(start + Limits.headerBytes)
+        body(&cursor)
+        let length = start.distance(to: cursor.p)
+        precondition(length &- Limits.headerBytes <= n, "a frame wrote more than the room it made")
+        UnsafeMutableRawPointer(start).storeBytes(of: UInt32(truncatingIfNeeded: length &- Limits.headerBytes).bigEndian, as: UInt32.self)
+        let range = OutputRange(offset: count, count: length, generation: generation)
+        count &+= length
+        return range
     }
 
     /// Appends a frame built elsewhere (one that outgrew the space left here).
@@ -280,39 +299,7 @@ public struct FrameBuilder: ~Copyable {
 
     /// A JSON string, escaped per RFC 8259.
     public mutating func string(_ text: String) {
-        var text = text
-        text.withUTF8 { utf8 in
-            reserve(utf8.count * 6 + 2)
-            var p = count
-            base[p] = UInt8(ascii: "\"")
-            p += 1
-            for b in utf8 {
-                if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
-                    base[p] = b
-                    p += 1
-                    continue
-                }
-                base[p] = UInt8(ascii: "\\")
-                switch b {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): base[p + 1] = b; p += 2
-                case 0x0A: base[p + 1] = UInt8(ascii: "n"); p += 2
-                case 0x0D: base[p + 1] = UInt8(ascii: "r"); p += 2
-                case 0x09: base[p + 1] = UInt8(ascii: "t"); p += 2
-                case 0x08: base[p + 1] = UInt8(ascii: "b"); p += 2
-                case 0x0C: base[p + 1] = UInt8(ascii: "f"); p += 2
-                default:
-                    let hex: StaticString = "0123456789abcdef"
-                    base[p + 1] = UInt8(ascii: "u")
-                    base[p + 2] = 0x30
-                    base[p + 3] = 0x30
-                    base[p + 4] = hex.utf8Start[Int(b >> 4)]
-                    base[p + 5] = hex.utf8Start[Int(b & 0xF)]
-                    p += 6
-                }
-            }
-            base[p] = UInt8(ascii: "\"")
-            count = p + 1
-        }
+        reserving(FrameCursor.maxStringBytes(text.utf8.count)) { $0.string(text) }
     }
 
     /// The decimal form of `value`.
@@ -415,6 +402,53 @@ struct FrameCursor {
         guard let start = bytes.baseAddress else { return }
         UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: bytes.count)
         p += bytes.count
+    }
+
+    /// Room a JSON string of `utf8Count` bytes needs at most: each byte escaped as
+    /// `\u00XX`, and the quotes.
+    @inline(__always)
+    static func maxStringBytes(_ utf8Count: Int) -> Int { utf8Count &* 6 &+ 2 }
+
+    /// A JSON string, escaped per RFC 8259 (room: `maxStringBytes`).
+    mutating func string(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            var q = p
+            q.pointee = UInt8(ascii: "\"")
+            q += 1
+            for b in utf8 {
+                if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
+                    q.pointee = b
+                    q += 1
+                    continue
+                }
+                q[0] = UInt8(ascii: "\\")
+                switch b {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): q[1] = b; q += 2
+                case 0x0A: q[1] = UInt8(ascii: "n"); q += 2
+                case 0x0D: q[1] = UInt8(ascii: "r"); q += 2
+                case 0x09: q[1] = UInt8(ascii: "t"); q += 2
+                case 0x08: q[1] = UInt8(ascii: "b"); q += 2
+                case 0x0C: q[1] = UInt8(ascii: "f"); q += 2
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    q[1] = UInt8(ascii: "u")
+                    q[2] = 0x30
+                    q[3] = 0x30
+                    q[4] = hex.utf8Start[Int(b >> 4)]
+                    q[5] = hex.utf8Start[Int(b & 0xF)]
+                    q += 6
+                }
+            }
+            q.pointee = UInt8(ascii: "\"")
+            p = q + 1
+        }
+    }
+
+    /// UTF-8 bytes of text written as they are (for text known to be valid JSON).
+    mutating func rawText(_ text: String) {
+        var text = text
+        text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
     }
 
     /// The decimal form of `value`. Below 10^8 (every id in practice) its digits are made
