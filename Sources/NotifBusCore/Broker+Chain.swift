@@ -73,7 +73,8 @@ extension Broker {
     // MARK: Posting
 
     /// `poster` is the record of the connection that posted (which the sessions hold). The
-    /// payload outlives the frame (the queue keeps it): it is copied once it is accepted.
+    /// payload outlives the frame (the queue keeps it): it is copied, into the post's `event`
+    /// frames, once it is accepted.
     mutating func post(name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
         let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
@@ -103,7 +104,6 @@ extension Broker {
             return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         counters.posted += 1
-        let payload = payload.map { events.copyPayload($0) }
         // Nothing runs and nothing waits: the post starts down its chain at once. Through the
         // queue it would be taken off again straight away (its poster's share and the
         // queue's bytes back where they were), which is all this skips.
@@ -149,7 +149,8 @@ extension Broker {
                     continue
                 }
                 let event = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
-                send(.event(event: event.post.event, observer: target.id, name: event.post.name, payload: event.post.payload), to: target.client)
+                guard let frame = event.post.frame else { preconditionFailure("a running event without its frames") }
+                emit(to: target.client, frame.encode(observer: target.id, into: output))
             }
         }
     }
@@ -159,7 +160,7 @@ extension Broker {
         guard let post = events.dequeue() else { return nil }
         if let poster = sessions[post.poster] {
             poster.queuedPosts -= 1
-            poster.queuedBytes -= post.payload?.count ?? 0
+            poster.queuedBytes -= post.payloadCount
         }
         return post
     }

@@ -21,11 +21,39 @@ struct QueuedPost {
     let poster: ConnectionID
     let requestID: RequestID
     let name: String
-    /// Dropped (set nil) only when the event has ended (`RunningEvent.clear`).
-    fileprivate(set) var payload: RawJSON?
+    /// Its `event` frames, the payload among their bytes. Dropped (set nil) only when the
+    /// event has ended (`RunningEvent.clear`).
+    fileprivate(set) var frame: EventFrame?
     let isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
     let launchesApp: Bool
+
+    init(
+        event: Int64, poster: ConnectionID, requestID: RequestID, name: String, frame: EventFrame, isWillPresent: Bool,
+        launchesApp: Bool
+    ) {
+        self.event = event
+        self.poster = poster
+        self.requestID = requestID
+        self.name = name
+        self.frame = frame
+        self.isWillPresent = isWillPresent
+        self.launchesApp = launchesApp
+    }
+
+    /// A post with frames of its own made from `payload` (tests).
+    init(event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?, isWillPresent: Bool, launchesApp: Bool) {
+        let frame = EventFrame(event: event, name: name, payload: payload.map(JSONBytes.init))
+        self.init(
+            event: event, poster: poster, requestID: requestID, name: name, frame: frame, isWillPresent: isWillPresent,
+            launchesApp: launchesApp)
+    }
+
+    /// The payload, copied out of the frames (nil when there is none, or the event has ended).
+    var payload: RawJSON? { frame?.payload }
+
+    /// How many bytes the payload has: what it counts against the queue's limits.
+    var payloadCount: Int { frame?.payloadCount ?? 0 }
 }
 
 /// An event walking its chain. A class, so that `ChainState` carries one reference: the
@@ -46,6 +74,7 @@ final class RunningEvent {
     }
 
     /// Starts `post` down `chain` in this record, keeping the trace's storage.
+    @inline(__always)
     func restart(_ post: consuming QueuedPost, chain: [Int]) {
         self.post = post
         self.chain = chain
@@ -54,13 +83,13 @@ final class RunningEvent {
         trace.reserveCapacity(chain.count)
     }
 
-    /// Lets go of the post's payload (returned) and the chain, which are not kept while the
+    /// Lets go of the post's frames (returned) and the chain, which are not kept while the
     /// record waits for reuse.
-    func clear() -> RawJSON? {
-        defer { post.payload = nil }
+    func clear() -> EventFrame? {
+        defer { post.frame = nil }
         chain = []
         trace.removeAll(keepingCapacity: true)
-        return post.payload
+        return post.frame
     }
 }
 
@@ -100,10 +129,10 @@ struct EventQueue {
     private var spare: RunningEvent? = nil
     /// Traces longer than this are not kept for reuse.
     static let maxSpareTrace = 64
-    /// An ended event's payload storage, for `copyPayload` to reuse: kept only up to
-    /// `maxSparePayload` bytes, so that an idle broker holds no large payload.
-    private var sparePayload: RawJSON? = nil
-    static let maxSparePayload = 4096
+    /// An ended event's frames, for `eventFrame` to reuse: kept only up to `maxSpareFrame`
+    /// bytes, so that an idle broker holds no large payload.
+    private var spareFrame: EventFrame? = nil
+    static let maxSpareFrame = 4096
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
@@ -123,9 +152,10 @@ struct EventQueue {
         return .between(running)
     }
 
-    /// Queues a post and returns its event id.
+    /// Queues a post and returns its event id. The payload is copied (into the post's
+    /// frames), so it may be a view of the frame it came in.
     mutating func enqueue(
-        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
         isWillPresent: Bool, launchesApp: Bool
     ) -> Int64 {
         let event = nextEventID
@@ -133,7 +163,7 @@ struct EventQueue {
         waitingBytes += payload?.count ?? 0
         waiting.append(
             QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                event: event, poster: poster, requestID: requestID, name: name, frame: eventFrame(event, name, payload),
                 isWillPresent: isWillPresent, launchesApp: launchesApp))
         return event
     }
@@ -141,7 +171,7 @@ struct EventQueue {
     /// idle → between, with no post waiting: a post starts down `chain` without passing
     /// through the queue (it gets the event id it would have had there).
     mutating func startNow(
-        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
         isWillPresent: Bool, launchesApp: Bool, chain: [Int]
     ) {
         guard waiting.count == 0 else { preconditionFailure("a post started ahead of the waiting ones") }
@@ -149,15 +179,23 @@ struct EventQueue {
         nextEventID += 1
         begin(
             QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
+                event: event, poster: poster, requestID: requestID, name: name, frame: eventFrame(event, name, payload),
                 isWillPresent: isWillPresent, launchesApp: launchesApp),
             chain: chain)
+    }
+
+    /// A post's `event` frames, in the memory of an ended event's when there is one that
+    /// nothing else holds.
+    private mutating func eventFrame(_ event: Int64, _ name: String, _ payload: JSONBytes?) -> EventFrame {
+        guard let frame = spareFrame.take() else { return EventFrame(event: event, name: name, payload: payload) }
+        frame.reset(event: event, name: name, payload: payload)
+        return frame
     }
 
     /// The oldest waiting post, off the queue.
     mutating func dequeue() -> QueuedPost? {
         guard let post = waiting.popFirst() else { return nil }
-        waitingBytes -= post.payload?.count ?? 0
+        waitingBytes -= post.payloadCount
         return post
     }
 
@@ -166,7 +204,7 @@ struct EventQueue {
         guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
         if let event = spare.take() {
-            event.restart(post, chain: chain)
+            event.restart(consume post, chain: chain)
             running = event
         } else {
             running = RunningEvent(post: post, chain: chain)
@@ -210,20 +248,14 @@ struct EventQueue {
     }
 
     /// An ended event's record, given back when the broker is done with it: kept for the
-    /// next event if nothing else holds it (a launch retention may) and its trace is short.
+    /// next event if nothing else holds it (a launch retention may) and its trace is short;
+    /// its frames likewise, if nothing else holds them and they are small.
     mutating func recycle(_ event: inout RunningEvent) {
         guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
-        if let payload = event.clear(), payload.capacity <= EventQueue.maxSparePayload { sparePayload = payload }
+        if var frame = event.clear(), isKnownUniquelyReferenced(&frame), frame.capacity <= EventQueue.maxSpareFrame {
+            spareFrame = frame
+        }
         spare = event
-    }
-
-    /// `payload` as bytes of its own, in the storage of an ended event's payload when there is
-    /// one (a copy still, never shared: storage someone else holds is not written to).
-    mutating func copyPayload(_ payload: JSONBytes) -> RawJSON {
-        guard var bytes = sparePayload.take() else { return payload.bytes }
-        bytes.removeAll(keepingCapacity: true)
-        payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
-        return bytes
     }
 
     /// between or awaiting → idle: the running event ends and is returned.

@@ -398,6 +398,12 @@ struct FrameCursor {
     }
 
     @inline(__always)
+    mutating func raw(_ start: UnsafePointer<UInt8>, _ n: Int) {
+        UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: n)
+        p += n
+    }
+
+    @inline(__always)
     mutating func raw(_ bytes: UnsafeRawBufferPointer) {
         guard let start = bytes.baseAddress else { return }
         UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: bytes.count)

@@ -99,19 +99,19 @@ public enum OutboundFrame {
         }
     }
 
+    /// An event frame made whole; the broker writes a post's frames from its `EventFrame`,
+    /// with the same head and tail.
     @usableFromInline
     static func encodeEvent(event: Int64, observer: Int, name: String, payload: RawJSON?, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: fixedBytes &+ FrameCursor.maxStringBytes(name.utf8.count) &+ (payload?.count ?? 0)) { w in
-            w.literal("{\"op\":\"event\",\"event\":")
-            w.int(event)
-            w.literal(",\"observer\":")
-            w.taggedID("o", observer)
-            w.literal(",\"name\":")
-            w.string(name)
-            w.literal(",\"payload\":")
-            w.optionalRaw(payload)
-            w.byte(UInt8(ascii: "}"))
+        func encode(_ payload: UnsafeRawBufferPointer?) -> OutputRange {
+            store.frame(upTo: EventFrame.maxBytes(name: name, payloadCount: payload?.count ?? 0) &+ FrameCursor.maxIntBytes) { w in
+                EventFrame.head(event: event, &w)
+                w.int(Int64(observer))
+                EventFrame.tail(name: name, payload: payload, &w)
+            }
         }
+        guard let payload else { return encode(nil) }
+        return payload.withUnsafeBytes { encode($0) }
     }
 
     @usableFromInline

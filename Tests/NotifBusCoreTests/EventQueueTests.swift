@@ -8,7 +8,7 @@ import Testing
 struct EventQueueTests {
     static func enqueue(_ q: inout EventQueue, _ name: String, payload: String? = nil) -> Int64 {
         q.enqueue(
-            poster: 9, requestID: .integer(1), name: name, payload: payload.map { Array($0.utf8) },
+            poster: 9, requestID: .integer(1), name: name, payload: payload.map { JSONBytes(Array($0.utf8)) },
             isWillPresent: false, launchesApp: false)
     }
 
@@ -62,6 +62,32 @@ struct EventQueueTests {
         _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0))
         #expect(q.finish()?.post.name == "e")
         #expect(q.awaited == nil && !q.isRunning)
+    }
+
+    /// An ended event's frames are written over for a later post only when nothing else
+    /// holds them; the post's payload reads back from its frames either way.
+    @Test func framesAreReusedOnlyWhenNothingElseHoldsThem() {
+        var q = EventQueue()
+        /// Runs a post through an empty chain and recycles its record; returns the capacity
+        /// of its frames, and them if `keep`.
+        func run(_ payload: String, keep: Bool = false) -> (capacity: Int, frame: EventFrame?) {
+            _ = EventQueueTests.enqueue(&q, "e", payload: payload)
+            q.begin(q.dequeue()!, chain: [])
+            var event = q.finish()!
+            #expect(event.post.payload == Array(payload.utf8) && event.post.payloadCount == payload.utf8.count)
+            let result = (event.post.frame!.capacity, keep ? event.post.frame : nil)
+            q.recycle(&event)
+            return result
+        }
+        let large = "[" + String(repeating: "1,", count: 1000) + "1]"
+        let held = run(large, keep: true)
+        #expect(held.capacity > 2000)
+        // The held frames are not written over: the next post's are new, just large enough.
+        #expect(run("[2]").capacity < 200)
+        #expect(held.frame?.payload == Array(large.utf8))
+        // Frames nothing held are: a small post gets the large one's memory.
+        #expect(run(large).capacity > 2000)
+        #expect(run("{}").capacity > 2000)
     }
 
     /// A clock that went backwards charges nothing.

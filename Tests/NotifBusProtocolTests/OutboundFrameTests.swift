@@ -255,3 +255,28 @@ struct OutboundFrameTests {
         }
     }
 }
+
+/// A post's `event` frames written from its `EventFrame` are the frames `OutboundFrame.event`
+/// writes whole, for names that need escapes and payloads of any size; reset for another
+/// post, the same memory holds the other post's frames.
+struct EventFrameTests {
+    @Test func framesAroundEachObserverAreTheWholeFrames() {
+        let names = ["bench", "", "tab\tquote\"back\\slash", "\u{1}\u{1f}é🙂", String(repeating: "n", count: 300)]
+        let payloads: [RawJSON?] = [nil, OutboundFrameTests.raw("{ \"a\" : [1, 2.5e3] }"), Array(repeating: UInt8(ascii: "7"), count: 9000)]
+        let frame = EventFrame(event: 1, name: "", payload: nil)
+        for name in names {
+            for payload in payloads {
+                for event: Int64 in [1, 12_345, Int64.max] {
+                    frame.reset(event: event, name: name, payload: payload.map(JSONBytes.init))
+                    #expect(frame.payload == payload && frame.payloadCount == payload?.count ?? 0)
+                    for observer in [1, 42, 123_456_789] {
+                        let store = OutputStore()
+                        let bytes = store.bytes(of: frame.encode(observer: observer, into: store))
+                        #expect(bytes == OutboundFrame.event(event: event, observer: observer, name: name, payload: payload).encoded())
+                    }
+                }
+            }
+        }
+        #expect(frame.capacity >= 9000, "grown for the largest payload")
+    }
+}
