@@ -129,8 +129,8 @@ extension Broker {
         while true {
             if events.awaited != nil { return }
             if !events.isRunning {
-                guard !shuttingDown, let post = dequeue() else { return }
-                events.begin(post, chain: observers.chain(for: post.name))
+                guard !shuttingDown, let event = dequeueEvent() else { return }
+                events.begin(event, chain: observers.chain(for: event.post.name))
             } else {
                 // Between hops.
                 var target: (id: Int, client: ConnectionID)? = nil
@@ -149,21 +149,23 @@ extension Broker {
                     continue
                 }
                 let event = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
-                guard let frame = event.post.frame else { preconditionFailure("a running event without its frames") }
-                emit(to: target.client, frame.encode(observer: target.id, into: output))
+                emit(to: target.client, event.post.frame.encode(observer: target.id, into: output))
             }
         }
     }
 
     /// Takes the oldest waiting post off the queue, and off its poster's share.
-    mutating func dequeue() -> QueuedPost? {
-        guard let post = events.dequeue() else { return nil }
-        if let poster = sessions[post.poster] {
+    mutating func dequeueEvent() -> RunningEvent? {
+        guard let event = events.dequeue() else { return nil }
+        if let poster = sessions[event.post.poster] {
             poster.queuedPosts -= 1
-            poster.queuedBytes -= post.payloadCount
+            poster.queuedBytes -= event.post.payloadCount
         }
-        return post
+        return event
     }
+
+    /// `dequeueEvent`, for what needs only the post (its poster, its request).
+    mutating func dequeue() -> QueuedPost? { dequeueEvent()?.post }
 
     /// The running hop's deadline passed without an answer. Its connection is now
     /// unresponsive: until it sends a frame (a late answer, a ping, anything), its observers

@@ -1,10 +1,11 @@
 // The single broker-wide queue of posts and the one event running down its chain. It
-// keeps the running event's state and trace; which observer gets the next hop, and the
-// frames, are decided by the broker (Broker+Chain.swift). The chain's state:
+// keeps each post's record (its frames made once, when accepted), the running event's state
+// and trace; which observer gets the next hop, and the frames sent, are decided by the
+// broker (Broker+Chain.swift). The chain's state:
 //
 //                             nextInChain, skip
 //                                 ┌─────┐
-//         begin(post, chain)      ▼     │      awaitHop(hop)
+//         begin(event, chain)     ▼     │      awaitHop(hop)
 //   idle ─────────────────────▶ between ┴─────────────────────▶ awaiting
 //    ▲  ▲                         │  ▲                             │  │
 //    │  └────── finish() ─────────┘  └────── endHop(reply) ────────┘  │
@@ -21,9 +22,8 @@ struct QueuedPost {
     let poster: ConnectionID
     let requestID: RequestID
     let name: String
-    /// Its `event` frames, the payload among their bytes. Dropped (set nil) only when the
-    /// event has ended (`RunningEvent.clear`).
-    fileprivate(set) var frame: EventFrame?
+    /// Its `event` frames, the payload among their bytes.
+    fileprivate(set) var frame: EventFrame
     let isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
     let launchesApp: Bool
@@ -49,47 +49,44 @@ struct QueuedPost {
             launchesApp: launchesApp)
     }
 
-    /// The payload, copied out of the frames (nil when there is none, or the event has ended).
-    var payload: RawJSON? { frame?.payload }
+    /// The payload, copied out of the frames (nil when there is none).
+    var payload: RawJSON? { frame.payload }
 
     /// How many bytes the payload has: what it counts against the queue's limits.
-    var payloadCount: Int { frame?.payloadCount ?? 0 }
+    var payloadCount: Int { frame.payloadCount }
 }
 
-/// An event walking its chain. A class, so that `ChainState` carries one reference: the
+/// A post from its acceptance to its poster's reply: it waits in the queue, then walks its
+/// chain as the running event. A class, so that one reference moves from the queue to the
+/// chain's state (and to a launch retention), the post is written into it once, and the
 /// trace and the time spent grow in place on every hop instead of being moved in and out
 /// of the state with each transition. Once an event has ended and nothing else holds its
-/// record, the queue reuses the record and the trace's storage for the next event.
+/// record, the queue reuses the record, the trace's storage and the frames' memory for a
+/// later post.
 final class RunningEvent {
-    private(set) var post: QueuedPost
-    /// The observers of its name when it started, in chain order.
+    fileprivate(set) var post: QueuedPost
+    /// The observers of its name when it started, in chain order (empty while it waits).
     private(set) var chain: [Int]
     var nextIndex = 0
     var trace: [TraceHop] = []
 
-    init(post: consuming QueuedPost, chain: [Int]) {
+    init(post: QueuedPost, chain: [Int] = []) {
         self.post = post
         self.chain = chain
         trace.reserveCapacity(chain.count)
     }
 
-    /// Starts `post` down `chain` in this record, keeping the trace's storage.
-    @inline(__always)
-    func restart(_ post: consuming QueuedPost, chain: [Int]) {
-        self.post = post
+    /// Starts the post down `chain`.
+    fileprivate func start(_ chain: [Int]) {
         self.chain = chain
         nextIndex = 0
-        trace.removeAll(keepingCapacity: true)
         trace.reserveCapacity(chain.count)
     }
 
-    /// Lets go of the post's frames (returned) and the chain, which are not kept while the
-    /// record waits for reuse.
-    func clear() -> EventFrame? {
-        defer { post.frame = nil }
+    /// Lets go of the chain and empties the trace (keeping its storage), for reuse.
+    fileprivate func clear() {
         chain = []
         trace.removeAll(keepingCapacity: true)
-        return post.frame
     }
 }
 
@@ -109,7 +106,7 @@ enum ChainState {
 
 /// Waiting posts in arrival order, and the running event.
 struct EventQueue {
-    private var waiting = FIFO<QueuedPost>()
+    private var waiting = FIFO<RunningEvent>()
     /// Payload bytes of the waiting posts.
     private(set) var waitingBytes = 0
     private var nextEventID: Int64 = 1
@@ -125,13 +122,13 @@ struct EventQueue {
     /// whose total reached the hop timeout gets no further hop in this event. Kept here
     /// and emptied for each event, so that an event allocates no table of its own.
     private var spent = IDTable<UInt64>()
-    /// The record of an ended event that nothing else holds, for `begin` to reuse.
+    /// The record of an ended event that nothing else holds, with its frames, for the next
+    /// post accepted to reuse.
     private var spare: RunningEvent? = nil
-    /// Traces longer than this are not kept for reuse.
+    /// Records whose trace is longer than this are not kept for reuse.
     static let maxSpareTrace = 64
-    /// An ended event's frames, for `eventFrame` to reuse: kept only up to `maxSpareFrame`
-    /// bytes, so that an idle broker holds no large payload.
-    private var spareFrame: EventFrame? = nil
+    /// Nor those whose frames hold more than this, so that an idle broker holds no large
+    /// payload.
     static let maxSpareFrame = 4096
 
     /// Posts waiting (not the running one).
@@ -162,9 +159,9 @@ struct EventQueue {
         nextEventID += 1
         waitingBytes += payload?.count ?? 0
         waiting.append(
-            QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, frame: eventFrame(event, name, payload),
-                isWillPresent: isWillPresent, launchesApp: launchesApp))
+            record(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
+                launchesApp: launchesApp))
         return event
     }
 
@@ -178,37 +175,46 @@ struct EventQueue {
         let event = nextEventID
         nextEventID += 1
         begin(
-            QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, frame: eventFrame(event, name, payload),
-                isWillPresent: isWillPresent, launchesApp: launchesApp),
+            record(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
+                launchesApp: launchesApp),
             chain: chain)
     }
 
-    /// A post's `event` frames, in the memory of an ended event's when there is one that
-    /// nothing else holds.
-    private mutating func eventFrame(_ event: Int64, _ name: String, _ payload: JSONBytes?) -> EventFrame {
-        guard let frame = spareFrame.take() else { return EventFrame(event: event, name: name, payload: payload) }
+    /// The record of a post just accepted, its frames made: the spare one (an ended event's,
+    /// its frames' memory written over) when there is one.
+    private mutating func record(
+        event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
+        isWillPresent: Bool, launchesApp: Bool
+    ) -> RunningEvent {
+        guard let record = spare.take() else {
+            return RunningEvent(
+                post: QueuedPost(
+                    event: event, poster: poster, requestID: requestID, name: name,
+                    frame: EventFrame(event: event, name: name, payload: payload), isWillPresent: isWillPresent,
+                    launchesApp: launchesApp))
+        }
+        let frame = record.post.frame
         frame.reset(event: event, name: name, payload: payload)
-        return frame
+        record.post = QueuedPost(
+            event: event, poster: poster, requestID: requestID, name: name, frame: frame, isWillPresent: isWillPresent,
+            launchesApp: launchesApp)
+        return record
     }
 
     /// The oldest waiting post, off the queue.
-    mutating func dequeue() -> QueuedPost? {
-        guard let post = waiting.popFirst() else { return nil }
-        waitingBytes -= post.payloadCount
-        return post
+    mutating func dequeue() -> RunningEvent? {
+        guard let event = waiting.popFirst() else { return nil }
+        waitingBytes -= event.post.payloadCount
+        return event
     }
 
-    /// idle → between: `post` starts down `chain`.
-    mutating func begin(_ post: consuming QueuedPost, chain: [Int]) {
+    /// idle → between: `event`, a post taken off the queue, starts down `chain`.
+    mutating func begin(_ event: RunningEvent, chain: [Int]) {
         guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
-        if let event = spare.take() {
-            event.restart(consume post, chain: chain)
-            running = event
-        } else {
-            running = RunningEvent(post: post, chain: chain)
-        }
+        event.start(chain)
+        running = event
         awaited = nil
     }
 
@@ -248,13 +254,13 @@ struct EventQueue {
     }
 
     /// An ended event's record, given back when the broker is done with it: kept for the
-    /// next event if nothing else holds it (a launch retention may) and its trace is short;
-    /// its frames likewise, if nothing else holds them and they are small.
+    /// next post if nothing else holds it or its frames (a launch retention may), its trace
+    /// is short and its frames small.
     mutating func recycle(_ event: inout RunningEvent) {
-        guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
-        if var frame = event.clear(), isKnownUniquelyReferenced(&frame), frame.capacity <= EventQueue.maxSpareFrame {
-            spareFrame = frame
-        }
+        guard isKnownUniquelyReferenced(&event), isKnownUniquelyReferenced(&event.post.frame),
+            event.trace.capacity <= EventQueue.maxSpareTrace, event.post.frame.capacity <= EventQueue.maxSpareFrame
+        else { return }
+        event.clear()
         spare = event
     }
 

@@ -17,9 +17,9 @@ struct EventQueueTests {
         #expect(EventQueueTests.enqueue(&q, "a", payload: "[1]") == 1)
         #expect(EventQueueTests.enqueue(&q, "b") == 2)
         #expect(q.count == 2 && q.waitingBytes == 3)
-        #expect(q.dequeue()?.name == "a")
+        #expect(q.dequeue()?.post.name == "a")
         #expect(q.waitingBytes == 0)
-        #expect(q.dequeue()?.name == "b")
+        #expect(q.dequeue()?.post.name == "b")
         #expect(q.dequeue() == nil)
     }
 
@@ -75,7 +75,7 @@ struct EventQueueTests {
             q.begin(q.dequeue()!, chain: [])
             var event = q.finish()!
             #expect(event.post.payload == Array(payload.utf8) && event.post.payloadCount == payload.utf8.count)
-            let result = (event.post.frame!.capacity, keep ? event.post.frame : nil)
+            let result = (event.post.frame.capacity, keep ? event.post.frame : nil)
             q.recycle(&event)
             return result
         }
