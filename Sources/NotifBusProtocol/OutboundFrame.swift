@@ -143,7 +143,7 @@ public enum OutboundFrame {
     static func encodeEvicted(handler: Bool, _ old: Int, by: Int, into store: OutputStore) -> OutputRange {
         store.frame(upTo: fixedBytes) { w in
             let tag: Unicode.Scalar = handler ? "h" : "o"
-            w.literal(handler ? "{\"op\":\"evicted\",\"handler\":" : "{\"op\":\"evicted\",\"observer\":")
+            if handler { w.literal("{\"op\":\"evicted\",\"handler\":") } else { w.literal("{\"op\":\"evicted\",\"observer\":") }
             w.taggedID(tag, old)
             w.literal(",\"by\":")
             w.taggedID(tag, by)
@@ -400,9 +400,16 @@ public struct PostReply {
         if let by { w.taggedID("o", by) } else { w.literal("null") }
         w.literal(",\"value\":")
         w.optionalRaw(value)
-        w.literal(retained ? ",\"retained\":\"launch\",\"trace\":[" : ",\"retained\":null,\"trace\":[")
+        // Literals of either length, chosen by branches rather than picked by a condition:
+        // each is then a copy of a known length, a few stores instead of a call to memcpy.
+        if retained {
+            w.literal(",\"retained\":\"launch\",\"trace\":[")
+        } else {
+            w.literal(",\"retained\":null,\"trace\":[")
+        }
         for (i, hop) in trace.enumerated() {
-            w.literal(i == 0 ? "{\"observer\":" : ",{\"observer\":")
+            if i > 0 { w.byte(UInt8(ascii: ",")) }
+            w.literal("{\"observer\":")
             w.taggedID("o", hop.observer)
             switch hop.reply {
             case .next: w.literal(",\"reply\":\"next\"}")
