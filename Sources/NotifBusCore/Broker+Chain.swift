@@ -148,8 +148,8 @@ extension Broker {
                     finish(.unhandled, by: nil, value: nil, now: now)
                     continue
                 }
-                let event = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
-                emit(to: target.client, event.post.frame.encode(observer: target.id, into: output))
+                let hop = AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now)
+                emit(to: target.client, events.awaitHop(hop, encodingInto: output))
             }
         }
     }

@@ -1,7 +1,7 @@
 // The single broker-wide queue of posts and the one event running down its chain. It
 // keeps each post's record (its frames made once, when accepted), the running event's state
-// and trace; which observer gets the next hop, and the frames sent, are decided by the
-// broker (Broker+Chain.swift). The chain's state:
+// and trace, and encodes the event frame of each hop; which observer gets the next hop, and
+// every other frame, are decided by the broker (Broker+Chain.swift). The chain's state:
 //
 //                             nextInChain, skip
 //                                 ┌─────┐
@@ -235,12 +235,16 @@ struct EventQueue {
         event.trace.append(TraceHop(observer: observer, reply: .skipped))
     }
 
-    /// between → awaiting: the event is sent to `hop.observer`. Returns the running event
-    /// (one reference, where its post would be a copy of every field).
-    mutating func awaitHop(_ hop: AwaitedHop) -> RunningEvent {
-        guard awaited == nil, let event = running else { preconditionFailure("a hop started with no event between hops") }
+    /// between → awaiting: the event is sent to `hop.observer`. Returns the `event` frame
+    /// for it, encoded at the end of `store` from the running event's frames.
+    mutating func awaitHop(_ hop: AwaitedHop, encodingInto store: OutputStore) -> OutputRange {
+        guard awaited == nil, running != nil else { preconditionFailure("a hop started with no event between hops") }
         awaited = hop
-        return event
+        // The running event holds its frames throughout, and the encoder (which only writes
+        // into the store) cannot end it: the frames are lent without a retain.
+        return Unmanaged.passUnretained(running.unsafelyUnwrapped.post.frame)._withUnsafeGuaranteedRef {
+            $0.encode(observer: hop.observer, into: store)
+        }
     }
 
     /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is

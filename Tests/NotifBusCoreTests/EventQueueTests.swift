@@ -38,7 +38,9 @@ struct EventQueueTests {
         q.skip(4)
         #expect(q.nextInChain() == 5)
         let hop = AwaitedHop(observer: 5, client: 2, deadline: 1_500, startedAt: 1_000)
-        #expect(q.awaitHop(hop).post.name == "e")
+        let store = OutputStore()
+        let sent = q.awaitHop(hop, encodingInto: store)
+        #expect(store.bytes(of: sent) == OutboundFrame.event(event: 1, observer: 5, name: "e", payload: nil).encoded())
         #expect(q.awaited == hop)
         #expect(q.nextInChain() == nil, "no walking while an answer is awaited")
         let ended1 = q.endHop(.next, now: 1_200)
@@ -59,7 +61,7 @@ struct EventQueueTests {
         _ = EventQueueTests.enqueue(&q, "e")
         q.begin(q.dequeue()!, chain: [1])
         _ = q.nextInChain()
-        _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0))
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0), encodingInto: OutputStore())
         #expect(q.finish()?.post.name == "e")
         #expect(q.awaited == nil && !q.isRunning)
     }
@@ -96,7 +98,7 @@ struct EventQueueTests {
         _ = EventQueueTests.enqueue(&q, "e")
         q.begin(q.dequeue()!, chain: [1])
         _ = q.nextInChain()
-        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500))
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500), encodingInto: OutputStore())
         _ = q.endHop(.timeout, now: 400)
         #expect(q.spent(by: 7) == 0)
     }
