@@ -227,10 +227,14 @@ extension Broker {
         events.recycle(&event)
     }
 
-    /// The poster's reply: the outcome, the value and the trace.
+    /// The poster's reply: the outcome, the value and the trace, encoded from the record.
     mutating func sendPostResult(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
         guard sessions.contains(event.post.poster) else { return }
-        let result = PostReply(event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: event.trace)
-        send(.reply(event.post.requestID, .posted(result)), to: event.post.poster)
+        let frame = event.trace.withUnsafeBufferPointer { trace in
+            PostReply.encodeReply(
+                event.post.requestID, event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: trace,
+                into: output)
+        }
+        emit(to: event.post.poster, frame)
     }
 }

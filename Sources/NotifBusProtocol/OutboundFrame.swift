@@ -259,7 +259,7 @@ public enum ReplyResult {
         case .hello(let server, _, _): room &+= FrameCursor.maxStringBytes(server.utf8.count)
         case .value(let raw?), .categories(let raw): room &+= raw.count
         case .relayed(let raw): room &+= raw.count
-        case .posted(let post): room &+= post.maxBytes
+        case .posted(let post): room &+= (post.value?.count ?? 0) &+ post.trace.count &* PostReply.maxTraceEntryBytes
         default: break
         }
         return store.frame(upTo: room) { w in
@@ -307,7 +307,11 @@ public enum ReplyResult {
             w.taggedID("h", id)
             w.literal("]}")
         case .posted(let post):
-            post.write(&w)
+            post.trace.withUnsafeBufferPointer { trace in
+                PostReply.write(
+                    event: post.event, outcome: post.outcome, by: post.by, value: post.value, retained: post.retained, trace: trace,
+                    &w)
+            }
         case .put(let replaced, let delivered):
             w.literal(replaced ? "{\"replaced\":true,\"delivered\":" : "{\"replaced\":false,\"delivered\":")
             w.literal(delivered ? "true}" : "false}")
@@ -371,25 +375,40 @@ public struct PostReply {
         self.trace = trace
     }
 
-    /// Room its JSON takes beyond `OutboundFrame.fixedBytes`: the value and the trace.
-    var maxBytes: Int { (value?.count ?? 0) &+ trace.count &* PostReply.maxTraceEntryBytes }
-
     /// A trace entry, `,{"observer":"o…","reply":"complete"}` at the longest.
     static let maxTraceEntryBytes = 64
 
     /// The poster's reply, `{"op":"reply","id":…,"result":{"event":…,…}}`.
     @usableFromInline
     func encodeReply(_ rid: RequestID, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: OutboundFrame.fixedBytes &+ rid.maxBytes &+ maxBytes) { w in
+        trace.withUnsafeBufferPointer { trace in
+            PostReply.encodeReply(
+                rid, event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, into: store)
+        }
+    }
+
+    /// The same reply made from its parts, as an ended event's record holds them (the
+    /// broker's path: no `PostReply` is built, and the trace is lent where it lies).
+    public static func encodeReply(
+        _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
+        trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
+    ) -> OutputRange {
+        let room = OutboundFrame.fixedBytes &+ rid.maxBytes &+ (value?.count ?? 0) &+ trace.count &* maxTraceEntryBytes
+        return store.frame(upTo: room) { w in
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":")
-            write(&w)
+            write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &w)
             w.byte(UInt8(ascii: "}"))
         }
     }
 
-    func write(_ w: inout FrameCursor) {
+    /// The result's JSON (room: `OutboundFrame.fixedBytes`, the value, `maxTraceEntryBytes`
+    /// per trace entry).
+    static func write(
+        event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>,
+        _ w: inout FrameCursor
+    ) {
         w.literal("{\"event\":")
         w.int(event)
         switch outcome {
