@@ -250,8 +250,11 @@ struct EventQueue {
     /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
     /// charged to its connection. False when no answer was awaited.
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
-        guard let hop = awaited, let event = running else { return false }
-        event.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        guard let hop = awaited, running != nil else { return false }
+        // The queue holds the running event throughout: it is lent to the append unretained.
+        Unmanaged.passUnretained(running.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
+            $0.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        }
         spent.add(now >= hop.startedAt ? now - hop.startedAt : 0, to: hop.client)
         awaited = nil
         return true
