@@ -404,7 +404,8 @@ public struct PostReply {
     }
 
     /// The result's JSON (room: `OutboundFrame.fixedBytes`, the value, `maxTraceEntryBytes`
-    /// per trace entry).
+    /// per trace entry). Inlined, so that the cursor stays in a register.
+    @inline(__always)
     static func write(
         event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>,
         _ w: inout FrameCursor
