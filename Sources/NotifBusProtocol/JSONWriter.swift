@@ -368,10 +368,11 @@ public struct FrameBuilder: ~Copyable {
     }
 }
 
-/// Writes into room a `FrameBuilder` made for it (`reserving`): each write is a store and a
-/// step of the pointer, with no bounds check and no count kept in memory. Whoever makes the
-/// room counts what is written (`maxIntBytes` per integer, the literals' lengths, the raw
-/// bytes' counts); the cursor must not pass it.
+/// Writes into room made for it beforehand (`OutputStore.frame(upTo:_:)`,
+/// `FrameBuilder.reserving`, an `EventFrame`'s memory): each write is a store and a step of
+/// the pointer, with no bounds check and no count kept in memory. Whoever makes the room
+/// counts what is written (`maxIntBytes` per integer, the literals' lengths, the raw bytes'
+/// counts, `maxStringBytes` per string); the cursor must not pass it.
 struct FrameCursor {
     var p: UnsafeMutablePointer<UInt8>
 
