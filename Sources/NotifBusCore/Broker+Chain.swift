@@ -216,7 +216,7 @@ extension Broker {
 
     /// Replies to the poster, applies launch retention, and clears the running event.
     mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
-        guard var event = events.finish() else { return }
+        guard let event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
@@ -224,7 +224,7 @@ extension Broker {
         }
         if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
-        events.recycle(&event)
+        events.recycle(event)
     }
 
     /// The poster's reply: the outcome, the value and the trace, encoded from the record.

@@ -17,16 +17,18 @@
 // how the hop ended and goes back to `between`.
 import NotifBusProtocol
 
+/// What was posted. Its fields are set once, where the post is accepted (field by field when
+/// an ended event's record is reused, so that its frames stay where they are).
 struct QueuedPost {
-    let event: Int64
-    let poster: ConnectionID
-    let requestID: RequestID
-    let name: String
+    fileprivate(set) var event: Int64
+    fileprivate(set) var poster: ConnectionID
+    fileprivate(set) var requestID: RequestID
+    fileprivate(set) var name: String
     /// Its `event` frames, the payload among their bytes.
     fileprivate(set) var frame: EventFrame
-    let isWillPresent: Bool
+    fileprivate(set) var isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
-    let launchesApp: Bool
+    fileprivate(set) var launchesApp: Bool
 
     init(
         event: Int64, poster: ConnectionID, requestID: RequestID, name: String, frame: EventFrame, isWillPresent: Bool,
@@ -194,11 +196,13 @@ struct EventQueue {
                     frame: EventFrame(event: event, name: name, payload: payload), isWillPresent: isWillPresent,
                     launchesApp: launchesApp))
         }
-        let frame = record.post.frame
-        frame.reset(event: event, name: name, payload: payload)
-        record.post = QueuedPost(
-            event: event, poster: poster, requestID: requestID, name: name, frame: frame, isWillPresent: isWillPresent,
-            launchesApp: launchesApp)
+        record.post.frame.reset(event: event, name: name, payload: payload)
+        record.post.event = event
+        record.post.poster = poster
+        record.post.requestID = requestID
+        record.post.name = name
+        record.post.isWillPresent = isWillPresent
+        record.post.launchesApp = launchesApp
         return record
     }
 
@@ -263,12 +267,13 @@ struct EventQueue {
     /// An ended event's record, given back when the broker is done with it: kept for the
     /// next post if nothing else holds it or its frames (a launch retention may), its trace
     /// is short and its frames small.
-    mutating func recycle(_ event: inout RunningEvent) {
+    mutating func recycle(_ event: consuming RunningEvent) {
+        var event = event
         guard isKnownUniquelyReferenced(&event), isKnownUniquelyReferenced(&event.post.frame),
             event.trace.capacity <= EventQueue.maxSpareTrace, event.post.frame.capacity <= EventQueue.maxSpareFrame
         else { return }
         event.clear()
-        spare = event
+        spare = consume event
     }
 
     /// between or awaiting → idle: the running event ends and is returned.

@@ -75,10 +75,10 @@ struct EventQueueTests {
         func run(_ payload: String, keep: Bool = false) -> (capacity: Int, frame: EventFrame?) {
             _ = EventQueueTests.enqueue(&q, "e", payload: payload)
             q.begin(q.dequeue()!, chain: [])
-            var event = q.finish()!
+            let event = q.finish()!
             #expect(event.post.payload == Array(payload.utf8) && event.post.payloadCount == payload.utf8.count)
             let result = (event.post.frame.capacity, keep ? event.post.frame : nil)
-            q.recycle(&event)
+            q.recycle(event)
             return result
         }
         let large = "[" + String(repeating: "1,", count: 1000) + "1]"
