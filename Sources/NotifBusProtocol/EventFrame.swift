@@ -1,6 +1,8 @@
 // The bytes of one post's `event` frames that every hop shares, made once when the post is
-// accepted (its name escaped, its payload copied): each hop then writes them around its
-// observer's id. It decides nothing about hops, and holds nothing but these bytes.
+// accepted (its name escaped, or kept as written when the post before had the same name; its
+// payload copied): each hop then writes them around its observer's id. It decides nothing
+// about hops, and holds nothing but these bytes.
+import Glibc
 
 /// One post's `event` frame less its observer, in memory of its own: the head
 /// `{"op":"event","event":…,"observer":"o` and the tail `","name":…,"payload":…}`, one after
@@ -16,6 +18,8 @@ public final class EventFrame {
     private var count = 0
     /// Where the payload lies among the bytes; nil when the post has none (`null` is written).
     private var payloadRange: Range<Int>? = nil
+    /// Bytes of the tail's name part, `","name":…,"payload":`, after the head.
+    private var namePartCount = 0
 
     /// The frames of event `event`, posted as `name` with `payload` (copied: it may be a view
     /// of the frame it came in).
@@ -36,6 +40,7 @@ public final class EventFrame {
             base.deallocate()
             base = .allocate(capacity: needed)
             capacity = needed
+            headCount = 0  // nothing of the last post's frames is kept
         }
         write(event: event, name: name, payload: payload)
     }
@@ -48,11 +53,34 @@ public final class EventFrame {
     private func write(event: Int64, name: String, bytes payload: UnsafeRawBufferPointer?) {
         var w = FrameCursor(base)
         EventFrame.head(event: event, &w)
-        headCount = base.distance(to: w.p)
-        EventFrame.tail(name: name, payload: payload, &w)
+        let head = base.distance(to: w.p)
+        // A post of the same name as the last one these bytes held, behind a head as long,
+        // finds the name written already (most posts repeat a few names): its escaping is
+        // skipped when its UTF-8 is the bytes between the quotes there.
+        if head == headCount && holdsName(name, at: w.p) {
+            w.p += namePartCount
+        } else {
+            let start = w.p
+            EventFrame.namePart(name, &w)
+            namePartCount = start.distance(to: w.p)
+        }
+        headCount = head
+        EventFrame.payloadPart(payload, &w)
         count = base.distance(to: w.p)
         // The payload is what the tail ends with, before its closing brace.
         payloadRange = payload.map { (count - 1 - $0.count)..<(count - 1) }
+    }
+
+    /// Whether the name part at `p` was written for `name` with no escape: its length is
+    /// the name's UTF-8 with the quotes and literals (so no byte was escaped), and the bytes
+    /// between the quotes are the name's UTF-8.
+    private func holdsName(_ name: String, at p: UnsafeMutablePointer<UInt8>) -> Bool {
+        var name = name
+        let literals = 22  // `","name":"` and `","payload":`
+        guard namePartCount == name.utf8.count &+ literals else { return false }
+        return name.withUTF8 { utf8 in
+            utf8.isEmpty || memcmp(p + 10, utf8.baseAddress!, utf8.count) == 0
+        }
     }
 
     /// The payload's bytes, copied out (nil when the post had none).
@@ -90,9 +118,21 @@ public final class EventFrame {
     /// `","name":…,"payload":…}`, after the observer's number.
     @inline(__always)
     static func tail(name: String, payload: UnsafeRawBufferPointer?, _ w: inout FrameCursor) {
+        namePart(name, &w)
+        payloadPart(payload, &w)
+    }
+
+    /// `","name":…,"payload":`, the tail up to the payload.
+    @inline(__always)
+    static func namePart(_ name: String, _ w: inout FrameCursor) {
         w.literal("\",\"name\":")
         w.string(name)
         w.literal(",\"payload\":")
+    }
+
+    /// The payload, or `null`, and the closing brace.
+    @inline(__always)
+    static func payloadPart(_ payload: UnsafeRawBufferPointer?, _ w: inout FrameCursor) {
         if let payload { w.raw(payload) } else { w.literal("null") }
         w.byte(UInt8(ascii: "}"))
     }
