@@ -43,7 +43,7 @@ CATEGORIES = [
                      r"\bmemcmp|__memcmp|==|StaticString|isValid|_findStringSwitchCase"),
     ("hashing/dictionaries", r"Hasher|_RawDictionaryStorage|_NativeDictionary|_NativeSet|Dictionary|Set<|"
                              r"hashValue|hash\(into|_rawHashValue|Set\._Variant"),
-    ("frame building", r"FrameBuilder|JSONWriter|FrameHeader|OutboundFrame|OutputStore|ReplyResult|PostReply|"
+    ("frame building", r"FrameBuilder|FrameCursor|EventFrame|JSONWriter|FrameHeader|OutboundFrame|OutputStore|ReplyResult|PostReply|"
                        r"StatusPageWriter|appendInterpolation|_StringGuts\.append|"
                        r"String\.append|Array\.append|_appendElement|replaceSubrange"),
     ("copies (memcpy/memmove)", r"memcpy|memmove|memset"),

@@ -73,7 +73,8 @@ extension Broker {
     // MARK: Posting
 
     /// `poster` is the record of the connection that posted (which the sessions hold). The
-    /// payload outlives the frame (the queue keeps it): it is copied once it is accepted.
+    /// payload outlives the frame (the queue keeps it): it is copied, into the post's `event`
+    /// frames, once it is accepted.
     mutating func post(name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
         let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
@@ -106,7 +107,6 @@ extension Broker {
             return refuse(c, rid, .chain(.connectionQueueBytesFull(max: configuration.queueByteShare)), now: now)
         }
         counters.posted += 1
-        let payload = payload.map { events.copyPayload($0) }
         // Nothing runs and nothing waits: the post starts down its chain at once. Through the
         // queue it would be taken off again straight away (its poster's share and the
         // queue's bytes back where they were), which is all this skips.
@@ -132,8 +132,8 @@ extension Broker {
         while true {
             if events.awaited != nil { return }
             if !events.isRunning {
-                guard !shuttingDown, let post = dequeue() else { return }
-                events.begin(post, chain: observers.chain(for: post.name))
+                guard !shuttingDown, let event = dequeueEvent() else { return }
+                events.begin(event, chain: observers.chain(for: event.post.name))
             } else {
                 // Between hops.
                 var target: (id: Int, client: ConnectionID)? = nil
@@ -151,21 +151,24 @@ extension Broker {
                     finish(.unhandled, by: nil, value: nil, now: now)
                     continue
                 }
-                let event = events.awaitHop(AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now))
-                send(.event(event: event.post.event, observer: target.id, name: event.post.name, payload: event.post.payload), to: target.client)
+                let hop = AwaitedHop(observer: target.id, client: target.client, deadline: now &+ budget, startedAt: now)
+                emit(to: target.client, events.awaitHop(hop, encodingInto: output))
             }
         }
     }
 
     /// Takes the oldest waiting post off the queue, and off its poster's share.
-    mutating func dequeue() -> QueuedPost? {
-        guard let post = events.dequeue() else { return nil }
-        if let poster = sessions[post.poster] {
+    mutating func dequeueEvent() -> RunningEvent? {
+        guard let event = events.dequeue() else { return nil }
+        if let poster = sessions[event.post.poster] {
             poster.queuedPosts -= 1
-            poster.queuedBytes -= post.payload?.count ?? 0
+            poster.queuedBytes -= event.post.payloadCount
         }
-        return post
+        return event
     }
+
+    /// `dequeueEvent`, for what needs only the post (its poster, its request).
+    mutating func dequeue() -> QueuedPost? { dequeueEvent()?.post }
 
     /// The running hop's deadline passed without an answer. Its connection is now
     /// unresponsive: until it sends a frame (a late answer, a ping, anything), its observers
@@ -216,7 +219,7 @@ extension Broker {
 
     /// Replies to the poster, applies launch retention, and clears the running event.
     mutating func finish(_ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
-        guard var event = events.finish() else { return }
+        guard let event = events.finish() else { return }
         switch outcome {
         case .completed: counters.completed += 1
         case .stopped: counters.stopped += 1
@@ -224,13 +227,17 @@ extension Broker {
         }
         if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
-        events.recycle(&event)
+        events.recycle(event)
     }
 
-    /// The poster's reply: the outcome, the value and the trace.
+    /// The poster's reply: the outcome, the value and the trace, encoded from the record.
     mutating func sendPostResult(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool) {
         guard sessions.contains(event.post.poster) else { return }
-        let result = PostReply(event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: event.trace)
-        send(.reply(event.post.requestID, .posted(result)), to: event.post.poster)
+        let frame = event.trace.withUnsafeBufferPointer { trace in
+            PostReply.encodeReply(
+                event.post.requestID, event: event.post.event, outcome: outcome, by: by, value: value, retained: retained, trace: trace,
+                into: output)
+        }
+        emit(to: event.post.poster, frame)
     }
 }

@@ -5,19 +5,26 @@
 import NotifBusProtocol
 
 extension Broker {
-    /// Encodes `frame` into the output store and queues it for `c`.
+    /// Encodes `frame` into the output store and queues it for `c`. Inlined, so that the
+    /// encoder of the frame's shape is called directly where the frame is made.
+    @inline(__always)
     mutating func send(_ frame: OutboundFrame, to c: ConnectionID) {
         emit(to: c, frame.encode(into: output))
     }
 
     /// Queues a frame of the output store for `c` and mirrors it to every other monitor.
+    /// Inlined (the mirrors apart), so that queueing a frame is an append where it is sent.
+    @inline(__always)
     mutating func emit(to c: ConnectionID, _ frame: OutputRange) {
-        if !sessions.monitors.isEmpty {
-            for m in sessions.monitors where m != c {
-                actions.append(.send(m, OutboundFrame.seen(sent: frame, client: c, into: output)))
-            }
-        }
+        if !sessions.monitors.isEmpty { mirror(frame, sentTo: c) }
         actions.append(.send(c, frame))
+    }
+
+    /// Mirrors a frame sent to `c` to every other monitor.
+    mutating func mirror(_ frame: OutputRange, sentTo c: ConnectionID) {
+        for m in sessions.monitors where m != c {
+            actions.append(.send(m, OutboundFrame.seen(sent: frame, client: c, into: output)))
+        }
     }
 
     /// Mirrors a frame `c` sent (its body, in the read buffer) to every other monitor.

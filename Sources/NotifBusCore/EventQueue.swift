@@ -1,10 +1,11 @@
 // The single broker-wide queue of posts and the one event running down its chain. It
-// keeps the running event's state and trace; which observer gets the next hop, and the
-// frames, are decided by the broker (Broker+Chain.swift). The chain's state:
+// keeps each post's record (its frames made once, when accepted), the running event's state
+// and trace, and encodes the event frame of each hop; which observer gets the next hop, and
+// every other frame, are decided by the broker (Broker+Chain.swift). The chain's state:
 //
 //                             nextInChain, skip
 //                                 ┌─────┐
-//         begin(post, chain)      ▼     │      awaitHop(hop)
+//         begin(event, chain)     ▼     │      awaitHop(hop)
 //   idle ─────────────────────▶ between ┴─────────────────────▶ awaiting
 //    ▲  ▲                         │  ▲                             │  │
 //    │  └────── finish() ─────────┘  └────── endHop(reply) ────────┘  │
@@ -16,51 +17,78 @@
 // how the hop ended and goes back to `between`.
 import NotifBusProtocol
 
+/// What was posted. Its fields are set once, where the post is accepted (field by field when
+/// an ended event's record is reused, so that its frames stay where they are).
 struct QueuedPost {
-    let event: Int64
-    let poster: ConnectionID
-    let requestID: RequestID
-    let name: String
-    /// Dropped (set nil) only when the event has ended (`RunningEvent.clear`).
-    fileprivate(set) var payload: RawJSON?
-    let isWillPresent: Bool
+    fileprivate(set) var event: Int64
+    fileprivate(set) var poster: ConnectionID
+    fileprivate(set) var requestID: RequestID
+    fileprivate(set) var name: String
+    /// Its `event` frames, the payload among their bytes.
+    fileprivate(set) var frame: EventFrame
+    fileprivate(set) var isWillPresent: Bool
     /// Decided when posted, against the categories in force then.
-    let launchesApp: Bool
+    fileprivate(set) var launchesApp: Bool
+
+    init(
+        event: Int64, poster: ConnectionID, requestID: RequestID, name: String, frame: EventFrame, isWillPresent: Bool,
+        launchesApp: Bool
+    ) {
+        self.event = event
+        self.poster = poster
+        self.requestID = requestID
+        self.name = name
+        self.frame = frame
+        self.isWillPresent = isWillPresent
+        self.launchesApp = launchesApp
+    }
+
+    /// A post with frames of its own made from `payload` (tests).
+    init(event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?, isWillPresent: Bool, launchesApp: Bool) {
+        let frame = EventFrame(event: event, name: name, payload: payload.map(JSONBytes.init))
+        self.init(
+            event: event, poster: poster, requestID: requestID, name: name, frame: frame, isWillPresent: isWillPresent,
+            launchesApp: launchesApp)
+    }
+
+    /// The payload, copied out of the frames (nil when there is none).
+    var payload: RawJSON? { frame.payload }
+
+    /// How many bytes the payload has: what it counts against the queue's limits.
+    var payloadCount: Int { frame.payloadCount }
 }
 
-/// An event walking its chain. A class, so that `ChainState` carries one reference: the
+/// A post from its acceptance to its poster's reply: it waits in the queue, then walks its
+/// chain as the running event. A class, so that one reference moves from the queue to the
+/// chain's state (and to a launch retention), the post is written into it once, and the
 /// trace and the time spent grow in place on every hop instead of being moved in and out
 /// of the state with each transition. Once an event has ended and nothing else holds its
-/// record, the queue reuses the record and the trace's storage for the next event.
+/// record, the queue reuses the record, the trace's storage and the frames' memory for a
+/// later post.
 final class RunningEvent {
-    private(set) var post: QueuedPost
-    /// The observers of its name when it started, in chain order.
+    fileprivate(set) var post: QueuedPost
+    /// The observers of its name when it started, in chain order (empty while it waits).
     private(set) var chain: [Int]
     var nextIndex = 0
     var trace: [TraceHop] = []
 
-    init(post: consuming QueuedPost, chain: [Int]) {
+    init(post: QueuedPost, chain: [Int] = []) {
         self.post = post
         self.chain = chain
         trace.reserveCapacity(chain.count)
     }
 
-    /// Starts `post` down `chain` in this record, keeping the trace's storage.
-    func restart(_ post: consuming QueuedPost, chain: [Int]) {
-        self.post = post
+    /// Starts the post down `chain`.
+    fileprivate func start(_ chain: [Int]) {
         self.chain = chain
         nextIndex = 0
-        trace.removeAll(keepingCapacity: true)
         trace.reserveCapacity(chain.count)
     }
 
-    /// Lets go of the post's payload (returned) and the chain, which are not kept while the
-    /// record waits for reuse.
-    func clear() -> RawJSON? {
-        defer { post.payload = nil }
+    /// Lets go of the chain and empties the trace (keeping its storage), for reuse.
+    fileprivate func clear() {
         chain = []
         trace.removeAll(keepingCapacity: true)
-        return post.payload
     }
 }
 
@@ -80,7 +108,7 @@ enum ChainState {
 
 /// Waiting posts in arrival order, and the running event.
 struct EventQueue {
-    private var waiting = FIFO<QueuedPost>()
+    private var waiting = FIFO<RunningEvent>()
     /// Payload bytes of the waiting posts.
     private(set) var waitingBytes = 0
     private var nextEventID: Int64 = 1
@@ -96,14 +124,14 @@ struct EventQueue {
     /// whose total reached the hop timeout gets no further hop in this event. Kept here
     /// and emptied for each event, so that an event allocates no table of its own.
     private var spent = IDTable<UInt64>()
-    /// The record of an ended event that nothing else holds, for `begin` to reuse.
+    /// The record of an ended event that nothing else holds, with its frames, for the next
+    /// post accepted to reuse.
     private var spare: RunningEvent? = nil
-    /// Traces longer than this are not kept for reuse.
+    /// Records whose trace is longer than this are not kept for reuse.
     static let maxSpareTrace = 64
-    /// An ended event's payload storage, for `copyPayload` to reuse: kept only up to
-    /// `maxSparePayload` bytes, so that an idle broker holds no large payload.
-    private var sparePayload: RawJSON? = nil
-    static let maxSparePayload = 4096
+    /// Nor those whose frames hold more than this, so that an idle broker holds no large
+    /// payload.
+    static let maxSpareFrame = 4096
 
     /// Posts waiting (not the running one).
     var count: Int { waiting.count }
@@ -123,54 +151,74 @@ struct EventQueue {
         return .between(running)
     }
 
-    /// Queues a post and returns its event id.
+    /// Queues a post and returns its event id. The payload is copied (into the post's
+    /// frames), so it may be a view of the frame it came in.
     mutating func enqueue(
-        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
         isWillPresent: Bool, launchesApp: Bool
     ) -> Int64 {
         let event = nextEventID
         nextEventID += 1
         waitingBytes += payload?.count ?? 0
         waiting.append(
-            QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
-                isWillPresent: isWillPresent, launchesApp: launchesApp))
+            record(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
+                launchesApp: launchesApp))
         return event
     }
 
     /// idle → between, with no post waiting: a post starts down `chain` without passing
     /// through the queue (it gets the event id it would have had there).
     mutating func startNow(
-        poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?,
+        poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
         isWillPresent: Bool, launchesApp: Bool, chain: [Int]
     ) {
         guard waiting.count == 0 else { preconditionFailure("a post started ahead of the waiting ones") }
         let event = nextEventID
         nextEventID += 1
         begin(
-            QueuedPost(
-                event: event, poster: poster, requestID: requestID, name: name, payload: payload,
-                isWillPresent: isWillPresent, launchesApp: launchesApp),
+            record(
+                event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
+                launchesApp: launchesApp),
             chain: chain)
     }
 
-    /// The oldest waiting post, off the queue.
-    mutating func dequeue() -> QueuedPost? {
-        guard let post = waiting.popFirst() else { return nil }
-        waitingBytes -= post.payload?.count ?? 0
-        return post
+    /// The record of a post just accepted, its frames made: the spare one (an ended event's,
+    /// its frames' memory written over) when there is one.
+    private mutating func record(
+        event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
+        isWillPresent: Bool, launchesApp: Bool
+    ) -> RunningEvent {
+        guard let record = spare.take() else {
+            return RunningEvent(
+                post: QueuedPost(
+                    event: event, poster: poster, requestID: requestID, name: name,
+                    frame: EventFrame(event: event, name: name, payload: payload), isWillPresent: isWillPresent,
+                    launchesApp: launchesApp))
+        }
+        record.post.frame.reset(event: event, name: name, payload: payload)
+        record.post.event = event
+        record.post.poster = poster
+        record.post.requestID = requestID
+        record.post.name = name
+        record.post.isWillPresent = isWillPresent
+        record.post.launchesApp = launchesApp
+        return record
     }
 
-    /// idle → between: `post` starts down `chain`.
-    mutating func begin(_ post: consuming QueuedPost, chain: [Int]) {
+    /// The oldest waiting post, off the queue.
+    mutating func dequeue() -> RunningEvent? {
+        guard let event = waiting.popFirst() else { return nil }
+        waitingBytes -= event.post.payloadCount
+        return event
+    }
+
+    /// idle → between: `event`, a post taken off the queue, starts down `chain`.
+    mutating func begin(_ event: RunningEvent, chain: [Int]) {
         guard running == nil else { preconditionFailure("an event started while another runs") }
         spent.removeAllKeepingSmallCapacity()
-        if let event = spare.take() {
-            event.restart(post, chain: chain)
-            running = event
-        } else {
-            running = RunningEvent(post: post, chain: chain)
-        }
+        event.start(chain)
+        running = event
         awaited = nil
     }
 
@@ -191,39 +239,41 @@ struct EventQueue {
         event.trace.append(TraceHop(observer: observer, reply: .skipped))
     }
 
-    /// between → awaiting: the event is sent to `hop.observer`. Returns the running event
-    /// (one reference, where its post would be a copy of every field).
-    mutating func awaitHop(_ hop: AwaitedHop) -> RunningEvent {
-        guard awaited == nil, let event = running else { preconditionFailure("a hop started with no event between hops") }
+    /// between → awaiting: the event is sent to `hop.observer`. Returns the `event` frame
+    /// for it, encoded at the end of `store` from the running event's frames.
+    mutating func awaitHop(_ hop: AwaitedHop, encodingInto store: OutputStore) -> OutputRange {
+        guard awaited == nil, running != nil else { preconditionFailure("a hop started with no event between hops") }
         awaited = hop
-        return event
+        // The running event holds its frames throughout, and the encoder (which only writes
+        // into the store) cannot end it: the frames are lent without a retain.
+        return Unmanaged.passUnretained(running.unsafelyUnwrapped.post.frame)._withUnsafeGuaranteedRef {
+            $0.encode(observer: hop.observer, into: store)
+        }
     }
 
     /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
     /// charged to its connection. False when no answer was awaited.
     mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
-        guard let hop = awaited, let event = running else { return false }
-        event.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        guard let hop = awaited, running != nil else { return false }
+        // The queue holds the running event throughout: it is lent to the append unretained.
+        Unmanaged.passUnretained(running.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
+            $0.trace.append(TraceHop(observer: hop.observer, reply: reply))
+        }
         spent.add(now >= hop.startedAt ? now - hop.startedAt : 0, to: hop.client)
         awaited = nil
         return true
     }
 
     /// An ended event's record, given back when the broker is done with it: kept for the
-    /// next event if nothing else holds it (a launch retention may) and its trace is short.
-    mutating func recycle(_ event: inout RunningEvent) {
-        guard isKnownUniquelyReferenced(&event), event.trace.capacity <= EventQueue.maxSpareTrace else { return }
-        if let payload = event.clear(), payload.capacity <= EventQueue.maxSparePayload { sparePayload = payload }
-        spare = event
-    }
-
-    /// `payload` as bytes of its own, in the storage of an ended event's payload when there is
-    /// one (a copy still, never shared: storage someone else holds is not written to).
-    mutating func copyPayload(_ payload: JSONBytes) -> RawJSON {
-        guard var bytes = sparePayload.take() else { return payload.bytes }
-        bytes.removeAll(keepingCapacity: true)
-        payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
-        return bytes
+    /// next post if nothing else holds it or its frames (a launch retention may), its trace
+    /// is short and its frames small.
+    mutating func recycle(_ event: consuming RunningEvent) {
+        var event = event
+        guard isKnownUniquelyReferenced(&event), isKnownUniquelyReferenced(&event.post.frame),
+            event.trace.capacity <= EventQueue.maxSpareTrace, event.post.frame.capacity <= EventQueue.maxSpareFrame
+        else { return }
+        event.clear()
+        spare = consume event
     }
 
     /// between or awaiting → idle: the running event ends and is returned.

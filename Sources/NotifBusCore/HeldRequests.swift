@@ -60,14 +60,14 @@ struct HeldRequests {
 
     /// Holds `event`'s retention behind those already waiting.
     mutating func holdRetention(_ event: RunningEvent) {
-        retentionBytes += event.post.payload?.count ?? 0
+        retentionBytes += event.post.payloadCount
         retentions.append(event)
     }
 
     /// The oldest waiting retention, removed.
     mutating func popRetention() -> RunningEvent? {
         guard let event = retentions.popFirst() else { return nil }
-        retentionBytes -= event.post.payload?.count ?? 0
+        retentionBytes -= event.post.payloadCount
         return event
     }
 

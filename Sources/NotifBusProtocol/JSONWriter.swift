@@ -80,7 +80,8 @@ public struct OutputRange: Sendable, Equatable {
 }
 
 /// The broker's outgoing frames, one after another in one growable buffer, from the last
-/// reset on: `FrameBuilder(appendingTo:)` encodes a frame at its end, and the frame is named
+/// reset on: `frame(upTo:_:)` (a frame whose size is bounded first) or
+/// `FrameBuilder(appendingTo:)` (one that is not) encodes a frame at its end, and the frame is named
 /// by an `OutputRange` (offsets, not pointers, so the buffer may move when it grows). The
 /// owner resets it once every range handed out is consumed; the generation then moves on,
 /// so that a range kept beyond its reset traps instead of reading another frame's bytes.
@@ -140,7 +141,7 @@ public final class OutputStore {
     /// Makes room for `n` more bytes; the memory may move (no frame is being built).
     @inline(__always)
     func reserve(_ n: Int) {
-        if capacity - count < n { grow(count + n) }
+        if capacity &- count < n { grow(count &+ n) }
     }
 
     private func grow(_ needed: Int) {
@@ -151,6 +152,24 @@ public final class OutputStore {
         base.deallocate()
         base = bigger
         capacity = size
+    }
+
+    /// Encodes one frame at the end of the store, its JSON written by `body` through a
+    /// cursor into room for `n` bytes made once, its length prefix patched in front: a frame
+    /// whose size is bounded before it is written needs no builder and no check per write.
+    /// `body` must write at most `n` bytes (checked once it is done).
+    @inline(__always)
+    func frame(upTo n: Int, _ body: (inout FrameCursor) -> Void) -> OutputRange {
+        reserve(Limits.headerBytes &+ n)
+        let start = base + count
+        var cursor = FrameCursor(start + Limits.headerBytes)
+        body(&cursor)
+        let length = start.distance(to: cursor.p)
+        precondition(length &- Limits.headerBytes <= n, "a frame wrote more than the room it made")
+        UnsafeMutableRawPointer(start).storeBytes(of: UInt32(truncatingIfNeeded: length &- Limits.headerBytes).bigEndian, as: UInt32.self)
+        let range = OutputRange(offset: count, count: length, generation: generation)
+        count &+= length
+        return range
     }
 
     /// Appends a frame built elsewhere (one that outgrew the space left here).
@@ -231,6 +250,18 @@ public struct FrameBuilder: ~Copyable {
         if count + n > capacity { grow(count + n) }
     }
 
+    /// Makes room for `n` more bytes and lends `body` a cursor at the frame's end; the frame
+    /// then ends where the cursor stopped. The cursor checks nothing: `body` writes at most
+    /// `n` bytes, which is what lets a frame of known shape be written with one check.
+    @inline(__always)
+    mutating func reserving<R>(_ n: Int, _ body: (inout FrameCursor) -> R) -> R {
+        reserve(n)
+        var cursor = FrameCursor(base + count)
+        let result = body(&cursor)
+        count = base.distance(to: cursor.p)
+        return result
+    }
+
     /// Moves the frame to memory of its own that holds `needed - start` bytes: an
     /// `OutputStore`'s memory is left as it is (frames before this one stay where they are).
     private mutating func grow(_ needed: Int) {
@@ -268,89 +299,12 @@ public struct FrameBuilder: ~Copyable {
 
     /// A JSON string, escaped per RFC 8259.
     public mutating func string(_ text: String) {
-        var text = text
-        text.withUTF8 { utf8 in
-            reserve(utf8.count * 6 + 2)
-            var p = count
-            base[p] = UInt8(ascii: "\"")
-            p += 1
-            for b in utf8 {
-                if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
-                    base[p] = b
-                    p += 1
-                    continue
-                }
-                base[p] = UInt8(ascii: "\\")
-                switch b {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): base[p + 1] = b; p += 2
-                case 0x0A: base[p + 1] = UInt8(ascii: "n"); p += 2
-                case 0x0D: base[p + 1] = UInt8(ascii: "r"); p += 2
-                case 0x09: base[p + 1] = UInt8(ascii: "t"); p += 2
-                case 0x08: base[p + 1] = UInt8(ascii: "b"); p += 2
-                case 0x0C: base[p + 1] = UInt8(ascii: "f"); p += 2
-                default:
-                    let hex: StaticString = "0123456789abcdef"
-                    base[p + 1] = UInt8(ascii: "u")
-                    base[p + 2] = 0x30
-                    base[p + 3] = 0x30
-                    base[p + 4] = hex.utf8Start[Int(b >> 4)]
-                    base[p + 5] = hex.utf8Start[Int(b & 0xF)]
-                    p += 6
-                }
-            }
-            base[p] = UInt8(ascii: "\"")
-            count = p + 1
-        }
+        reserving(FrameCursor.maxStringBytes(text.utf8.count)) { $0.string(text) }
     }
 
-    /// The decimal form of `value`, two digits per division.
+    /// The decimal form of `value`.
     public mutating func int(_ value: Int64) {
-        reserve(20)
-        // Through a pointer with wrapping arithmetic: 20 bytes are reserved, enough for
-        // any Int64 with its sign, so no index needs a check of its own.
-        var p = base + count
-        var magnitude = value.magnitude
-        if value < 0 {
-            p.pointee = UInt8(ascii: "-")
-            p += 1
-        }
-        if magnitude < 10 {
-            p.pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-            count = base.distance(to: p) &+ 1
-            return
-        }
-        let end = p + FrameBuilder.decimalDigits(magnitude)
-        let pairs = UnsafeRawPointer(FrameBuilder.digitPairs.utf8Start)
-        p = end
-        while magnitude >= 100 {
-            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
-            magnitude /= 100
-            p -= 2
-            UnsafeMutableRawPointer(p).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
-        }
-        if magnitude >= 10 {
-            let pair = Int(truncatingIfNeeded: magnitude) &* 2
-            UnsafeMutableRawPointer(p - 2).storeBytes(of: pairs.loadUnaligned(fromByteOffset: pair, as: UInt16.self), as: UInt16.self)
-        } else {
-            (p - 1).pointee = UInt8(truncatingIfNeeded: magnitude) &+ 0x30
-        }
-        count = base.distance(to: end)
-    }
-
-    /// "00" through "99", for writing two digits at a time.
-    static let digitPairs: StaticString =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-
-    /// How many decimal digits `value` has (1...20), by comparison rather than division.
-    static func decimalDigits(_ value: UInt64) -> Int {
-        var digits = 1
-        var bound: UInt64 = 10
-        while value >= bound {
-            digits += 1
-            if digits == 20 { break }
-            bound &*= 10
-        }
-        return digits
+        reserving(FrameCursor.maxIntBytes) { $0.int(value) }
     }
 
     public mutating func raw(_ value: [UInt8]) {
@@ -412,4 +366,171 @@ public struct FrameBuilder: ~Copyable {
         precondition(base == store.base, "a frame finished into another output store")
         return store.commit(from: start, to: count)
     }
+}
+
+/// Writes into room made for it beforehand (`OutputStore.frame(upTo:_:)`,
+/// `FrameBuilder.reserving`, an `EventFrame`'s memory): each write is a store and a step of
+/// the pointer, with no bounds check and no count kept in memory. Whoever makes the room
+/// counts what is written (`maxIntBytes` per integer, the literals' lengths, the raw bytes'
+/// counts, `maxStringBytes` per string); the cursor must not pass it.
+struct FrameCursor {
+    var p: UnsafeMutablePointer<UInt8>
+
+    @inline(__always)
+    init(_ p: UnsafeMutablePointer<UInt8>) {
+        self.p = p
+    }
+
+    /// Room an integer needs: 20 characters for any Int64 with its sign, which also covers
+    /// the eight-byte stores of `int` (they may write past the digits, never past this).
+    static let maxIntBytes = 20
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        p.pointee = b
+        p += 1
+    }
+
+    /// A literal's bytes: its length is known here, so the copy is a few fixed-size stores.
+    @inline(__always)
+    mutating func literal(_ text: StaticString) {
+        UnsafeMutableRawPointer(p).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        p += text.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func raw(_ start: UnsafePointer<UInt8>, _ n: Int) {
+        UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: n)
+        p += n
+    }
+
+    @inline(__always)
+    mutating func raw(_ bytes: UnsafeRawBufferPointer) {
+        guard let start = bytes.baseAddress else { return }
+        UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: bytes.count)
+        p += bytes.count
+    }
+
+    /// Room a JSON string of `utf8Count` bytes needs at most: each byte escaped as
+    /// `\u00XX`, and the quotes.
+    @inline(__always)
+    static func maxStringBytes(_ utf8Count: Int) -> Int { utf8Count &* 6 &+ 2 }
+
+    /// A JSON string, escaped per RFC 8259 (room: `maxStringBytes`).
+    mutating func string(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            var q = p
+            q.pointee = UInt8(ascii: "\"")
+            q += 1
+            for b in utf8 {
+                if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
+                    q.pointee = b
+                    q += 1
+                    continue
+                }
+                q[0] = UInt8(ascii: "\\")
+                switch b {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): q[1] = b; q += 2
+                case 0x0A: q[1] = UInt8(ascii: "n"); q += 2
+                case 0x0D: q[1] = UInt8(ascii: "r"); q += 2
+                case 0x09: q[1] = UInt8(ascii: "t"); q += 2
+                case 0x08: q[1] = UInt8(ascii: "b"); q += 2
+                case 0x0C: q[1] = UInt8(ascii: "f"); q += 2
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    q[1] = UInt8(ascii: "u")
+                    q[2] = 0x30
+                    q[3] = 0x30
+                    q[4] = hex.utf8Start[Int(b >> 4)]
+                    q[5] = hex.utf8Start[Int(b & 0xF)]
+                    q += 6
+                }
+            }
+            q.pointee = UInt8(ascii: "\"")
+            p = q + 1
+        }
+    }
+
+    /// UTF-8 bytes of text written as they are (for text known to be valid JSON).
+    mutating func rawText(_ text: String) {
+        var text = text
+        text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The decimal form of `value`. Below 10^8 (every id in practice) its digits are made
+    /// all at once in one word and stored as one; larger values take one such word per
+    /// eight digits.
+    @inline(__always)
+    mutating func int(_ value: Int64) {
+        if value < 0 {
+            byte(UInt8(ascii: "-"))
+        }
+        decimal(value.magnitude)
+    }
+
+    @inline(__always)
+    mutating func decimal(_ value: UInt64) {
+        if value < 10 {
+            byte(UInt8(truncatingIfNeeded: value) &+ 0x30)
+        } else if value < 100 {
+            let pairs = UnsafeRawPointer(FrameCursor.digitPairs.utf8Start)
+            UnsafeMutableRawPointer(p).storeBytes(
+                of: pairs.loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: value) &* 2, as: UInt16.self), as: UInt16.self)
+            p += 2
+        } else if value < 100_000_000 {
+            leadingDigits(value)
+        } else {
+            longDecimal(value)
+        }
+    }
+
+    /// `decimal` of a value of nine digits or more: one word per eight digits.
+    mutating func longDecimal(_ value: UInt64) {
+        if value < 10_000_000_000_000_000 {
+            leadingDigits(value / 100_000_000)
+        } else {
+            leadingDigits(value / 10_000_000_000_000_000)
+            eightDigits(value / 100_000_000 % 100_000_000)
+        }
+        eightDigits(value % 100_000_000)
+    }
+
+    /// `value` (1 to 10^8 − 1) without leading zeros: its eight digits are stored as one
+    /// word shifted past the zeros, so that the bytes after the digits are zeros the next
+    /// write covers.
+    @inline(__always)
+    private mutating func leadingDigits(_ value: UInt64) {
+        let digits = FrameCursor.digitBytes(value)
+        let zeros = digits.trailingZeroBitCount & ~7  // the leading zero digits, in bits
+        UnsafeMutableRawPointer(p).storeBytes(of: ((digits | FrameCursor.asciiZeros) &>> zeros).littleEndian, as: UInt64.self)
+        p += 8 &- zeros &>> 3
+    }
+
+    /// `value` (below 10^8) as exactly eight digits, leading zeros included.
+    @inline(__always)
+    private mutating func eightDigits(_ value: UInt64) {
+        UnsafeMutableRawPointer(p).storeBytes(of: (FrameCursor.digitBytes(value) | FrameCursor.asciiZeros).littleEndian, as: UInt64.self)
+        p += 8
+    }
+
+    static let asciiZeros: UInt64 = 0x3030_3030_3030_3030
+
+    /// The eight decimal digits of `value` (below 10^8) as the values 0 to 9 in the bytes of
+    /// one word, the most significant digit in the lowest byte (first in memory on a
+    /// little-endian machine). Division by multiplication, lane by lane: the two halves of
+    /// four digits in 32-bit lanes, then pairs in 16-bit lanes, then digits in bytes.
+    @inline(__always)
+    static func digitBytes(_ value: UInt64) -> UInt64 {
+        let high = value / 10_000
+        let fours = high | (value &- high &* 10_000) << 32
+        let hundreds = (fours &* 10_486) >> 20 & 0x0000_007F_0000_007F  // x / 100 for x < 10^4
+        let pairs = (fours &- hundreds &* 100) << 16 | hundreds
+        let tens = (pairs &* 103) >> 10 & 0x000F_000F_000F_000F  // x / 10 for x < 100
+        return tens | (pairs &- tens &* 10) << 8
+    }
+
+    /// "00" through "99", for writing two digits at a time.
+    static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 }

@@ -1,8 +1,8 @@
-// Every frame the broker writes, as typed values, and their one encoder: replies and their
+// Every frame the broker writes, as typed values, and their encoders: replies and their
 // results, error replies and frames, `event`, `call`, `evicted` and `seen`. User data
 // (payloads, arguments, values, handler results and errors) is copied in byte for byte as
-// raw JSON and never re-encoded; the encoder writes straight into the broker's output store
-// (or, for tests and tools, into an array of its own).
+// raw JSON and never re-encoded. Each shape of frame has one encoder, which writes straight
+// into the broker's output store; tests and tools get the same bytes copied out of one.
 
 /// A frame the broker sends to one connection.
 public enum OutboundFrame {
@@ -23,83 +23,132 @@ public enum OutboundFrame {
     /// The handler lost its route to a newer registration.
     case handlerEvicted(Int, by: Int)
 
-    /// The length-prefixed frame, as one array of its own (tests, tools).
+    /// The length-prefixed frame, as one array of its own (tests, tools): encoded in an
+    /// output store of its own and copied out, so that it is byte for byte what
+    /// `encode(into:)` writes.
     public func encoded() -> [UInt8] {
-        var f = FrameBuilder()
-        write(into: &f)
-        return f.finish()
+        let store = OutputStore()
+        return store.bytes(of: encode(into: store))
     }
 
-    /// The length-prefixed frame, encoded at the end of `store`.
-    @inline(__always)
+    /// The length-prefixed frame, encoded at the end of `store`. Each shape of frame has an
+    /// encoder of its own, which makes room for the whole frame once and writes it through a
+    /// cursor; inlined, so that where the frame is made in place (`send(.reply(rid, .empty))`)
+    /// that encoder is called with the case's values, and no enum is built or taken apart.
+    @inlinable @inline(__always)
     public func encode(into store: OutputStore) -> OutputRange {
-        var f = FrameBuilder(appendingTo: store)
-        write(into: &f)
-        return f.finish(into: store)
-    }
-
-    /// Writes the frame's JSON into `f`, which reserved its length prefix.
-    func write(into f: inout FrameBuilder) {
         switch self {
         case .reply(let rid, let result):
-            f.literal("{\"op\":\"reply\",\"id\":")
-            f.requestID(rid)
-            f.literal(",\"result\":")
-            result.write(into: &f)
-            f.byte(UInt8(ascii: "}"))
+            return result.encodeReply(rid, into: store)
         case .error(let rid, let code, let message):
-            OutboundFrame.errorHead(&f, rid, code.rawValue, message)
-            f.literal("}}")
-        case .superseded(let rid, let message, let holder):
-            OutboundFrame.errorHead(&f, rid, ErrorCode.superseded.rawValue, message)
-            f.literal(",\"details\":{\"by\":")
-            f.string(holder)
-            f.literal("}}}")
+            return OutboundFrame.encodeError(rid, code, message, by: nil, into: store)
+        case .superseded(let rid, let message, let by):
+            return OutboundFrame.encodeError(rid, .superseded, message, by: by, into: store)
         case .handlerError(let rid, let error):
-            f.literal("{\"op\":\"reply\",\"id\":")
-            f.requestID(rid)
-            f.literal(",\"error\":")
-            error.withUnsafeBytes { f.raw($0) }
-            f.byte(UInt8(ascii: "}"))
+            return error.withUnsafeBytes { OutboundFrame.encodeHandlerError(rid, $0, into: store) }
         case .event(let event, let observer, let name, let payload):
-            f.literal("{\"op\":\"event\",\"event\":")
-            f.int(event)
-            f.literal(",\"observer\":")
-            f.taggedID("o", observer)
-            f.literal(",\"name\":")
-            f.string(name)
-            f.literal(",\"payload\":")
-            f.optionalRaw(payload)
-            f.byte(UInt8(ascii: "}"))
+            return OutboundFrame.encodeEvent(event: event, observer: observer, name: name, payload: payload, into: store)
         case .call(let call, let handler, let channel, let method, let arguments, let from):
-            f.literal("{\"op\":\"call\",\"call\":")
-            f.int(call)
-            f.literal(",\"handler\":")
-            f.taggedID("h", handler)
-            f.literal(",\"channel\":")
-            f.name(channel)
-            f.literal(",\"method\":")
-            f.name(method)
-            f.literal(",\"arguments\":")
-            if let arguments { arguments.withUnsafeBytes { f.raw($0) } } else { f.literal("null") }
-            f.literal(",\"from\":")
-            f.taggedID("c", from)
-            f.byte(UInt8(ascii: "}"))
+            return OutboundFrame.encodeCall(
+                call: call, handler: handler, channel: channel, method: method, arguments: arguments, from: from, into: store)
         case .observerEvicted(let old, let by):
-            OutboundFrame.evicted(&f, "{\"op\":\"evicted\",\"observer\":", tag: "o", old, by: by)
+            return OutboundFrame.encodeEvicted(handler: false, old, by: by, into: store)
         case .handlerEvicted(let old, let by):
-            OutboundFrame.evicted(&f, "{\"op\":\"evicted\",\"handler\":", tag: "h", old, by: by)
+            return OutboundFrame.encodeEvicted(handler: true, old, by: by, into: store)
         }
     }
 
-    /// `evicted`: `head` opens the frame up to the member naming the registration that
-    /// went (`observer` or `handler`), whose ids, and its successor's, carry `tag`.
-    static func evicted(_ f: inout FrameBuilder, _ head: StaticString, tag: Unicode.Scalar, _ old: Int, by: Int) {
-        f.literal(head)
-        f.taggedID(tag, old)
-        f.literal(",\"by\":")
-        f.taggedID(tag, by)
-        f.byte(UInt8(ascii: "}"))
+    /// Room for a frame's literals and integers, whatever its shape (the longest, a post's
+    /// result without its trace, writes about 180 bytes of them); what else it holds (user
+    /// data, names, messages, string ids, trace entries) is counted on top.
+    static let fixedBytes = 256
+
+    /// `{"op":"reply","id":…,"error":{"code":…,"message":…}}`, or with `by` (`superseded`)
+    /// `…,"details":{"by":…}}}`.
+    @usableFromInline
+    static func encodeError(_ rid: RequestID?, _ code: ErrorCode, _ message: String, by holder: String?, into store: OutputStore) -> OutputRange {
+        let code = code.rawValue
+        var room = fixedBytes &+ (rid?.maxBytes ?? 0) &+ FrameCursor.maxStringBytes(code.utf8.count)
+        room &+= FrameCursor.maxStringBytes(message.utf8.count) &+ FrameCursor.maxStringBytes(holder?.utf8.count ?? 0)
+        return store.frame(upTo: room) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            if let rid { w.requestID(rid) } else { w.literal("null") }
+            w.literal(",\"error\":{\"code\":")
+            w.string(code)
+            w.literal(",\"message\":")
+            w.string(message)
+            if let holder {
+                w.literal(",\"details\":{\"by\":")
+                w.string(holder)
+                w.literal("}}}")
+            } else {
+                w.literal("}}")
+            }
+        }
+    }
+
+    /// A handler's error relayed: `{"op":"reply","id":…,"error":…}`.
+    @usableFromInline
+    static func encodeHandlerError(_ rid: RequestID, _ error: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
+        store.frame(upTo: fixedBytes &+ rid.maxBytes &+ error.count) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(",\"error\":")
+            w.raw(error)
+            w.byte(UInt8(ascii: "}"))
+        }
+    }
+
+    /// An event frame made whole; the broker writes a post's frames from its `EventFrame`,
+    /// with the same head and tail.
+    @usableFromInline
+    static func encodeEvent(event: Int64, observer: Int, name: String, payload: RawJSON?, into store: OutputStore) -> OutputRange {
+        func encode(_ payload: UnsafeRawBufferPointer?) -> OutputRange {
+            store.frame(upTo: EventFrame.maxBytes(name: name, payloadCount: payload?.count ?? 0) &+ FrameCursor.maxIntBytes) { w in
+                EventFrame.head(event: event, &w)
+                w.int(Int64(observer))
+                EventFrame.tail(name: name, payload: payload, &w)
+            }
+        }
+        guard let payload else { return encode(nil) }
+        return payload.withUnsafeBytes { encode($0) }
+    }
+
+    @usableFromInline
+    static func encodeCall(
+        call: Int64, handler: Int, channel: JSONName, method: JSONName, arguments: JSONBytes?, from: Int, into store: OutputStore
+    ) -> OutputRange {
+        var room = fixedBytes &+ FrameCursor.maxStringBytes(channel.utf8Count) &+ FrameCursor.maxStringBytes(method.utf8Count)
+        room &+= arguments?.count ?? 0
+        return store.frame(upTo: room) { w in
+            w.literal("{\"op\":\"call\",\"call\":")
+            w.int(call)
+            w.literal(",\"handler\":")
+            w.taggedID("h", handler)
+            w.literal(",\"channel\":")
+            w.name(channel)
+            w.literal(",\"method\":")
+            w.name(method)
+            w.literal(",\"arguments\":")
+            if let arguments { arguments.withUnsafeBytes { w.raw($0) } } else { w.literal("null") }
+            w.literal(",\"from\":")
+            w.taggedID("c", from)
+            w.byte(UInt8(ascii: "}"))
+        }
+    }
+
+    /// `evicted`: the registration that went (an observer, or with `handler` a handler),
+    /// and its successor, both ids carrying the registration's tag.
+    @usableFromInline
+    static func encodeEvicted(handler: Bool, _ old: Int, by: Int, into store: OutputStore) -> OutputRange {
+        store.frame(upTo: fixedBytes) { w in
+            let tag: Unicode.Scalar = handler ? "h" : "o"
+            if handler { w.literal("{\"op\":\"evicted\",\"handler\":") } else { w.literal("{\"op\":\"evicted\",\"observer\":") }
+            w.taggedID(tag, old)
+            w.literal(",\"by\":")
+            w.taggedID(tag, by)
+            w.byte(UInt8(ascii: "}"))
+        }
     }
 
     /// The `seen` mirror of one frame (its body, without the length prefix) that `client`
@@ -137,16 +186,6 @@ public enum OutboundFrame {
         f.taggedID("c", client)
         f.literal(",\"frame\":")
     }
-
-    /// `{"op":"reply","id":…,"error":{"code":…,"message":…` — the caller closes it.
-    static func errorHead(_ f: inout FrameBuilder, _ rid: RequestID?, _ code: String, _ message: String) {
-        f.literal("{\"op\":\"reply\",\"id\":")
-        f.requestID(rid)
-        f.literal(",\"error\":{\"code\":")
-        f.string(code)
-        f.literal(",\"message\":")
-        f.string(message)
-    }
 }
 
 /// The `result` of a successful reply, one case per shape of §5.
@@ -176,57 +215,118 @@ public enum ReplyResult {
     /// `setCategories`: how many categories are now in force.
     case categoryCount(Int)
 
-    func write(into f: inout FrameBuilder) {
+    /// `{"op":"reply","id":…,"result":…}` at the end of `store`, by the encoder of this
+    /// result's shape (inlined into `OutboundFrame.encode(into:)`, for the same reason).
+    @inlinable @inline(__always)
+    func encodeReply(_ rid: RequestID, into store: OutputStore) -> OutputRange {
+        switch self {
+        case .empty: return ReplyResult.encodeEmpty(rid, into: store)
+        case .value(let raw?): return raw.withUnsafeBytes { ReplyResult.encodeRaw(rid, $0, into: store) }
+        case .relayed(let raw): return raw.withUnsafeBytes { ReplyResult.encodeRaw(rid, $0, into: store) }
+        case .posted(let post): return post.encodeReply(rid, into: store)
+        default: return encodeRegistration(rid, into: store)
+        }
+    }
+
+    /// `{}`: a ping's or a monitor's reply.
+    @usableFromInline
+    static func encodeEmpty(_ rid: RequestID, into store: OutputStore) -> OutputRange {
+        store.frame(upTo: OutboundFrame.fixedBytes &+ rid.maxBytes) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(",\"result\":{}}")
+        }
+    }
+
+    /// Raw JSON as the result: a slot's value, a handler's result.
+    @usableFromInline
+    static func encodeRaw(_ rid: RequestID, _ raw: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
+        store.frame(upTo: OutboundFrame.fixedBytes &+ rid.maxBytes &+ raw.count) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(",\"result\":")
+            w.raw(raw)
+            w.byte(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The results of the requests made once per connection or registration (`hello`,
+    /// `subscribe`, `handle`, `put`, the categories, a missing value), and any other.
+    @usableFromInline
+    func encodeRegistration(_ rid: RequestID, into store: OutputStore) -> OutputRange {
+        var room = OutboundFrame.fixedBytes &+ rid.maxBytes
+        switch self {
+        case .hello(let server, _, _): room &+= FrameCursor.maxStringBytes(server.utf8.count)
+        case .value(let raw?), .categories(let raw): room &+= raw.count
+        case .relayed(let raw): room &+= raw.count
+        case .posted(let post): room &+= (post.value?.count ?? 0) &+ post.trace.count &* PostReply.maxTraceEntryBytes
+        default: break
+        }
+        return store.frame(upTo: room) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(",\"result\":")
+            write(&w)
+            w.byte(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The result's JSON (room: see `encodeRegistration`).
+    func write(_ w: inout FrameCursor) {
         switch self {
         case .hello(let server, let client, let maxFrame):
-            f.literal("{\"protocol\":")
-            f.int(protocolVersion)
-            f.literal(",\"server\":")
-            f.string(server)
-            f.literal(",\"client\":")
-            f.taggedID("c", client)
-            f.literal(",\"maxFrame\":")
-            f.int(Int64(maxFrame))
-            f.byte(UInt8(ascii: "}"))
+            w.literal("{\"protocol\":")
+            w.int(protocolVersion)
+            w.literal(",\"server\":")
+            w.string(server)
+            w.literal(",\"client\":")
+            w.taggedID("c", client)
+            w.literal(",\"maxFrame\":")
+            w.int(Int64(maxFrame))
+            w.byte(UInt8(ascii: "}"))
         case .empty:
-            f.literal("{}")
+            w.literal("{}")
         case .subscribed(let observer, let replaced):
-            f.literal("{\"observer\":")
-            f.taggedID("o", observer)
-            f.literal(",\"replaced\":[")
-            if let replaced { f.taggedID("o", replaced) }
-            f.literal("]}")
+            w.literal("{\"observer\":")
+            w.taggedID("o", observer)
+            w.literal(",\"replaced\":[")
+            if let replaced { w.taggedID("o", replaced) }
+            w.literal("]}")
         case .observerRemoved(let id):
-            f.literal("{\"removed\":[")
-            f.taggedID("o", id)
-            f.literal("]}")
+            w.literal("{\"removed\":[")
+            w.taggedID("o", id)
+            w.literal("]}")
         case .handled(let handler, let replaced):
-            f.literal("{\"handler\":")
-            f.taggedID("h", handler)
-            f.literal(",\"replaced\":")
-            if let replaced { f.taggedID("h", replaced) } else { f.literal("null") }
-            f.byte(UInt8(ascii: "}"))
+            w.literal("{\"handler\":")
+            w.taggedID("h", handler)
+            w.literal(",\"replaced\":")
+            if let replaced { w.taggedID("h", replaced) } else { w.literal("null") }
+            w.byte(UInt8(ascii: "}"))
         case .handlerRemoved(let id):
-            f.literal("{\"removed\":[")
-            f.taggedID("h", id)
-            f.literal("]}")
+            w.literal("{\"removed\":[")
+            w.taggedID("h", id)
+            w.literal("]}")
         case .posted(let post):
-            post.write(into: &f)
+            post.trace.withUnsafeBufferPointer { trace in
+                PostReply.write(
+                    event: post.event, outcome: post.outcome, by: post.by, value: post.value, retained: post.retained, trace: trace,
+                    &w)
+            }
         case .put(let replaced, let delivered):
-            f.literal(replaced ? "{\"replaced\":true,\"delivered\":" : "{\"replaced\":false,\"delivered\":")
-            f.literal(delivered ? "true}" : "false}")
+            w.literal(replaced ? "{\"replaced\":true,\"delivered\":" : "{\"replaced\":false,\"delivered\":")
+            w.literal(delivered ? "true}" : "false}")
         case .value(let raw):
-            f.optionalRaw(raw)
+            w.optionalRaw(raw)
         case .relayed(let raw):
-            raw.withUnsafeBytes { f.raw($0) }
+            raw.withUnsafeBytes { w.raw($0) }
         case .categories(let raw):
-            f.literal("{\"categories\":")
-            f.raw(raw)
-            f.byte(UInt8(ascii: "}"))
+            w.literal("{\"categories\":")
+            raw.withUnsafeBytes { w.raw($0) }
+            w.byte(UInt8(ascii: "}"))
         case .categoryCount(let count):
-            f.literal("{\"count\":")
-            f.int(Int64(count))
-            f.byte(UInt8(ascii: "}"))
+            w.literal("{\"count\":")
+            w.int(Int64(count))
+            w.byte(UInt8(ascii: "}"))
         }
     }
 }
@@ -275,32 +375,73 @@ public struct PostReply {
         self.trace = trace
     }
 
-    func write(into f: inout FrameBuilder) {
-        f.literal("{\"event\":")
-        f.int(event)
-        switch outcome {
-        case .completed: f.literal(",\"outcome\":\"completed\",\"by\":")
-        case .stopped: f.literal(",\"outcome\":\"stopped\",\"by\":")
-        case .unhandled: f.literal(",\"outcome\":\"unhandled\",\"by\":")
+    /// A trace entry, `,{"observer":"o…","reply":"complete"}` at the longest.
+    static let maxTraceEntryBytes = 64
+
+    /// The poster's reply, `{"op":"reply","id":…,"result":{"event":…,…}}`.
+    @usableFromInline
+    func encodeReply(_ rid: RequestID, into store: OutputStore) -> OutputRange {
+        trace.withUnsafeBufferPointer { trace in
+            PostReply.encodeReply(
+                rid, event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, into: store)
         }
-        if let by { f.taggedID("o", by) } else { f.literal("null") }
-        f.literal(",\"value\":")
-        f.optionalRaw(value)
-        f.literal(retained ? ",\"retained\":\"launch\",\"trace\":[" : ",\"retained\":null,\"trace\":[")
+    }
+
+    /// The same reply made from its parts, as an ended event's record holds them (the
+    /// broker's path: no `PostReply` is built, and the trace is lent where it lies).
+    public static func encodeReply(
+        _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
+        trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
+    ) -> OutputRange {
+        let room = OutboundFrame.fixedBytes &+ rid.maxBytes &+ (value?.count ?? 0) &+ trace.count &* maxTraceEntryBytes
+        return store.frame(upTo: room) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(",\"result\":")
+            write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &w)
+            w.byte(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The result's JSON (room: `OutboundFrame.fixedBytes`, the value, `maxTraceEntryBytes`
+    /// per trace entry). Inlined, so that the cursor stays in a register.
+    @inline(__always)
+    static func write(
+        event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>,
+        _ w: inout FrameCursor
+    ) {
+        w.literal("{\"event\":")
+        w.int(event)
+        switch outcome {
+        case .completed: w.literal(",\"outcome\":\"completed\",\"by\":")
+        case .stopped: w.literal(",\"outcome\":\"stopped\",\"by\":")
+        case .unhandled: w.literal(",\"outcome\":\"unhandled\",\"by\":")
+        }
+        if let by { w.taggedID("o", by) } else { w.literal("null") }
+        w.literal(",\"value\":")
+        w.optionalRaw(value)
+        // Literals of either length, chosen by branches rather than picked by a condition:
+        // each is then a copy of a known length, a few stores instead of a call to memcpy.
+        if retained {
+            w.literal(",\"retained\":\"launch\",\"trace\":[")
+        } else {
+            w.literal(",\"retained\":null,\"trace\":[")
+        }
         for (i, hop) in trace.enumerated() {
-            f.literal(i == 0 ? "{\"observer\":" : ",{\"observer\":")
-            f.taggedID("o", hop.observer)
+            if i > 0 { w.byte(UInt8(ascii: ",")) }
+            w.literal("{\"observer\":")
+            w.taggedID("o", hop.observer)
             switch hop.reply {
-            case .next: f.literal(",\"reply\":\"next\"}")
-            case .complete: f.literal(",\"reply\":\"complete\"}")
-            case .stop: f.literal(",\"reply\":\"stop\"}")
-            case .gone: f.literal(",\"reply\":\"gone\"}")
-            case .timeout: f.literal(",\"reply\":\"timeout\"}")
-            case .invalid: f.literal(",\"reply\":\"invalid\"}")
-            case .skipped: f.literal(",\"reply\":\"skipped\"}")
+            case .next: w.literal(",\"reply\":\"next\"}")
+            case .complete: w.literal(",\"reply\":\"complete\"}")
+            case .stop: w.literal(",\"reply\":\"stop\"}")
+            case .gone: w.literal(",\"reply\":\"gone\"}")
+            case .timeout: w.literal(",\"reply\":\"timeout\"}")
+            case .invalid: w.literal(",\"reply\":\"invalid\"}")
+            case .skipped: w.literal(",\"reply\":\"skipped\"}")
             }
         }
-        f.literal("]}")
+        w.literal("]}")
     }
 }
 
@@ -310,9 +451,17 @@ extension Array where Element == UInt8 {
 }
 
 extension FrameBuilder {
-    /// A name as a JSON string: in place, its bytes hold no escape and nothing that needs
-    /// one (the frame it came in was valid JSON), so they are copied between quotes as they
-    /// are, which is what `string` writes for the same text.
+    /// A broker-assigned id as the wire writes it (`FrameCursor.taggedID`).
+    mutating func taggedID(_ tag: Unicode.Scalar, _ n: Int) {
+        reserving(FrameCursor.maxIntBytes &+ 3) { $0.taggedID(tag, n) }
+    }
+}
+
+extension FrameCursor {
+    /// A name as a JSON string (room: `maxStringBytes` of its UTF-8 count): in place, its
+    /// bytes hold no escape and nothing that needs one (the frame it came in was valid
+    /// JSON), so they are copied between quotes as they are, which is what `string` writes
+    /// for the same text.
     @inline(__always)
     mutating func name(_ name: JSONName) {
         switch name.storage {
@@ -333,5 +482,11 @@ extension FrameBuilder {
         byte(UInt8(ascii: tag))
         int(Int64(n))
         byte(UInt8(ascii: "\""))
+    }
+
+    /// Raw JSON, or `null` for nil.
+    @inline(__always)
+    mutating func optionalRaw(_ value: [UInt8]?) {
+        if let value { value.withUnsafeBytes { raw($0) } } else { literal("null") }
     }
 }

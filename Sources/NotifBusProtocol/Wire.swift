@@ -112,16 +112,36 @@ public enum RequestID: Sendable, Hashable {
     case string(String)
 }
 
+extension RequestID {
+    /// Room its echo takes at most in a frame: an integer's digits, or the string's bytes
+    /// between their quotes.
+    @inline(__always)
+    var maxBytes: Int {
+        switch self {
+        case .integer: FrameCursor.maxIntBytes
+        case .string(let s): s.utf8.count &+ 2
+        }
+    }
+}
+
 extension FrameBuilder {
     /// Writes an id, or `null`.
     public mutating func requestID(_ id: RequestID?) {
+        guard let id else { return literal("null") }
+        reserving(id.maxBytes) { $0.requestID(id) }
+    }
+}
+
+extension FrameCursor {
+    /// Writes an id (room: `RequestID.maxBytes`).
+    @inline(__always)
+    mutating func requestID(_ id: RequestID) {
         switch id {
-        case .integer(let i)?: int(i)
-        case .string(let s)?:
+        case .integer(let i): int(i)
+        case .string(let s):
             byte(UInt8(ascii: "\""))
             rawText(s)
             byte(UInt8(ascii: "\""))
-        case nil: literal("null")
         }
     }
 }

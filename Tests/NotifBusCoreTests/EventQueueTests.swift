@@ -8,7 +8,7 @@ import Testing
 struct EventQueueTests {
     static func enqueue(_ q: inout EventQueue, _ name: String, payload: String? = nil) -> Int64 {
         q.enqueue(
-            poster: 9, requestID: .integer(1), name: name, payload: payload.map { Array($0.utf8) },
+            poster: 9, requestID: .integer(1), name: name, payload: payload.map { JSONBytes(Array($0.utf8)) },
             isWillPresent: false, launchesApp: false)
     }
 
@@ -17,9 +17,9 @@ struct EventQueueTests {
         #expect(EventQueueTests.enqueue(&q, "a", payload: "[1]") == 1)
         #expect(EventQueueTests.enqueue(&q, "b") == 2)
         #expect(q.count == 2 && q.waitingBytes == 3)
-        #expect(q.dequeue()?.name == "a")
+        #expect(q.dequeue()?.post.name == "a")
         #expect(q.waitingBytes == 0)
-        #expect(q.dequeue()?.name == "b")
+        #expect(q.dequeue()?.post.name == "b")
         #expect(q.dequeue() == nil)
     }
 
@@ -38,7 +38,9 @@ struct EventQueueTests {
         q.skip(4)
         #expect(q.nextInChain() == 5)
         let hop = AwaitedHop(observer: 5, client: 2, deadline: 1_500, startedAt: 1_000)
-        #expect(q.awaitHop(hop).post.name == "e")
+        let store = OutputStore()
+        let sent = q.awaitHop(hop, encodingInto: store)
+        #expect(store.bytes(of: sent) == OutboundFrame.event(event: 1, observer: 5, name: "e", payload: nil).encoded())
         #expect(q.awaited == hop)
         #expect(q.nextInChain() == nil, "no walking while an answer is awaited")
         let ended1 = q.endHop(.next, now: 1_200)
@@ -59,9 +61,35 @@ struct EventQueueTests {
         _ = EventQueueTests.enqueue(&q, "e")
         q.begin(q.dequeue()!, chain: [1])
         _ = q.nextInChain()
-        _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0))
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 1, deadline: 10, startedAt: 0), encodingInto: OutputStore())
         #expect(q.finish()?.post.name == "e")
         #expect(q.awaited == nil && !q.isRunning)
+    }
+
+    /// An ended event's frames are written over for a later post only when nothing else
+    /// holds them; the post's payload reads back from its frames either way.
+    @Test func framesAreReusedOnlyWhenNothingElseHoldsThem() {
+        var q = EventQueue()
+        /// Runs a post through an empty chain and recycles its record; returns the capacity
+        /// of its frames, and them if `keep`.
+        func run(_ payload: String, keep: Bool = false) -> (capacity: Int, frame: EventFrame?) {
+            _ = EventQueueTests.enqueue(&q, "e", payload: payload)
+            q.begin(q.dequeue()!, chain: [])
+            let event = q.finish()!
+            #expect(event.post.payload == Array(payload.utf8) && event.post.payloadCount == payload.utf8.count)
+            let result = (event.post.frame.capacity, keep ? event.post.frame : nil)
+            q.recycle(event)
+            return result
+        }
+        let large = "[" + String(repeating: "1,", count: 1000) + "1]"
+        let held = run(large, keep: true)
+        #expect(held.capacity > 2000)
+        // The held frames are not written over: the next post's are new, just large enough.
+        #expect(run("[2]").capacity < 200)
+        #expect(held.frame?.payload == Array(large.utf8))
+        // Frames nothing held are: a small post gets the large one's memory.
+        #expect(run(large).capacity > 2000)
+        #expect(run("{}").capacity > 2000)
     }
 
     /// A clock that went backwards charges nothing.
@@ -70,7 +98,7 @@ struct EventQueueTests {
         _ = EventQueueTests.enqueue(&q, "e")
         q.begin(q.dequeue()!, chain: [1])
         _ = q.nextInChain()
-        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500))
+        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500), encodingInto: OutputStore())
         _ = q.endHop(.timeout, now: 400)
         #expect(q.spent(by: 7) == 0)
     }

@@ -255,3 +255,49 @@ struct OutboundFrameTests {
         }
     }
 }
+
+/// A post's `event` frames written from its `EventFrame` are the frames `OutboundFrame.event`
+/// writes whole, for names that need escapes and payloads of any size; reset for another
+/// post, the same memory holds the other post's frames.
+struct EventFrameTests {
+    @Test func framesAroundEachObserverAreTheWholeFrames() {
+        let names = ["bench", "", "tab\tquote\"back\\slash", "\u{1}\u{1f}é🙂", String(repeating: "n", count: 300)]
+        let payloads: [RawJSON?] = [nil, OutboundFrameTests.raw("{ \"a\" : [1, 2.5e3] }"), Array(repeating: UInt8(ascii: "7"), count: 9000)]
+        let frame = EventFrame(event: 1, name: "", payload: nil)
+        for name in names {
+            for payload in payloads {
+                for event: Int64 in [1, 12_345, Int64.max] {
+                    frame.reset(event: event, name: name, payload: payload.map(JSONBytes.init))
+                    #expect(frame.payload == payload && frame.payloadCount == payload?.count ?? 0)
+                    for observer in [1, 42, 123_456_789] {
+                        let store = OutputStore()
+                        let bytes = store.bytes(of: frame.encode(observer: observer, into: store))
+                        #expect(bytes == OutboundFrame.event(event: event, observer: observer, name: name, payload: payload).encoded())
+                    }
+                }
+            }
+        }
+        #expect(frame.capacity >= 9000, "grown for the largest payload")
+    }
+
+    /// A post of the same name as the one before keeps the name written in the frames; any
+    /// other name is written anew, also one of the same length, or the same text in other
+    /// bytes (canonically equivalent, which `==` on String calls equal).
+    @Test func aRepeatedNameIsKeptAndAnyOtherWritten() {
+        let dotAboveThenBelow = "\u{1E0A}\u{0323}", dotBelowThenAbove = "\u{1E0C}\u{0307}"
+        #expect(dotAboveThenBelow == dotBelowThenAbove && Array(dotAboveThenBelow.utf8) != Array(dotBelowThenAbove.utf8))
+        let posts: [(Int64, String)] = [
+            (7, "bench"), (8, "bench"), (9, "bunch"), (10, "bunch"), (11, "bunch"), (99, "bunch"), (100, "bunch"),
+            (101, dotAboveThenBelow), (102, dotBelowThenAbove), (103, "a\"b"), (104, "a\"b"), (105, "bench"),
+        ]
+        let frame = EventFrame(event: 1, name: "bench", payload: nil)
+        for (event, name) in posts {
+            frame.reset(event: event, name: name, payload: JSONBytes(OutboundFrameTests.raw("[\(event)]")))
+            let store = OutputStore()
+            #expect(
+                store.bytes(of: frame.encode(observer: 3, into: store))
+                    == OutboundFrame.event(event: event, observer: 3, name: name, payload: OutboundFrameTests.raw("[\(event)]")).encoded(),
+                "event \(event)")
+        }
+    }
+}

@@ -1,6 +1,7 @@
-// Frames built one after another in an OutputStore are the frames built alone, a frame that
-// outgrows the space left there (a large payload) is built apart and copied in intact, and a
-// reset starts the store again in a new generation.
+// Frames built one after another in an OutputStore are the frames built alone, a frame larger
+// than the space left there (a large payload) is written whole, a reset starts the store again
+// in a new generation, and frames at the edges of the room their encoders make for them are
+// written whole and read back as what they stand for.
 import NotifBusProtocol
 import Testing
 
@@ -54,10 +55,49 @@ struct OutboundScratchTests {
             p *= 10
             values += [p - 1, p, p + 1, -p, -(p - 1)]
         }
+        // And a spread of every length: a fixed-seed generator, numbers shifted to each width.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<4000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            values.append(Int64(bitPattern: state) >> (state % 64))
+        }
         for value in values {
             var f = FrameBuilder(capacity: 8, lengthPrefix: false)
             f.int(value)
-            #expect(String(decoding: f.finish(), as: UTF8.self) == String(value))
+            f.literal(",")  // what follows the digits is written where their word's zeros were
+            #expect(String(decoding: f.finish(), as: UTF8.self) == String(value) + ",")
         }
+    }
+
+    /// The longest of what each encoder reckons with: ids at their largest, string ids and
+    /// names whose every byte needs an escape, many trace entries of the longest kind.
+    @Test func framesAtTheEdgesOfTheirRoom() throws {
+        let controls = String(repeating: "\u{1}\"\\", count: 90)
+        let rid = RequestID.string(String(repeating: "\\\"", count: 128))  // 256 bytes, as written
+        let big = Int.max
+        func json(_ frame: OutboundFrame) throws -> JSONValue {
+            let store = OutputStore()
+            let bytes = store.bytes(of: frame.encode(into: store))
+            #expect(bytes == frame.encoded())
+            return try JSONValue(parsing: bytes[4...])
+        }
+        let error = try json(.error(rid, .badRequest, message: controls))
+        #expect(error["id"]?.stringValue == String(repeating: "\"", count: 128))
+        #expect(error["error"]?["message"]?.stringValue == controls)
+        let superseded = try json(.superseded(.integer(Int64.min), message: controls, by: controls))
+        #expect(superseded["id"]?.intValue == Int64.min && superseded["error"]?["details"]?["by"]?.stringValue == controls)
+        let call = try json(
+            .call(call: Int64.max, handler: big, channel: JSONName(controls), method: JSONName(controls), arguments: nil, from: big))
+        #expect(call["channel"]?.stringValue == controls && call["method"]?.stringValue == controls)
+        #expect(call["call"]?.intValue == Int64.max && call["from"]?.stringValue == "c\(big)")
+        let event = try json(.event(event: Int64.max, observer: big, name: controls, payload: nil))
+        #expect(event["name"]?.stringValue == controls && event["observer"]?.stringValue == "o\(big)")
+        let hello = try json(.reply(rid, .hello(server: controls, client: big, maxFrame: big)))
+        #expect(hello["result"]?["server"]?.stringValue == controls)
+        let trace = (0..<200).map { TraceHop(observer: big - $0, reply: $0 % 2 == 0 ? .complete : .skipped) }
+        let post = PostReply(event: Int64.max, outcome: .unhandled, by: big, value: nil, retained: true, trace: trace)
+        let result = try json(.reply(rid, .posted(post)))
+        #expect(result["result"]?["trace"]?.arrayValue?.count == 200)
+        #expect(result["result"]?["trace"]?.arrayValue?.last?["observer"]?.stringValue == "o\(big - 199)")
     }
 }
