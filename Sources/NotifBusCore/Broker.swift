@@ -98,7 +98,7 @@ public struct Broker {
         client.unresponsive = false
         // The per-event frames of a greeted connection, when no monitor mirrors them, are
         // acted on as the direct path decodes them; anything else takes the full decoder.
-        if client.greeted && sessions.monitors.isEmpty, let frame = MessageDecoder.directFrame(body) {
+        if client.greeted && sessions.monitors.isEmpty, let frame = DirectFrame(decoding: body) {
             return receive(frame, from: client, now: now)
         }
         let decoded = MessageDecoder.decode(body)

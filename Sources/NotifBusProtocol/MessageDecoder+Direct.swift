@@ -76,11 +76,15 @@ extension MessageDecoder {
     /// decoder must judge it. Never a rejection: every refusal is the full decoder's to word.
     @inline(__always)
     package static func decodeDirect(_ body: UnsafeRawBufferPointer) -> DecodeResult? {
-        directFrame(body)?.decodeResult
+        DirectFrame(decoding: body)?.decodeResult
     }
+}
 
-    /// `body` decoded by the direct path, or nil when the full decoder must judge it.
-    package static func directFrame(_ body: UnsafeRawBufferPointer) -> DirectFrame? {
+extension DirectFrame {
+    /// `body` decoded by the direct path, or nil when the full decoder must judge it. An
+    /// initializer rather than a static function: a static one is compiled as a copy without
+    /// its unused metatype, and called through a thunk that copies the result once more.
+    package init?(decoding body: UnsafeRawBufferPointer) {
         let s = JSONScanner(body)
         let count = s.count
         let base = s.base
@@ -166,7 +170,7 @@ extension MessageDecoder {
                     p = end
                 }
             case DirectField.id, DirectField.call, DirectField.event:
-                guard let (end, value) = integer(s, at: p) else { return nil }
+                guard let (end, value) = MessageDecoder.integer(s, at: p) else { return nil }
                 if bit == DirectField.id {
                     guard value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-") else { return nil }
                     id = value
@@ -212,40 +216,50 @@ extension MessageDecoder {
         switch op {
         case .ping:
             guard present == f.op | f.id else { return nil }
-            return .ping(id: id)
+            self = .ping(id: id)
+            return
         case .invoke:
             guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return nil }
             let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : s.bytes(data)
-            return .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
+            self = .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
+            return
         case .post:
             guard present & ~f.payload == f.op | f.id | f.name else { return nil }
             // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
             let name = s.bytes(first)
             if (10...12).contains(name.count), ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil { return nil }
             let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
-            return .post(id: id, name: name, payload: payload)
+            self = .post(id: id, name: name, payload: payload)
+            return
         case .return:
             guard present == f.op | f.call | f.result else { return nil }
-            return .callReturn(call: number, result: s.bytes(data))
+            self = .callReturn(call: number, result: s.bytes(data))
+            return
         case .next:
             guard present == f.op | f.event else { return nil }
-            return .next(event: number)
+            self = .next(event: number)
+            return
         case .stop:
             guard present == f.op | f.event else { return nil }
-            return .stop(event: number)
+            self = .stop(event: number)
+            return
         case .complete:
             guard present & ~f.value == f.op | f.event else { return nil }
-            return .complete(event: number, value: present & f.value == 0 || data.isNull(s) ? nil : s.bytes(data))
+            self = .complete(event: number, value: present & f.value == 0 || data.isNull(s) ? nil : s.bytes(data))
+            return
         default:
             return nil
         }
     }
 
+}
+
+extension MessageDecoder {
     /// The end and value of the integer at `start` (an optional minus and at most 18 digits,
     /// no fraction, no exponent), or nil for anything else. Up to fifteen digits are found
     /// and valued from the two words that start with them.
     @inline(__always)
-    private static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
+    fileprivate static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
         let base = s.base
         let negative = base[start] == UInt8(ascii: "-")
         let digits = negative ? start &+ 1 : start
@@ -284,7 +298,7 @@ extension MessageDecoder {
     }
 
     /// `integer` for sixteen digits or more, or a buffer of fewer than eight bytes.
-    private static func longInteger(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
+    fileprivate static func longInteger(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
         let base = s.base
         var p = start
         let negative = base[p] == UInt8(ascii: "-")
