@@ -39,7 +39,9 @@ extension Session {
                 violation("c\(id) closed without an error that closes")
             }
             markClosed(id)
-        case .persist(let write, let record, let acknowledgement):
+        case .persist(let write):
+            guard let pending = broker.pendingWrite(write) else { violation("persist \(write) of no write in flight") }
+            let (record, acknowledgement) = (pending.record, pending.acknowledges)
             switch record {
             case .slot(let name, _):
                 if inFlight.contains(where: { if case .slot(name, _) = $0.record { true } else { false } }) {

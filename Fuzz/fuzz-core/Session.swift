@@ -447,9 +447,13 @@ final class Session {
         switch action {
         case .send(let id, let range): return "c\(id) <- \(String(decoding: broker.outputBytes(range).dropFirst(4), as: UTF8.self))"
         case .close(let id): return "close c\(id)"
-        case .persist(let write, .slot(let name, let value), _):
-            return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
-        case .persist(let write, .categories(let raw), _): return "persist \(write): categories \(String(decoding: raw, as: UTF8.self))"
+        case .persist(let write):
+            switch broker.pendingWrite(write)?.record {
+            case .slot(let name, let value)?:
+                return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
+            case .categories(let raw)?: return "persist \(write): categories \(String(decoding: raw, as: UTF8.self))"
+            case nil: return "persist \(write) of no write in flight"
+            }
         }
     }
 

@@ -166,8 +166,6 @@ extension Broker {
         reservedSlots: Int = 0, reservedBytes: Int = 0, now: Instant
     ) {
         guard configuration.persistsState else { return complete(completion, written: true, now: now) }
-        let id = writes.begin(PendingWrite(key: key, completion: completion, reservedSlots: reservedSlots, reservedBytes: reservedBytes))
-        slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         var acknowledgement: Acknowledgement? = nil
         switch completion {
         case .put(let c, let rid, _, _, _), .empty(let c, let rid, _), .take(let c, let rid, _), .categories(let c, let rid, _):
@@ -176,7 +174,12 @@ extension Broker {
         case .retention, .restore:
             break
         }
-        actions.append(.persist(id, record, acknowledges: acknowledgement))
+        let id = writes.begin(
+            PendingWrite(
+                key: key, completion: completion, record: PendingWriteRecord(record: record, acknowledges: acknowledgement),
+                reservedSlots: reservedSlots, reservedBytes: reservedBytes))
+        slots.reserve(slots: reservedSlots, bytes: reservedBytes)
+        actions.append(.persist(id))
     }
 
     /// Applies a finished write (if it was written) and answers for it.

@@ -192,7 +192,11 @@ public struct Broker {
         dropClient(id, now: now)
     }
 
-    /// The transport wrote (or failed to write) the record of `.persist(write, …)`. Only now
+    /// The record of `.persist(write)` and the request it answers, while the write is in
+    /// flight (from the action until `persisted`).
+    public func pendingWrite(_ write: WriteID) -> PendingWriteRecord? { writes.write(write)?.record }
+
+    /// The transport wrote (or failed to write) the record of `.persist(write)`. Only now
     /// does the change take effect and its request get its answer; a failed write changes
     /// nothing and is answered `storage_failed`. Requests that waited for it go on.
     public mutating func persisted(_ write: WriteID, written: Bool, now: Instant, into actions: inout [BrokerAction]) {

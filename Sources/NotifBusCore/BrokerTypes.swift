@@ -104,10 +104,18 @@ public enum BrokerAction: Sendable {
     case send(ConnectionID, OutputRange)
     /// Stop reading, flush what was queued, then close.
     case close(ConnectionID)
-    /// Write this record durably, then report `Broker.persisted(id, written:)`: the change
-    /// takes effect only then. `acknowledges` names the request it answers (nil for launch
-    /// retention), for logs and tests; the transport sends nothing for it.
-    case persist(WriteID, StateRecord, acknowledges: Acknowledgement?)
+    /// Write the record of this write durably (`Broker.pendingWrite`), then report
+    /// `Broker.persisted(id, written:)`: the change takes effect only then. The record is
+    /// not carried here, so that every action is plain data that needs no destroying.
+    case persist(WriteID)
+}
+
+/// A durable write in flight: the record to write, and the request it answers (nil for a
+/// launch retention or a value handed back to its slot), for logs and tests; the transport
+/// sends nothing for it.
+public struct PendingWriteRecord: Sendable {
+    public let record: StateRecord
+    public let acknowledges: Acknowledgement?
 }
 
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).

@@ -24,6 +24,8 @@ enum WriteCompletion {
 struct PendingWrite {
     let key: StateKey
     let completion: WriteCompletion
+    /// What the transport writes, and the request it answers.
+    let record: PendingWriteRecord
     /// Slot places and bytes held for a `put` until it is done, so that writes in flight
     /// together cannot pass the slot limits.
     let reservedSlots: Int
@@ -40,6 +42,9 @@ struct WriteLedger {
 
     /// Whether a write in flight changes `key`: nothing may read or change it meanwhile.
     func isBusy(_ key: StateKey) -> Bool { busy.contains(key) }
+
+    /// The write `id`, while it is in flight.
+    func write(_ id: WriteID) -> PendingWrite? { pending[id] }
 
     /// Records a write and returns its id.
     mutating func begin(_ write: PendingWrite) -> WriteID {

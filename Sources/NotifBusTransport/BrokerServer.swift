@@ -554,11 +554,12 @@ public final class BrokerServer {
         case .close(let id):
             guard let connection = connections[id] else { return }
             startClosing(connection, thenDrain: true)
-        case .persist(let write, let record, _):
+        case .persist(let write):
             let appended: Bool
-            switch record {
-            case .slot(let name, let value): appended = journal?.recordSlot(name: name, value: value) ?? false
-            case .categories(let raw): appended = journal?.recordCategories(raw) ?? false
+            switch core.pendingWrite(write)?.record {
+            case .slot(let name, let value)?: appended = journal?.recordSlot(name: name, value: value) ?? false
+            case .categories(let raw)?: appended = journal?.recordCategories(raw) ?? false
+            case nil: preconditionFailure("write \(write) asked for but not in flight")
             }
             unreported.append((write, appended))
         }

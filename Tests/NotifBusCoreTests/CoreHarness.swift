@@ -114,8 +114,9 @@ struct CoreHarness {
             case .close(let c):
                 closed.append(c)
                 order.append("close c\(c)")
-            case .persist(let write, let record, let acknowledges):
-                persisted.append((write, record, acknowledges))
+            case .persist(let write):
+                let pending = broker.pendingWrite(write)!
+                persisted.append((write, pending.record, pending.acknowledges))
                 inFlight.append(write)
             }
         }

@@ -7,7 +7,9 @@ import Testing
 
 struct WriteLedgerTests {
     static func write(_ key: StateKey) -> PendingWrite {
-        PendingWrite(key: key, completion: .restore(slot: "s", value: Array("1".utf8)), reservedSlots: 1, reservedBytes: 1)
+        PendingWrite(
+            key: key, completion: .restore(slot: "s", value: Array("1".utf8)),
+            record: PendingWriteRecord(record: .slot(name: "s", value: Array("1".utf8)), acknowledges: nil), reservedSlots: 1, reservedBytes: 1)
     }
 
     @Test func aKeyIsBusyWhileItsWriteIsInFlight() {
