@@ -98,7 +98,8 @@ public struct Broker {
         client.unresponsive = false
         // The per-event frames of a greeted connection, when no monitor mirrors them, are
         // acted on as the direct path decodes them; anything else takes the full decoder.
-        if client.greeted && sessions.monitors.isEmpty, let frame = DirectFrame(decoding: body) {
+        var frame = DirectFrame.ping(id: 0)
+        if client.greeted && sessions.monitors.isEmpty && frame.decode(body) {
             return receive(frame, from: client, now: now)
         }
         let decoded = MessageDecoder.decode(body)

@@ -81,10 +81,18 @@ extension MessageDecoder {
 }
 
 extension DirectFrame {
-    /// `body` decoded by the direct path, or nil when the full decoder must judge it. An
-    /// initializer rather than a static function: a static one is compiled as a copy without
-    /// its unused metatype, and called through a thunk that copies the result once more.
+    /// `body` decoded by the direct path, or nil when the full decoder must judge it.
     package init?(decoding body: UnsafeRawBufferPointer) {
+        self = .ping(id: 0)
+        guard decode(body) else { return nil }
+    }
+
+    /// Decodes `body` by the direct path into `self` and returns true, or returns false
+    /// (`self` unspecified) when the full decoder must judge it. A mutating method, so that
+    /// the frame is written where the caller keeps it: a static function or an initializer
+    /// is compiled as a copy without its unused metatype, called through a thunk that copies
+    /// the result once more.
+    package mutating func decode(_ body: UnsafeRawBufferPointer) -> Bool {
         let s = JSONScanner(body)
         let count = s.count
         let base = s.base
@@ -97,10 +105,10 @@ extension DirectFrame {
         var data = DirectSpan()  // arguments, payload, result or value
         // Compact JSON, as the clients write it: whitespace between the frame's own members is
         // the full decoder's (user data may hold any).
-        guard count > 0, base[0] == UInt8(ascii: "{") else { return nil }
+        guard count > 0, base[0] == UInt8(ascii: "{") else { return false }
         var p = 1
         while true {
-            guard p < count, base[p] == UInt8(ascii: "\"") else { return nil }
+            guard p < count, base[p] == UInt8(ascii: "\"") else { return false }
             // The key, packed from the word after its opening quote: every name read here but
             // `arguments` ends within it. Near the end of the buffer, byte by byte.
             let keyStart = p &+ 1
@@ -108,26 +116,26 @@ extension DirectFrame {
             if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let stops = JSONScanner.stringStops(w) {
                 if stops != 0 {
                     let n = stops.trailingZeroBitCount &>> 3
-                    guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return nil }
+                    guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return false }
                     key = w & ((1 << UInt64(n &* 8)) &- 1)
                     p = keyStart &+ n &+ 1
                 } else {
                     // Nine bytes: "argument", then "s" and the closing quote.
                     guard w == 0x746e_656d_7567_7261, keyStart &+ 10 <= count, base[keyStart &+ 8] == UInt8(ascii: "s"),
                         base[keyStart &+ 9] == UInt8(ascii: "\"")
-                    else { return nil }
+                    else { return false }
                     key = ~0
                     p = keyStart &+ 10
                 }
             } else {
-                guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return false }
                 let packed = PackedName(base + keyStart, end &- keyStart &- 1, limit: base + count)
                 // Nine bytes: "argument" and "s", which no key of at most eight bytes packs to
                 // (their bytes are valid UTF-8, never 0xFF).
                 if packed.high == 0x73 && packed.low == 0x746e_656d_7567_7261 {
                     key = ~0
                 } else {
-                    guard packed.high == 0 else { return nil }
+                    guard packed.high == 0 else { return false }
                     key = packed.low
                 }
                 p = end
@@ -145,43 +153,43 @@ extension DirectFrame {
             case 0x0000_746c_7573_6572: bit = DirectField.result
             case 0x0074_6e65_7665: bit = DirectField.event
             case 0x0065_756c_6176: bit = DirectField.value
-            default: return nil
+            default: return false
             }
-            guard present & bit == 0 else { return nil }
+            guard present & bit == 0 else { return false }
             present |= bit
-            guard p &+ 1 < count, base[p] == UInt8(ascii: ":") else { return nil }
+            guard p &+ 1 < count, base[p] == UInt8(ascii: ":") else { return false }
             p &+= 1
             let start = p
             switch bit {
             case DirectField.op:
                 // The ops read here have at most eight bytes: packed from the word after the
                 // quote. Near the end of the buffer, byte by byte.
-                guard base[p] == UInt8(ascii: "\"") else { return nil }
+                guard base[p] == UInt8(ascii: "\"") else { return false }
                 if p &+ 10 <= count {
                     let w = s.word(at: p &+ 1)
                     let stops = JSONScanner.stringStops(w)
                     let n = stops == 0 ? 8 : stops.trailingZeroBitCount &>> 3
-                    guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return nil }
+                    guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return false }
                     op = OpName(PackedName(low: n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1), high: 0))
                     p &+= n &+ 2
                 } else {
-                    guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                    guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return false }
                     op = OpName(PackedName(base + (start &+ 1), end &- start &- 2, limit: base + count))
                     p = end
                 }
             case DirectField.id, DirectField.call, DirectField.event:
-                guard let (end, value) = MessageDecoder.integer(s, at: p) else { return nil }
+                guard let (end, value) = MessageDecoder.integer(s, at: p) else { return false }
                 if bit == DirectField.id {
-                    guard value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-") else { return nil }
+                    guard value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-") else { return false }
                     id = value
                 } else {
                     number = value
                 }
                 p = end
             case DirectField.channel, DirectField.method, DirectField.name:
-                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return nil }
+                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return false }
                 let length = end &- start &- 2
-                guard length >= 1 && length <= Limits.maxNameBytes else { return nil }
+                guard length >= 1 && length <= Limits.maxNameBytes else { return false }
                 if bit == DirectField.method {
                     second = DirectSpan(start: start &+ 1, end: end &- 1)
                 } else {
@@ -192,63 +200,63 @@ extension DirectFrame {
                 // User data, of any kind, validated whole.
                 let b = base[p]
                 if b == UInt8(ascii: "\"") {
-                    guard let (end, _) = try? s.stringEnd(p) else { return nil }
+                    guard let (end, _) = try? s.stringEnd(p) else { return false }
                     p = end
                 } else if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
-                    guard let end = try? s.containerEnd(p) else { return nil }
+                    guard let end = try? s.containerEnd(p) else { return false }
                     p = end
                 } else {
-                    guard let (end, _) = try? s.plainScalarEnd(p) else { return nil }
+                    guard let (end, _) = try? s.plainScalarEnd(p) else { return false }
                     p = end
                 }
                 data = DirectSpan(start: start, end: p)
             }
-            guard p < count else { return nil }
+            guard p < count else { return false }
             if base[p] == UInt8(ascii: ",") {
                 p &+= 1
                 continue
             }
-            guard base[p] == UInt8(ascii: "}"), p &+ 1 == count else { return nil }
+            guard base[p] == UInt8(ascii: "}"), p &+ 1 == count else { return false }
             break
         }
-        guard let op else { return nil }
+        guard let op else { return false }
         let f = DirectField.self
         switch op {
         case .ping:
-            guard present == f.op | f.id else { return nil }
+            guard present == f.op | f.id else { return false }
             self = .ping(id: id)
-            return
+            return true
         case .invoke:
-            guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return nil }
+            guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return false }
             let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : s.bytes(data)
             self = .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
-            return
+            return true
         case .post:
-            guard present & ~f.payload == f.op | f.id | f.name else { return nil }
+            guard present & ~f.payload == f.op | f.id | f.name else { return false }
             // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
             let name = s.bytes(first)
-            if (10...12).contains(name.count), ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil { return nil }
+            if (10...12).contains(name.count), ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil { return false }
             let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
             self = .post(id: id, name: name, payload: payload)
-            return
+            return true
         case .return:
-            guard present == f.op | f.call | f.result else { return nil }
+            guard present == f.op | f.call | f.result else { return false }
             self = .callReturn(call: number, result: s.bytes(data))
-            return
+            return true
         case .next:
-            guard present == f.op | f.event else { return nil }
+            guard present == f.op | f.event else { return false }
             self = .next(event: number)
-            return
+            return true
         case .stop:
-            guard present == f.op | f.event else { return nil }
+            guard present == f.op | f.event else { return false }
             self = .stop(event: number)
-            return
+            return true
         case .complete:
-            guard present & ~f.value == f.op | f.event else { return nil }
+            guard present & ~f.value == f.op | f.event else { return false }
             self = .complete(event: number, value: present & f.value == 0 || data.isNull(s) ? nil : s.bytes(data))
-            return
+            return true
         default:
-            return nil
+            return false
         }
     }
 
