@@ -140,6 +140,7 @@ public struct Broker {
     /// the same frame's `DecodeResult`, with no enum of it built and taken apart. A request
     /// starts at once when nothing of its connection waits and no write is in flight (none
     /// of these ops touches a slot), and is admitted behind them otherwise.
+    @inline(__always)
     private mutating func receive(_ frame: DirectFrame, from client: ClientRecord, now: Instant) {
         let startsNow = client.waiting.isEmpty && writes.isEmpty
         switch frame {
