@@ -10,7 +10,8 @@ mangled name matches REGEX (Benchmarks/callgrind-broker.sh uses calls:handleRetu
 
 Takes the self cost (Ir) of every function in a callgrind run of N operations and in one
 of 0 (same set-up and warm-up), divides the difference by N, demangles the Swift names,
-and prints the top functions and the share of each category (JSON scanner, field checks,
+and prints the top functions and the share of each category (JSON scanner, field checks
+(the decoder's own work, the direct path's included),
 retain/release, allocation, hashing, frame building, copies, core logic). Reads files,
 prints figures; it changes nothing and asserts nothing.
 """
@@ -39,7 +40,8 @@ CATEGORIES = [
     ("String creation", r"_uncheckedFromUTF8|_allASCII|_fromUTF8Repairing|String\.init\(decoding|"
                         r"_StringGuts\.init|_SmallString|validateUTF8"),
     ("JSON scanner", r"JSONScanner|parseInt64|skipValue|skipScalar|scanObjectMembers"),
-    ("field checks", r"FieldView|FrameFields|PackedName|FieldName|OpName|checkFields|requestFields|answerFields|MessageDecoder|_stringCompare|"
+    ("field checks", r"FieldView|FrameFields|PackedName|FieldName|OpName|checkFields|requestFields|answerFields|MessageDecoder|"
+                     r"DirectFrame|_stringCompare|"
                      r"\bmemcmp|__memcmp|==|StaticString|isValid|_findStringSwitchCase"),
     ("hashing/dictionaries", r"Hasher|_RawDictionaryStorage|_NativeDictionary|_NativeSet|Dictionary|Set<|"
                              r"hashValue|hash\(into|_rawHashValue|Set\._Variant"),
@@ -58,7 +60,8 @@ CATEGORIES = [
 # Stages of the per-frame path, shown with their inclusive cost (callees included).
 STAGES = [
     ("decode (MessageDecoder.decode: scan + field checks + typed message)", r"^(specialized )?static MessageDecoder\.decode\(_:\)$"),
-    ("Broker.receive (decode + dispatch + frames out)", r"^Broker\.receive\(_:from:now:\)$"),
+    ("DirectFrame.decode (the direct path: scan + fields + typed frame)", r"^(specialized )?DirectFrame\.decode\(_:\)$"),
+    ("Broker.receive (decode + dispatch + frames out)", r"^Broker\.receive\(_:from:now:into:\)$"),
     ("Broker.handle (request dispatch)", r"^Broker\.handle\(_:id:from:now:\)$"),
     ("Broker.handleAnswer (next/complete/stop)", r"^Broker\.handleAnswer\(_:from:now:\)$"),
     ("Broker.handleReturn (return)", r"^Broker\.handleReturn\(_:from:\)$"),
