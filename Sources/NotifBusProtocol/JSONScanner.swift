@@ -313,14 +313,19 @@ public struct JSONScanner {
     @discardableResult
     public mutating func skipValue() throws(JSONError) -> JSONKind {
         guard position < count else { throw fail("expected a value") }
-        let first = base[position]
-        if first == UInt8(ascii: "\"") {
-            try skipString()
-            return .string
-        }
-        if first != UInt8(ascii: "{") && first != UInt8(ascii: "[") { return try skipPlainScalar() }
-        position = try containerEnd(position)
-        return first == UInt8(ascii: "{") ? .object : .array
+        let (end, kind) = try valueEnd(position)
+        position = end
+        return kind
+    }
+
+    /// The end and kind of the value at `start` (inside the buffer, no whitespace before it),
+    /// validating all of it.
+    @_transparent
+    func valueEnd(_ start: Int) throws(JSONError) -> (end: Int, kind: JSONKind) {
+        let first = base[start]
+        if first == UInt8(ascii: "\"") { return (try stringEnd(start).end, .string) }
+        if first != UInt8(ascii: "{") && first != UInt8(ascii: "[") { return try plainScalarEnd(start) }
+        return (try containerEnd(start), first == UInt8(ascii: "{") ? .object : .array)
     }
 
     /// The end of the object or array that starts at `start`, validating all of it. One loop

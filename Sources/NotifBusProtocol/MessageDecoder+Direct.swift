@@ -140,6 +140,9 @@ extension DirectFrame {
                 }
                 p = end
             }
+            // The same packings as `FieldName(_:)` matches, as literals here so that this
+            // switch stays a few compares; `OnePassDecoderTests.keysNearEveryKnownName` holds
+            // both decoders to the reference on every known name and its near misses.
             let bit: UInt32
             switch key {
             case ~0: bit = DirectField.arguments
@@ -198,17 +201,8 @@ extension DirectFrame {
                 p = end
             default:
                 // User data, of any kind, validated whole.
-                let b = base[p]
-                if b == UInt8(ascii: "\"") {
-                    guard let (end, _) = try? s.stringEnd(p) else { return false }
-                    p = end
-                } else if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
-                    guard let end = try? s.containerEnd(p) else { return false }
-                    p = end
-                } else {
-                    guard let (end, _) = try? s.plainScalarEnd(p) else { return false }
-                    p = end
-                }
+                guard let (end, _) = try? s.valueEnd(p) else { return false }
+                p = end
                 data = DirectSpan(start: start, end: p)
             }
             guard p < count else { return false }

@@ -140,6 +140,18 @@ import Testing
         #expect(h.take(c).frame["result"]?["notification"]?["identifier"] == "n1")
     }
 
+    /// Finishes one write per post in `ids`, each answering that post of `c` with its
+    /// payload retained in `launch`, in order.
+    static func expectRetentionsAnswered(
+        _ h: inout CoreHarness, _ c: ConnectionID, _ ids: ClosedRange<Int64>, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        for id in ids {
+            h.finishWrite()
+            let reply = h.take(c).frame
+            #expect(reply["id"] == .integer(id) && reply["result"]?["retained"] == "launch", sourceLocation: sourceLocation)
+        }
+    }
+
     @Test func retentionsWaitingForLaunchCountAgainstTheQueue() {
         var h = CoreHarness { c in
             c.maxQueue = 2
@@ -158,11 +170,7 @@ import Testing
         let refused = h.take(c).frame
         #expect(refused["id"] == 5 && errorCode(refused) == "queue_full")
         // Each retention is answered once written, in order.
-        for id in 1...3 {
-            h.finishWrite()
-            let reply = h.take(c).frame
-            #expect(reply["id"] == .integer(Int64(id)) && reply["result"]?["retained"] == "launch")
-        }
+        DurableWriteTests.expectRetentionsAnswered(&h, c, 1...3)
     }
 
     @Test func retentionsWaitingForLaunchFillTheQueueWithNothingRunning() {
@@ -179,11 +187,7 @@ import Testing
         h.send(c, #"{"op":"post","id":4,"name":"didReceive","payload":\#(DurableWriteTests.click)}"#)
         let refused = h.take(c).frame
         #expect(refused["id"] == 4 && errorCode(refused) == "queue_full")
-        for id in 1...3 {
-            h.finishWrite()
-            let reply = h.take(c).frame
-            #expect(reply["id"] == .integer(Int64(id)) && reply["result"]?["retained"] == "launch")
-        }
+        DurableWriteTests.expectRetentionsAnswered(&h, c, 1...3)
         // With nothing held any more, a click starts at once again.
         h.send(c, #"{"op":"post","id":5,"name":"didReceive","payload":\#(DurableWriteTests.click)}"#)
         #expect(h.inFlight.count == 1 && h.sent.isEmpty)
