@@ -40,7 +40,7 @@ struct ChannelRouter {
     private var lastRoute: Route? = nil
     private var lastKnown = false
     private var nextHandlerID = 1
-    private var calls = IDTable<PendingCall>()
+    private var calls = CallTable()
     /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
     private var callDeadlines = FIFO<(deadline: Instant, call: Int64)>()
     private var nextCallID: Int64 = 1
@@ -97,22 +97,18 @@ struct ChannelRouter {
     mutating func startCall(_ call: PendingCall, deadline: Instant) -> Int64 {
         let id = nextCallID
         nextCallID += 1
-        calls.insert(Int(id), call)
+        calls.insert(id, call)
         callDeadlines.append((deadline, id))
         return id
     }
 
     /// Ends call `id` if `c` is the connection it was routed to; nil for anyone else.
     mutating func returnCall(_ id: Int64, from c: ConnectionID) -> PendingCall? {
-        guard let call = calls.removeValue(forKey: Int(id)) else { return nil }
-        guard call.handlerClient == c else {
-            calls.insert(Int(id), call)
-            return nil
-        }
-        return call
+        guard calls.handlerClient(of: id) == c else { return nil }
+        return calls.removeValue(forKey: id)
     }
 
-    mutating func removeCall(_ id: Int64) -> PendingCall? { calls.removeValue(forKey: Int(id)) }
+    mutating func removeCall(_ id: Int64) -> PendingCall? { calls.removeValue(forKey: id) }
 
     /// The calls routed to `c` and not yet returned, in creation order, removed.
     mutating func removeCalls(servedBy c: ConnectionID) -> [PendingCall] {
@@ -125,7 +121,7 @@ struct ChannelRouter {
     mutating func popExpiredCall(now: Instant) -> (id: Int64, call: PendingCall)? {
         while let front = callDeadlines.first, front.deadline <= now {
             _ = callDeadlines.popFirst()
-            if let call = calls.removeValue(forKey: Int(front.call)) { return (front.call, call) }
+            if let call = calls.removeValue(forKey: front.call) { return (front.call, call) }
         }
         return nil
     }
