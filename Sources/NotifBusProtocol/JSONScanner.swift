@@ -126,6 +126,13 @@ public struct JSONScanner {
         return ((quote &- ones) | (backslash &- ones) | (w &- 0x2020_2020_2020_2020) | w) & highs
     }
 
+    /// Bit 7 set in the first byte of `w` that is `"`, and perhaps in bytes after it (a
+    /// borrow can mark them); zero when `w` has no `"`.
+    @inline(__always) static func quotes(_ w: UInt64) -> UInt64 {
+        let quote = w ^ 0x2222_2222_2222_2222
+        return (quote &- ones) & ~quote & highs
+    }
+
     /// Bit 7 set in each byte of `w` that is not an ASCII digit.
     @inline(__always) static func nonDigits(_ w: UInt64) -> UInt64 {
         ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030) | w) & highs

@@ -109,14 +109,15 @@ extension DirectFrame {
         var p = 1
         while true {
             guard p < count, base[p] == UInt8(ascii: "\"") else { return false }
-            // The key, packed from the word after its opening quote: every name read here but
-            // `arguments` ends within it. Near the end of the buffer, byte by byte.
+            // The key, packed from the word after its opening quote up to the first quote:
+            // every name read here but `arguments` ends within it. A key with an escape, a
+            // control byte or a byte above ASCII before that quote packs to no name read here.
+            // Near the end of the buffer, byte by byte.
             let keyStart = p &+ 1
             var key: UInt64
-            if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let stops = JSONScanner.stringStops(w) {
-                if stops != 0 {
-                    let n = stops.trailingZeroBitCount &>> 3
-                    guard base[keyStart &+ n] == UInt8(ascii: "\"") else { return false }
+            if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let quotes = JSONScanner.quotes(w) {
+                if quotes != 0 {
+                    let n = quotes.trailingZeroBitCount &>> 3
                     key = w & ((1 << UInt64(n &* 8)) &- 1)
                     p = keyStart &+ n &+ 1
                 } else {
@@ -169,9 +170,10 @@ extension DirectFrame {
                 // quote. Near the end of the buffer, byte by byte.
                 guard base[p] == UInt8(ascii: "\"") else { return false }
                 if p &+ 10 <= count {
+                    // Up to the first quote, as for keys: an op with an escape matches none.
                     let w = s.word(at: p &+ 1)
-                    let stops = JSONScanner.stringStops(w)
-                    let n = stops == 0 ? 8 : stops.trailingZeroBitCount &>> 3
+                    let quotes = JSONScanner.quotes(w)
+                    let n = quotes == 0 ? 8 : quotes.trailingZeroBitCount &>> 3
                     guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return false }
                     op = OpName(PackedName(low: n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1), high: 0))
                     p &+= n &+ 2
