@@ -106,6 +106,7 @@ extension DirectFrame {
         // Compact JSON, as the clients write it: whitespace between the frame's own members is
         // the full decoder's (user data may hold any).
         guard count > 0, base[0] == UInt8(ascii: "{") else { return false }
+        if decodeInOrder(s) { return true }
         var p = 1
         while true {
             guard p < count, base[p] == UInt8(ascii: "\"") else { return false }
@@ -256,6 +257,135 @@ extension DirectFrame {
         }
     }
 
+}
+
+extension DirectFrame {
+    /// Whether `body` is decoded by the direct path's first try, `decodeInOrder` (tests).
+    package static func decodesInOrder(_ body: UnsafeRawBufferPointer) -> Bool {
+        var frame = DirectFrame.ping(id: 0)
+        return frame.decodeInOrder(JSONScanner(body))
+    }
+
+    /// The direct path's first try, for a frame whose members come in the order that the
+    /// protocol's examples and the Python, JavaScript and C clients write them: `op` first,
+    /// then the op's fields in the order of their table in PROTOCOL.md. Each key is checked
+    /// against its literal with two or three word compares instead of being read and looked
+    /// up; values are read as the general loop reads them. False for anything else (another
+    /// order, a missing or extra member, a value the general loop would decline): the general
+    /// loop then decodes the frame from its start, or declines it. Both give the same result.
+    @inline(__always)
+    private mutating func decodeInOrder(_ s: JSONScanner) -> Bool {
+        guard s.count >= 8 else { return false }
+        switch s.base[7] {
+        case UInt8(ascii: "p"):
+            if s.matches(0, "{\"op\":\"ping\",\"id\":") {
+                guard let (end, id) = s.requestID(at: 18), s.closes(at: end) else { return false }
+                self = .ping(id: id)
+                return true
+            }
+            guard s.matches(0, "{\"op\":\"post\",\"id\":"), let (p, id) = s.requestID(at: 18), s.matches(p, ",\"name\":"),
+                let name = s.name(at: p &+ 8)
+            else { return false }
+            // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
+            let bytes = s.bytes(name)
+            if (10...12).contains(bytes.count), ProfileEvent(rawValue: String(decoding: bytes, as: UTF8.self)) != nil { return false }
+            guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else { return false }
+            self = .post(id: id, name: bytes, payload: payload)
+            return true
+        case UInt8(ascii: "i"):
+            guard s.matches(0, "{\"op\":\"invoke\",\"id\":"), let (p, id) = s.requestID(at: 20), s.matches(p, ",\"channel\":"),
+                let channel = s.name(at: p &+ 11), s.matches(channel.end &+ 1, ",\"method\":"),
+                let method = s.name(at: channel.end &+ 11), let arguments = s.optionalData(after: method.end &+ 1, ",\"arguments\":")
+            else { return false }
+            self = .invoke(id: id, channel: s.bytes(channel), method: s.bytes(method), arguments: arguments)
+            return true
+        case UInt8(ascii: "r"):
+            guard s.matches(0, "{\"op\":\"return\",\"call\":"), let (p, call) = s.number(at: 22),
+                s.matches(p, ",\"result\":"), let result = s.data(at: p &+ 10), s.closes(at: result.end)
+            else { return false }
+            self = .callReturn(call: call, result: s.bytes(result))
+            return true
+        case UInt8(ascii: "n"):
+            guard s.matches(0, "{\"op\":\"next\",\"event\":"), let (end, event) = s.number(at: 21), s.closes(at: end)
+            else { return false }
+            self = .next(event: event)
+            return true
+        case UInt8(ascii: "s"):
+            guard s.matches(0, "{\"op\":\"stop\",\"event\":"), let (end, event) = s.number(at: 21), s.closes(at: end)
+            else { return false }
+            self = .stop(event: event)
+            return true
+        case UInt8(ascii: "c"):
+            guard s.matches(0, "{\"op\":\"complete\","), s.matches(17, "\"event\":"), let (p, event) = s.number(at: 25),
+                let value = s.optionalData(after: p, ",\"value\":")
+            else { return false }
+            self = .complete(event: event, value: value)
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+extension JSONScanner {
+    /// Whether the bytes at `p` are `literal`, of 8 to 24 bytes: compared a word at a time,
+    /// the last word ending with the literal.
+    @inline(__always)
+    fileprivate func matches(_ p: Int, _ literal: StaticString) -> Bool {
+        let n = literal.utf8CodeUnitCount
+        assert(n >= 8 && n <= 24)
+        guard p &+ n <= count else { return false }
+        let l = UnsafeRawPointer(literal.utf8Start)
+        guard word(at: p) == l.loadUnaligned(as: UInt64.self) else { return false }
+        if n > 16 && word(at: p &+ 8) != l.loadUnaligned(fromByteOffset: 8, as: UInt64.self) { return false }
+        return word(at: p &+ n &- 8) == l.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+    }
+
+    /// Whether the frame's closing brace is at `p` and ends it.
+    @inline(__always)
+    fileprivate func closes(at p: Int) -> Bool { p &+ 1 == count && base[p] == UInt8(ascii: "}") }
+
+    /// A request id at `p` and its end, as the general loop accepts one.
+    @inline(__always)
+    fileprivate func requestID(at p: Int) -> (end: Int, id: Int64)? {
+        guard let (end, value) = number(at: p), value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-")
+        else { return nil }
+        return (end, value)
+    }
+
+    /// An integer at `p` (`call`, `event`) and its end, as the general loop accepts one.
+    @inline(__always)
+    fileprivate func number(at p: Int) -> (end: Int, value: Int64)? {
+        guard p < count else { return nil }
+        return MessageDecoder.integer(self, at: p)
+    }
+
+    /// The text of the name (a channel, a method or a post's name) at `p` between its quotes,
+    /// as the general loop accepts one; its `end` is the closing quote.
+    @inline(__always)
+    fileprivate func name(at p: Int) -> DirectSpan? {
+        guard p < count, base[p] == UInt8(ascii: "\""), let (end, escaped) = try? stringEnd(p), !escaped else { return nil }
+        let length = end &- p &- 2
+        guard length >= 1 && length <= Limits.maxNameBytes else { return nil }
+        return DirectSpan(start: p &+ 1, end: end &- 1)
+    }
+
+    /// The user data at `p`, validated whole.
+    @inline(__always)
+    fileprivate func data(at p: Int) -> DirectSpan? {
+        guard p < count, let (end, _) = try? valueEnd(p) else { return nil }
+        return DirectSpan(start: p, end: end)
+    }
+
+    /// The frame's end at `p`, or its last member `key` (a literal with its comma) there and
+    /// then the end: `.some(nil)` when the member is absent or null, `.some(data)` when it
+    /// holds data, nil when the frame goes on otherwise.
+    @inline(__always)
+    fileprivate func optionalData(after p: Int, _ key: StaticString) -> UnsafeRawBufferPointer?? {
+        if closes(at: p) { return .some(nil) }
+        guard matches(p, key), let value = data(at: p &+ key.utf8CodeUnitCount), closes(at: value.end) else { return nil }
+        return .some(value.isNull(self) ? nil : bytes(value))
+    }
 }
 
 extension MessageDecoder {

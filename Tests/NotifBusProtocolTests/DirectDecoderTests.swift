@@ -64,6 +64,39 @@ import Testing
         #expect(String(describing: MessageDecoder.decode(Array(text.utf8))) == String(describing: Self.full(text)), "\(text)")
     }
 
+    /// Client frames whose members come in the order the Python, JavaScript and C clients
+    /// write them.
+    static let inOrderFrames =
+        clientFrames.filter { $0.hasPrefix(#"{"op":"#) } + [
+            #"{"op":"invoke","id":0,"channel":"c","method":"m","arguments":"x"}"#, #"{"op":"post","id":3,"name":"bench","payload":null}"#,
+            #"{"op":"next","event":-5}"#, #"{"op":"return","call":1,"result":{"a":[]}}"#,
+        ]
+
+    @Test(arguments: inOrderFrames) func framesInClientOrderAreDecodedByWordCompares(_ text: String) {
+        #expect(Array(text.utf8).withUnsafeBytes { DirectFrame.decodesInOrder($0) }, "\(text)")
+        #expect(Self.direct(text).map { String(describing: $0) } == String(describing: Self.full(text)), "\(text)")
+    }
+
+    @Test func framesInAnotherOrderAreLeftToTheGeneralLoop() {
+        for text in Self.clientFrames where !text.hasPrefix(#"{"op":"#) {
+            #expect(!Array(text.utf8).withUnsafeBytes { DirectFrame.decodesInOrder($0) }, "\(text)")
+        }
+    }
+
+    /// Every byte of each in-order frame replaced by bytes that end or break a member, and the
+    /// frame cut at every length: both paths give the reference decoder's result.
+    @Test(arguments: inOrderFrames) func everyByteOfAnInOrderFrameChangedAndEveryCut(_ text: String) {
+        let bytes = Array(text.utf8)
+        for i in bytes.indices {
+            for b in Array(#"\"\ },:x1-{n"#.utf8) + [0x00, 0xC3] where b != bytes[i] {
+                var changed = bytes
+                changed[i] = b
+                sameDecoding(changed)
+            }
+            sameDecoding(Array(bytes[..<i]))
+        }
+    }
+
     @Test func userDataIsSeenInPlace() {
         let body = Array(#"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1]}"#.utf8)
         body.withUnsafeBytes { buffer in
