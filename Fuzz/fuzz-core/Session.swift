@@ -293,7 +293,11 @@ final class Session {
         begin(input: id)
         trace("c\(id) -> \(String(decoding: body, as: UTF8.self))")
         noteSent(body, from: id)
-        body.withUnsafeBytes { broker.receive($0, from: id, now: now, into: &buffer) }
+        let wantsInput = body.withUnsafeBytes { broker.receiveFrame($0, from: id, now: now, into: &buffer) }
+        // What `receiveFrame` says of the connection is what asking the broker says.
+        if wantsInput != broker.wantsInput(from: id) {
+            violation("receiveFrame said wantsInput \(wantsInput) for c\(id), wantsInput(from:) says otherwise")
+        }
         end()
     }
 

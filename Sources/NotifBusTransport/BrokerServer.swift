@@ -328,10 +328,10 @@ public final class BrokerServer {
             case .needMore:
                 return offset
             case .frame(let bodyStart, let length):
-                core.receive(
+                let wantsInput = core.receiveFrame(
                     UnsafeRawBufferPointer(rebasing: bytes[bodyStart..<(bodyStart + length)]), from: connection.id, now: now, into: &actionBuffer)
                 offset = bodyStart + length
-                if !core.wantsInput(from: connection.id) {
+                if !wantsInput {
                     pauseInput(connection)
                     return offset
                 }
@@ -437,7 +437,9 @@ public final class BrokerServer {
     /// Applies the core's actions after a callback, then reports to the core what applying
     /// them found (connections lost, the connection holding the most over the buffer cap,
     /// the buffer figures), until the core has nothing more to do. Output is only queued here; it is written once per loop iteration by
-    /// `flushPending`.
+    /// `flushPending`. Inlined where it is called, several times per turn, so that a settle
+    /// with nothing to do costs a few compares and no call.
+    @inline(__always)
     func settle() {
         // Nothing to apply, report or cut off: only the figures, when they moved.
         if actionBuffer.isEmpty && lost.isEmpty && bufferedBytes <= options.maxBufferedBytes {
@@ -447,6 +449,12 @@ public final class BrokerServer {
             }
             return
         }
+        settleActions()
+    }
+
+    /// `settle` with actions to apply, connections lost to report or the buffer cap passed.
+    @inline(never)
+    func settleActions() {
         while true {
             swap(&actionBuffer, &applyingActions)
             if !applyingActions.isEmpty {
@@ -532,11 +540,13 @@ public final class BrokerServer {
             settle()
             if toFlush.isEmpty { break }
             swap(&toFlush, &flushing)
-            for connection in flushing {
+            // Reversed and taken from the end, each connection moves out of the list in order:
+            // no pass releasing the list's elements afterwards.
+            if flushing.count > 1 { flushing.reverse() }
+            while let connection = flushing.popLast() {
                 connection.queuedForFlush = false
                 flush(connection)
             }
-            flushing.removeAll(keepingCapacity: true)
         }
         // Every action is applied and every connection that kept a range of the output
         // store was just flushed (what the kernel did not take is in its own buffer): nothing
