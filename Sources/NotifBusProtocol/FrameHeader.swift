@@ -13,13 +13,12 @@ public enum FrameSplit: Equatable, Sendable {
 
 public enum FrameHeader {
     /// Looks at `bytes[offset...]` for a frame of at most `maxFrame` bytes of body.
-    @inline(__always)
+    /// Inlinable, so that the transport's loop over a read's frames has it inline.
+    @inlinable @inline(__always)
     public static func split(_ bytes: UnsafeRawBufferPointer, at offset: Int, maxFrame: Int) -> FrameSplit {
         let available = bytes.count - offset
-        guard available >= 4 else { return .needMore }
-        let n =
-            UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
-            | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+        guard available >= 4, let start = bytes.baseAddress else { return .needMore }
+        let n = UInt32(bigEndian: (start + offset).loadUnaligned(as: UInt32.self))
         if n == 0 || Int(n) > maxFrame { return .tooLarge(length: n) }
         guard available - 4 >= Int(n) else { return .needMore }
         return .frame(bodyStart: offset + 4, length: Int(n))
