@@ -496,6 +496,7 @@ public final class BrokerServer {
 
     /// Keeps `bufferedBytes` current after `connection`'s buffers changed; `settle` reports
     /// it to the core.
+    @inline(__always)
     func account(_ connection: Connection) {
         let now = connection.isClosed ? 0 : connection.pendingInput.count + connection.heldOutputBytes
         guard now != connection.accounted else { return }
@@ -534,8 +535,9 @@ public final class BrokerServer {
     /// slot cannot keep the loop from everyone else or from the shutdown timer.
     func flushPending() {
         settle()
-        if reportWrites() { settle() }
-        resumeInput()
+        // Both are calls only when there is something to do: most turns have neither.
+        if !unreported.isEmpty && reportWrites() { settle() }
+        if !pausedConnections.isEmpty { resumeInput() }
         while true {
             settle()
             if toFlush.isEmpty { break }
