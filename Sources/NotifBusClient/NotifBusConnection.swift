@@ -309,7 +309,7 @@ public final class NotifBusConnection: @unchecked Sendable {
 
     /// A length-prefixed frame of `message`, written without recursion (user data in it may be deep).
     static func frame(_ message: JSONValue) -> [UInt8] {
-        let body = message.encoded
+        let body = message.messageEncoded
         return FrameHeader.encode(length: body.count) + body
     }
 

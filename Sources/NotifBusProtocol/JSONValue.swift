@@ -22,6 +22,48 @@ public enum JSONValue: Sendable, Hashable {
         self = try result.get()
     }
 
+    /// The compact encoding of a protocol message, an object: `op` first, then the members
+    /// of the per-event frames in the order PROTOCOL.md lists them, then any other member by
+    /// name; every value as `encoded` writes it. Member order means nothing on the wire, but
+    /// the broker reads the per-event frames fastest in this order (PROTOCOL.md 3.4). Anything
+    /// but an object is `encoded`.
+    public var messageEncoded: [UInt8] {
+        guard case .object(let members) = self else { return encoded }
+        var out = FrameBuilder(capacity: 64, lengthPrefix: false)
+        out.byte(UInt8(ascii: "{"))
+        let keys = members.keys.sorted { a, b in
+            let (ra, rb) = (JSONValue.messageRank(a), JSONValue.messageRank(b))
+            return ra != rb ? ra < rb : a < b
+        }
+        for (i, key) in keys.enumerated() {
+            if i > 0 { out.byte(UInt8(ascii: ",")) }
+            out.string(key)
+            out.byte(UInt8(ascii: ":"))
+            JSONWriter.append(members[key]!, to: &out)
+        }
+        out.byte(UInt8(ascii: "}"))
+        return out.finish()
+    }
+
+    /// Where a top-level member goes in `messageEncoded`: the listed ones in this order, any
+    /// other after them.
+    static func messageRank(_ key: String) -> Int {
+        switch key {
+        case "op": 0
+        case "id": 1
+        case "call": 2
+        case "event": 3
+        case "channel": 4
+        case "method": 5
+        case "name": 6
+        case "arguments": 7
+        case "payload": 8
+        case "result": 9
+        case "value": 10
+        default: 11
+        }
+    }
+
     /// Parses one JSON document from text.
     public init(parsing text: String) throws(JSONError) {
         try self.init(parsing: Array(text.utf8))

@@ -1,5 +1,5 @@
 // The decoder's direct path: it takes the per-event frames as the clients write them, compact
-// (keys sorted, as the Swift client does, or op first, as the Python and JavaScript clients do),
+// (op first, as the Swift, Python and JavaScript clients do, or in any other order, keys sorted say),
 // declines what it does not decode whole, and agrees with the full decoder wherever it decodes.
 import NotifBusProtocol
 import Testing
@@ -75,6 +75,26 @@ import Testing
     @Test(arguments: inOrderFrames) func framesInClientOrderAreDecodedByWordCompares(_ text: String) {
         #expect(Array(text.utf8).withUnsafeBytes { DirectFrame.decodesInOrder($0) }, "\(text)")
         #expect(Self.direct(text).map { String(describing: $0) } == String(describing: Self.full(text)), "\(text)")
+    }
+
+    @Test func theSwiftClientsMessageEncodingTakesTheInOrderPath() {
+        let arguments = JSONValue.object(["z": .integer(1), "a": .array([.string("x"), .null])])
+        let messages: [JSONValue] = [
+            .object(["id": .integer(1), "op": .string("ping")]),
+            .object(["method": .string("m"), "arguments": arguments, "op": .string("invoke"), "channel": .string("c"), "id": .integer(2)]),
+            .object(["payload": arguments, "name": .string("n"), "id": .integer(3), "op": .string("post")]),
+            .object(["result": arguments, "call": .integer(4), "op": .string("return")]),
+            .object(["event": .integer(5), "op": .string("next")]), .object(["op": .string("stop"), "event": .integer(6)]),
+            .object(["value": .array([]), "event": .integer(7), "op": .string("complete")]),
+        ]
+        for message in messages {
+            let body = message.messageEncoded
+            #expect(body.withUnsafeBytes { DirectFrame.decodesInOrder($0) }, "\(String(decoding: body, as: UTF8.self))")
+            #expect((try? JSONValue(parsing: body)) == message)
+        }
+        let text = String(
+            decoding: JSONValue.object(["x": .integer(1), "id": .integer(9), "op": .string("hello"), "b": .null]).messageEncoded, as: UTF8.self)
+        #expect(text == #"{"op":"hello","id":9,"b":null,"x":1}"#)
     }
 
     @Test func framesInAnotherOrderAreLeftToTheGeneralLoop() {
