@@ -61,7 +61,7 @@ CATEGORIES = [
 STAGES = [
     ("decode (MessageDecoder.decode: scan + field checks + typed message)", r"^(specialized )?static MessageDecoder\.decode\(_:\)$"),
     ("DirectFrame.decode (the direct path: scan + fields + typed frame)", r"^(specialized )?DirectFrame\.decode\(_:\)$"),
-    ("Broker.receive (decode + dispatch + frames out)", r"^Broker\.receive\(_:from:now:into:\)$"),
+    ("Broker.receiveFrame (decode + dispatch + frames out)", r"^Broker\.receive(Frame)?\(_:from:now:into:\)$"),
     ("Broker.handle (request dispatch)", r"^Broker\.handle\(_:id:from:now:\)$"),
     ("Broker.handleAnswer (next/complete/stop)", r"^Broker\.handleAnswer\(_:from:now:\)$"),
     ("Broker.handleReturn (return)", r"^Broker\.handleReturn\(_:from:\)$"),

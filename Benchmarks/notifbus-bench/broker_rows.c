@@ -172,6 +172,38 @@ static void broker_row(const char *key, const char *label, const char *floor_key
     stage_end(&s, r);
 }
 
+/* notifbus invoke -> handler as a side of the paired rows: the invoke row's set-up. */
+static stage_t g_side_stage;
+
+int invoke_side_open(side_t *side, row_t *r, char *err)
+{
+    memset(side, 0, sizeof *side);
+    side->c.fd = -1;
+    if (stage_begin(&g_side_stage, HOP30, r) < 0) {
+        errf(err, "%s", r->err);
+        stage_end(&g_side_stage, r);
+        return -1;
+    }
+    if (stage_handler(&g_side_stage, r) < 0) {
+        errf(err, "%s", r->err);
+        stage_end(&g_side_stage, r);
+        return -1;
+    }
+    if (nb_open(g_side_stage.b.sock, &side->c, "bench-client", err) < 0) {
+        stage_end(&g_side_stage, r);
+        return -1;
+    }
+    workload_invoke(&side->w);
+    return 0;
+}
+
+void invoke_side_close(side_t *side, row_t *r)
+{
+    tmpl_free(&side->w.t);
+    conn_close(&side->c);
+    stage_end(&g_side_stage, r);
+}
+
 void run_broker_rows(void)
 {
     broker_row("ping", "ping", "raw_pingpong", W_PING, 0, 1);

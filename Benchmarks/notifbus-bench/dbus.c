@@ -547,6 +547,43 @@ static void peer_rows(const char *kind, const char *exe_name)
     peer_stop(&p);
 }
 
+/* dbus-broker's Ping(s)->s as a side of the paired rows: its row's bus, service and client. */
+static dbus_peer_t g_side_peer;
+
+int dbus_broker_side_open(side_t *side, char *err)
+{
+    memset(side, 0, sizeof *side);
+    side->c.fd = -1;
+    for (int i = 0; i < PAYLOAD_BYTES; i++)
+        g_payload[i] = (char)('a' + i % 26);
+    g_payload[PAYLOAD_BYTES] = 0;
+    memset(&g_side_peer, 0, sizeof g_side_peer);
+    g_side_peer.kind = "dbus-broker";
+    g_side_peer.exe = find_exe("dbus-broker-launch");
+    if (!g_side_peer.exe) {
+        errf(err, "not installed (no dbus-broker-launch in PATH)");
+        return -2;
+    }
+    int s = peer_start(&g_side_peer, err);
+    if (s < 0) {
+        peer_stop(&g_side_peer);
+        return s;
+    }
+    if (dbus_client_setup(&g_side_peer, 0, &side->c, err) < 0) {
+        peer_stop(&g_side_peer);
+        return -1;
+    }
+    side->w.rt = dbus_rt_loop;
+    return 0;
+}
+
+void dbus_broker_side_close(side_t *side)
+{
+    (void)side;
+    g_bus = sd_bus_flush_close_unref(g_bus);
+    peer_stop(&g_side_peer);
+}
+
 void run_dbus_rows(void)
 {
     for (int i = 0; i < PAYLOAD_BYTES; i++)

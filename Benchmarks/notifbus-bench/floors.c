@@ -268,6 +268,31 @@ static void floor_relay(int nservers, const char *key, const char *label)
     relay_teardown(&s);
 }
 
+/* The relay -> 1 server floor as a side of the paired rows. */
+static relay_setup_t g_side_relay;
+
+int relay1_side_open(side_t *side, char *err)
+{
+    memset(side, 0, sizeof *side);
+    side->c.fd = -1;
+    if (relay_setup(&g_side_relay, 1, 0, err) < 0)
+        return -1;
+    if (relay_client_open(g_side_relay.path, &side->c, err) < 0) {
+        relay_teardown(&g_side_relay);
+        return -1;
+    }
+    side->w.check = check_echo;
+    tmpl_build(&side->w.t, FLOOR_BODY);
+    return 0;
+}
+
+void relay1_side_close(side_t *side)
+{
+    tmpl_free(&side->w.t);
+    conn_close(&side->c);
+    relay_teardown(&g_side_relay);
+}
+
 static void floor_relay_multi(int nservers, int serial, const char *key, const char *label)
 {
     if (!selected("floor", key))

@@ -169,6 +169,8 @@ static void usage(FILE *f)
             "through observer chains, 8-client throughput, memory, start-up time) and D-Bus\n"
             "peers on a private bus (dbus-daemon, dbus-broker: sd-bus Ping(s)->s with a\n"
             "150-byte string, 1 and 8 clients; rows say \"not installed\" when absent).\n"
+            "The paired rows measure the relay with one server, notifbus invoke and\n"
+            "dbus-broker's Ping again, all three set up at once, in alternating rounds.\n"
             "\n"
             "  --broker PATH   the notifbus executable (started as `PATH broker --socket ...`)\n"
             "  --quick         a few seconds in all: few round trips, 1000-item memory runs\n"
@@ -181,7 +183,7 @@ static void usage(FILE *f)
             "                  memory, raw_pingpong, relay_1, relay_3, relay_8, relay_x8,\n"
             "                  relay_x8_chain3, ping, invoke, post_1, post_3, post_8, invoke_x8,\n"
             "                  post_x8_chain3, dbus, dbus_daemon, dbus_daemon_x8, dbus_broker,\n"
-            "                  dbus_broker_x8, memory_clients, memory_queue\n");
+            "                  dbus_broker_x8, paired, memory_clients, memory_queue\n");
 }
 
 static long parse_long(const char *s, const char *flag, long min, long max)
@@ -287,6 +289,7 @@ int main(int argc, char **argv)
     run_floors();
     run_broker_rows();
     run_dbus_rows();
+    run_paired_rows();
     run_memory_rows();
     children_kill_all();
     /* Work on the bench's CPU that was not the bench's own (other processes, the hypervisor). */

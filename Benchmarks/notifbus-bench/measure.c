@@ -140,6 +140,70 @@ int measure_single(conn_t *c, workload_t *w, row_t *r)
     return 0;
 }
 
+/* ---- one client on each of several sides, rounds alternating ------------------------------- */
+
+#define MAX_SIDES 4
+
+int measure_paired(side_t *sides, row_t **rows, int n)
+{
+    char err[ERRLEN];
+    if (n > MAX_SIDES)
+        fatal("too many sides");
+    long iters = g_cfg.iterations;
+    int rounds = g_cfg.rounds;
+    uint32_t *samples = malloc(sizeof(uint32_t) * (size_t)iters);
+    if (!samples)
+        fatal("out of memory");
+    uint64_t next_id[MAX_SIDES];
+    int live[MAX_SIDES];
+    double med[MAX_SIDES][64], p99[MAX_SIDES][64], rate[MAX_SIDES][64], done[MAX_SIDES][64];
+    for (int i = 0; i < n; i++) {
+        next_id[i] = ID_BASE + 1;
+        live[i] = rt_loop(&sides[i].c, &sides[i].w, &next_id[i], NULL, g_cfg.warmup,
+                          g_cfg.round_budget_ns / 4, err) >= 0;
+        if (!live[i])
+            row_fail(rows[i], "warm-up: %s", err);
+    }
+    for (int k = 0; k < rounds; k++) {
+        for (int i = 0; i < n; i++) {
+            if (!live[i])
+                continue;
+            uint64_t t0 = now_ns();
+            long got = rt_loop(&sides[i].c, &sides[i].w, &next_id[i], samples, iters,
+                               g_cfg.round_budget_ns, err);
+            uint64_t t1 = now_ns();
+            if (got <= 0) {
+                row_fail(rows[i], "round %d: %s", k + 1, got == 0 ? "no round trip done" : err);
+                live[i] = 0;
+                continue;
+            }
+            stats_sorted(samples, got, &med[i][k], &p99[i][k]);
+            rate[i][k] = (double)got * 1e9 / (double)(t1 - t0);
+            done[i][k] = (double)got;
+        }
+    }
+    free(samples);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!live[i]) {
+            failed = 1;
+            continue;
+        }
+        row_t *r = rows[i];
+        for (int k = 0; k < rounds; k++) {
+            r->round_med_us[k] = med[i][k];
+            r->round_rate[k] = rate[i][k];
+        }
+        r->med_us = median_of(med[i], rounds);
+        r->p99_us = median_of(p99[i], rounds);
+        r->rate = median_of(rate[i], rounds);
+        r->per_round = (long)median_of(done[i], rounds);
+        r->rounds = rounds;
+        r->ok = 1;
+    }
+    return failed ? -1 : 0;
+}
+
 /* ---- n clients ------------------------------------------------------------------------------- */
 
 typedef struct {

@@ -125,6 +125,15 @@ void report_table(void)
         else
             printf("-\n");
     }
+    const row_t *pi = row_find("paired_invoke"), *pd = row_find("paired_dbus_broker");
+    if (pi && pd) {
+        printf("  paired rows (set up at once, rounds alternating), 1 client: ");
+        if (pi->ok && pd->ok && pi->med_us > 0)
+            printf("%.1f us vs %.1f us: notifbus %.2fx faster\n", pi->med_us, pd->med_us,
+                   pd->med_us / pi->med_us);
+        else
+            printf("-\n");
+    }
     if (g_nmem)
         printf("\nmemory\n");
     for (int i = 0; i < g_nmem; i++) {

@@ -325,6 +325,31 @@ void run_memory_rows(void);
 
 void run_dbus_rows(void);
 
+/* ---- paired.c: the one-client rows with a target, measured side by side ---------- */
+
+/* One side of the paired rows: a connection ready for its workload. */
+typedef struct {
+    conn_t c;
+    workload_t w;
+} side_t;
+
+/* Each opens its side with the same set-up as its own row (0; -1 failed, err
+ * set; -2 cannot run here, err says why) and closes it. The relay floor with one
+ * server (floors.c), notifbus invoke with a handler (broker_rows.c), dbus-broker's
+ * Ping (dbus.c); one of each at a time. */
+int relay1_side_open(side_t *s, char *err);
+void relay1_side_close(side_t *s);
+int invoke_side_open(side_t *s, row_t *r, char *err);
+void invoke_side_close(side_t *s, row_t *r);
+int dbus_broker_side_open(side_t *s, char *err);
+void dbus_broker_side_close(side_t *s);
+
+/* measure.c: a warm-up on each side, then g_cfg.rounds rounds in which each side
+ * runs one round in turn; fills rows[i] as measure_single does. */
+int measure_paired(side_t *sides, row_t **rows, int n);
+
+void run_paired_rows(void);
+
 /* ---- report.c ------------------------------------------------------------------ */
 
 void report_table(void);
