@@ -1,10 +1,12 @@
 // The decoder's direct path: the frames of the per-event path (ping, invoke, post, return,
 // next, stop, complete), their own members written compactly, decoded in one scan straight
-// into their typed message, with no table of fields. It decodes only what it can decode
-// whole and declines everything else (another op, whitespace between members, a string id,
-// escapes in a key, an op or a name, an unknown, repeated or disallowed field, a profile
-// event, an error return, a JSON error): the full decoder then takes the frame from its
-// start and words the outcome. Wherever it decodes, both give the same result.
+// into their typed message, with no table of fields. A frame in the clients' order is
+// matched key by key against literals first (`decodeInOrder`); any other order goes through
+// a loop over its members. It decodes only what it can decode whole and declines everything
+// else (another op, whitespace between members, a string id, escapes in a key, an op or a
+// name, an unknown, repeated or disallowed field, a profile event, an error return, a JSON
+// error): the full decoder then takes the frame from its start and words the outcome.
+// Wherever it decodes, both give the same result.
 
 /// A frame the direct path decoded: the ops of the per-event path with their fields, user
 /// data and names as views of the frame body (valid only while it is), ids and numbers read.
