@@ -281,19 +281,15 @@ public struct JSONScanner {
             p = afterWhitespace(p &+ 1)
             let start = p
             guard p < count else { throw fail("expected a value", at: p) }
-            // Most members are strings or numbers: those are skipped here, inline, and only
-            // containers pay a call.
+            // A string's escapes are noted for the sink; any other value as `valueEnd` finds
+            // it (strings and numbers inline, containers by a call).
             let kind: JSONKind
             var valueEscaped = false
-            let b = base[p]
-            if b == UInt8(ascii: "\"") {
+            if base[p] == UInt8(ascii: "\"") {
                 (p, valueEscaped) = try stringEnd(p)
                 kind = .string
-            } else if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
-                p = try containerEnd(p)
-                kind = b == UInt8(ascii: "{") ? .object : .array
             } else {
-                (p, kind) = try plainScalarEnd(p)
+                (p, kind) = try valueEnd(p)
             }
             sink.member(
                 JSONField(keyStart: keyStart, keyEnd: keyEnd, keyEscaped: keyEscaped, start: start, end: p, kind: kind),
@@ -429,14 +425,6 @@ public struct JSONScanner {
     /// The four bytes at `p`, the first in the lowest byte. `p + 4` must be at most `count`.
     @inline(__always) private func word32(at p: Int) -> UInt32 {
         UInt32(littleEndian: UnsafeRawPointer(base + p).loadUnaligned(as: UInt32.self))
-    }
-
-    /// Skips a number or literal at `position` (which is inside the buffer and not a string).
-    @discardableResult @inline(__always)
-    mutating func skipPlainScalar() throws(JSONError) -> JSONKind {
-        let (end, kind) = try plainScalarEnd(position)
-        position = end
-        return kind
     }
 
     /// The end and kind of the number or literal at `start` (inside the buffer, not a string).

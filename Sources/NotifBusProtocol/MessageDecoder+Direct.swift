@@ -166,7 +166,6 @@ extension DirectFrame {
             present |= bit
             guard p &+ 1 < count, base[p] == UInt8(ascii: ":") else { return false }
             p &+= 1
-            let start = p
             switch bit {
             case DirectField.op:
                 // The ops read here have at most eight bytes: packed from the word after the
@@ -182,33 +181,30 @@ extension DirectFrame {
                     p &+= n &+ 2
                 } else {
                     guard let (end, escaped) = try? s.stringEnd(p), !escaped else { return false }
-                    op = OpName(PackedName(base + (start &+ 1), end &- start &- 2, limit: base + count))
+                    op = OpName(PackedName(base + (p &+ 1), end &- p &- 2, limit: base + count))
                     p = end
                 }
-            case DirectField.id, DirectField.call, DirectField.event:
-                guard let (end, value) = MessageDecoder.integer(s, at: p) else { return false }
-                if bit == DirectField.id {
-                    guard value >= 0, value < Limits.maxIntegerID, base[p] != UInt8(ascii: "-") else { return false }
-                    id = value
-                } else {
-                    number = value
-                }
+            case DirectField.id:
+                guard let (end, value) = s.requestID(at: p) else { return false }
+                id = value
+                p = end
+            case DirectField.call, DirectField.event:
+                guard let (end, value) = s.number(at: p) else { return false }
+                number = value
                 p = end
             case DirectField.channel, DirectField.method, DirectField.name:
-                guard base[p] == UInt8(ascii: "\""), let (end, escaped) = try? s.stringEnd(p), !escaped else { return false }
-                let length = end &- start &- 2
-                guard length >= 1 && length <= Limits.maxNameBytes else { return false }
+                guard let name = s.name(at: p) else { return false }
                 if bit == DirectField.method {
-                    second = DirectSpan(start: start &+ 1, end: end &- 1)
+                    second = name
                 } else {
-                    first = DirectSpan(start: start &+ 1, end: end &- 1)
+                    first = name
                 }
-                p = end
+                p = name.end &+ 1
             default:
                 // User data, of any kind, validated whole.
-                guard let (end, _) = try? s.valueEnd(p) else { return false }
-                p = end
-                data = DirectSpan(start: start, end: p)
+                guard let value = s.data(at: p) else { return false }
+                data = value
+                p = value.end
             }
             guard p < count else { return false }
             if base[p] == UInt8(ascii: ",") {
@@ -232,9 +228,8 @@ extension DirectFrame {
             return true
         case .post:
             guard present & ~f.payload == f.op | f.id | f.name else { return false }
-            // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
             let name = s.bytes(first)
-            if (10...12).contains(name.count), ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil { return false }
+            if DirectFrame.isProfileName(name) { return false }
             let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
             self = .post(id: id, name: name, payload: payload)
             return true
@@ -288,9 +283,8 @@ extension DirectFrame {
             guard s.matches(0, "{\"op\":\"post\",\"id\":"), let (p, id) = s.requestID(at: 18), s.matches(p, ",\"name\":"),
                 let name = s.name(at: p &+ 8)
             else { return false }
-            // The profile's names (10 to 12 bytes) have payloads the full decoder checks.
             let bytes = s.bytes(name)
-            if (10...12).contains(bytes.count), ProfileEvent(rawValue: String(decoding: bytes, as: UTF8.self)) != nil { return false }
+            if DirectFrame.isProfileName(bytes) { return false }
             guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else { return false }
             self = .post(id: id, name: bytes, payload: payload)
             return true
@@ -326,6 +320,15 @@ extension DirectFrame {
         default:
             return false
         }
+    }
+}
+
+extension DirectFrame {
+    /// Whether a post's name is one of the notification profile's (10 to 12 bytes): their
+    /// payloads are the full decoder's to check.
+    @inline(__always)
+    fileprivate static func isProfileName(_ name: UnsafeRawBufferPointer) -> Bool {
+        (10...12).contains(name.count) && ProfileEvent(rawValue: String(decoding: name, as: UTF8.self)) != nil
     }
 }
 
