@@ -112,17 +112,18 @@ extension DirectFrame {
         var p = 1
         while true {
             guard p < count, base[p] == UInt8(ascii: "\"") else { return false }
-            // The key, packed from the word after its opening quote up to the first quote:
-            // every name read here but `arguments` ends within it. A key with an escape, a
-            // control byte or a byte above ASCII before that quote packs to no name read here.
-            // Near the end of the buffer, byte by byte.
+            // The key, packed from the word after its opening quote up to and with the first
+            // quote: every name read here but `arguments` ends within it. The quote is packed
+            // too, so that a key with NUL bytes before it packs to no name read here; so does a
+            // key with an escape, another control byte or a byte above ASCII. Near the end of
+            // the buffer, byte by byte.
             let keyStart = p &+ 1
             var key: UInt64
             if keyStart &+ 8 <= count, case let w = s.word(at: keyStart), case let quotes = JSONScanner.quotes(w) {
                 if quotes != 0 {
-                    let n = quotes.trailingZeroBitCount &>> 3
-                    key = w & ((1 << UInt64(n &* 8)) &- 1)
-                    p = keyStart &+ n &+ 1
+                    // The bits up to the first quote's bit 7: its bytes and the quote's.
+                    key = w & (quotes ^ (quotes &- 1))
+                    p = keyStart &+ (quotes.trailingZeroBitCount &>> 3) &+ 1
                 } else {
                     // Nine bytes: "argument", then "s" and the closing quote.
                     guard w == 0x746e_656d_7567_7261, keyStart &+ 10 <= count, base[keyStart &+ 8] == UInt8(ascii: "s"),
@@ -136,30 +137,31 @@ extension DirectFrame {
                 let packed = PackedName(base + keyStart, end &- keyStart &- 1, limit: base + count)
                 // Nine bytes: "argument" and "s", which no key of at most eight bytes packs to
                 // (their bytes are valid UTF-8, never 0xFF).
+                let n = end &- keyStart &- 1
                 if packed.high == 0x73 && packed.low == 0x746e_656d_7567_7261 {
                     key = ~0
                 } else {
-                    guard packed.high == 0 else { return false }
-                    key = packed.low
+                    guard n < 8 else { return false }
+                    key = packed.low | UInt64(UInt8(ascii: "\"")) << UInt64(n &* 8)
                 }
                 p = end
             }
-            // The same packings as `FieldName(_:)` matches, as literals here so that this
+            // The packings of the known names with their closing quote, as literals so that this
             // switch stays a few compares; `OnePassDecoderTests.keysNearEveryKnownName` holds
             // both decoders to the reference on every known name and its near misses.
             let bit: UInt32
             switch key {
             case ~0: bit = DirectField.arguments
-            case 0x706f: bit = DirectField.op
-            case 0x6469: bit = DirectField.id
-            case 0x006c_656e_6e61_6863: bit = DirectField.channel
-            case 0x0000_646f_6874_656d: bit = DirectField.method
-            case 0x656d_616e: bit = DirectField.name
-            case 0x0064_616f_6c79_6170: bit = DirectField.payload
-            case 0x6c6c_6163: bit = DirectField.call
-            case 0x0000_746c_7573_6572: bit = DirectField.result
-            case 0x0074_6e65_7665: bit = DirectField.event
-            case 0x0065_756c_6176: bit = DirectField.value
+            case 0x0022_706f: bit = DirectField.op
+            case 0x0022_6469: bit = DirectField.id
+            case 0x226c_656e_6e61_6863: bit = DirectField.channel
+            case 0x0022_646f_6874_656d: bit = DirectField.method
+            case 0x0022_656d_616e: bit = DirectField.name
+            case 0x2264_616f_6c79_6170: bit = DirectField.payload
+            case 0x0022_6c6c_6163: bit = DirectField.call
+            case 0x0022_746c_7573_6572: bit = DirectField.result
+            case 0x2274_6e65_7665: bit = DirectField.event
+            case 0x2265_756c_6176: bit = DirectField.value
             default: return false
             }
             guard present & bit == 0 else { return false }
@@ -172,10 +174,11 @@ extension DirectFrame {
                 // quote. Near the end of the buffer, byte by byte.
                 guard base[p] == UInt8(ascii: "\"") else { return false }
                 if p &+ 10 <= count {
-                    // Up to the first quote, as for keys: an op with an escape matches none.
+                    // Up to the first quote or NUL byte, which must be the closing quote: an op
+                    // with an escape or another control byte matches none.
                     let w = s.word(at: p &+ 1)
-                    let quotes = JSONScanner.quotes(w)
-                    let n = quotes == 0 ? 8 : quotes.trailingZeroBitCount &>> 3
+                    let stops = JSONScanner.quotes(w) | JSONScanner.zeros(w)
+                    let n = stops == 0 ? 8 : stops.trailingZeroBitCount &>> 3
                     guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return false }
                     op = OpName(PackedName(low: n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1), high: 0))
                     p &+= n &+ 2

@@ -117,6 +117,22 @@ import Testing
         }
     }
 
+    /// A byte that ends or breaks a member inserted at every place of each client frame, in
+    /// either order: a NUL byte or another control byte inside a key or an op (`"id\0"`,
+    /// `"post\0"`) must not read as the name without it.
+    @Test(arguments: clientFrames) func everyClientFrameWithAByteInsertedAnywhere(_ text: String) {
+        let bytes = Array(text.utf8)
+        for i in 0...bytes.count {
+            for b: UInt8 in [0x00, 0x01, 0x1F, 0x7F, 0x80, UInt8(ascii: "\""), UInt8(ascii: "\\")] {
+                var changed = bytes
+                changed.insert(b, at: i)
+                sameDecoding(changed)
+                changed.insert(0x00, at: i)
+                sameDecoding(changed)
+            }
+        }
+    }
+
     @Test func userDataIsSeenInPlace() {
         let body = Array(#"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1]}"#.utf8)
         body.withUnsafeBytes { buffer in
