@@ -383,11 +383,12 @@ public struct Broker {
             sessions[call.invoker]?.callsInvoked -= 1
             refuse(call.invoker, call.requestID, .channel(.handlerGone), now: now)
         }
-        // A take of its still held back kept values for that slot waiting: they may go on.
+        // A take of its still held back kept values for that slot waiting: they may go on,
+        // once nothing of `c` is left for them to see (a resumed `status` or post).
         let heldTakes = client.takes.contains { slots.waiter($0)?.held == true }
         for t in client.takes { _ = removeTakeWaiter(t) }
-        if heldTakes { resumeWaiting(now: now) }
         for o in client.observers { removeObserver(o, now: now, pump: false) }
+        if heldTakes { resumeWaiting(now: now) }
         pump(now: now)
     }
 }

@@ -247,4 +247,27 @@ import Testing
                 ["op": "reply", "id": 4, "result": ["replaced": false, "delivered": true]],
             ])
     }
+
+    /// The same, with the leaver's observers: the requests that waited behind its take
+    /// start once nothing of it is left, so a `status` no longer lists its observers and a
+    /// post does not walk to them.
+    @Test func whatWaitedBehindALeaversHeldTakeNoLongerSeesIt() {
+        var h = holding()
+        let leaver = h.connect(), other = h.connect()
+        _ = h.subscribe(leaver, ["e"])
+        h.send(leaver, #"{"op":"put","id":1,"slot":"x","value":0}"#)
+        h.send(leaver, #"{"op":"take","id":2,"slot":"s","wait":5000}"#)
+        h.send(other, #"{"op":"take","id":3,"slot":"s","wait":5000}"#)
+        h.send(other, #"{"op":"status","id":4}"#)
+        h.send(other, #"{"op":"post","id":5,"name":"e"}"#)
+        #expect(h.nothingSent(to: other))
+        h.disconnect(leaver)
+        let frames = h.takeAll(other)
+        let status = frames.first { $0["id"] == 4 }
+        #expect(status?["result"]?["observers"] == [])
+        let post = frames.first { $0["id"] == 5 }
+        #expect(post?["result"]?["outcome"] == "unhandled")
+        #expect(post?["result"]?["trace"] == [])
+        #expect(!h.sent.contains { $0.to == leaver && $0.frame["op"] == "event" })
+    }
 }
