@@ -1,5 +1,5 @@
-// The method-channel calls in flight, by call id: where each return goes. It stores records
-// only; ids, deadlines and frames are the channel router's and the broker's part.
+// The method-channel calls in flight, by call id: where each return goes and by when. It
+// stores records only; ids and frames are the channel router's and the broker's part.
 import NotifBusProtocol
 
 /// Calls by id. The router hands ids out in sequence and most calls end soon after they
@@ -17,14 +17,21 @@ struct CallTable {
         /// The integer request id, when `hasStringID` is false.
         var request: Int64 = 0
         var hasStringID = false
+        var deadline: Instant = 0
+    }
+
+    /// A call beside the ring.
+    struct Entry {
+        let call: PendingCall
+        let deadline: Instant
     }
 
     /// Slots in the ring: calls in flight at once up to this many, started in sequence, each
-    /// find their own slot (256 × 40 bytes, made on the first call).
+    /// find their own slot (256 × 48 bytes, made on the first call).
     static let ringSize = 256
     private var ring: [Slot] = []
     private var stringIDs = IDTable<String>()
-    private var overflow = IDTable<PendingCall>()
+    private var overflow = IDTable<Entry>()
     /// Calls held, in the ring and beside it.
     private(set) var count = 0
 
@@ -33,20 +40,23 @@ struct CallTable {
     @inline(__always)
     private static func slot(_ id: Int64) -> Int { Int(truncatingIfNeeded: id) & (ringSize - 1) }
 
-    /// Records `call` under `id`, which must not be held already (ids are never reused).
-    mutating func insert(_ id: Int64, _ call: PendingCall) {
+    /// Records `call` under `id`, which must not be held already (ids are never reused), to
+    /// time out at `deadline`.
+    mutating func insert(_ id: Int64, _ call: PendingCall, deadline: Instant) {
         if ring.isEmpty { ring = Array(repeating: Slot(), count: CallTable.ringSize) }
         count += 1
         let i = CallTable.slot(id)
         guard ring[i].id == 0 else {
-            overflow.insert(Int(id), call)
+            overflow.insert(Int(id), Entry(call: call, deadline: deadline))
             return
         }
         switch call.requestID {
         case .integer(let n):
-            ring[i] = Slot(id: id, invoker: call.invoker, handlerClient: call.handlerClient, request: n, hasStringID: false)
+            ring[i] = Slot(
+                id: id, invoker: call.invoker, handlerClient: call.handlerClient, request: n, hasStringID: false, deadline: deadline)
         case .string(let text):
-            ring[i] = Slot(id: id, invoker: call.invoker, handlerClient: call.handlerClient, request: 0, hasStringID: true)
+            ring[i] = Slot(
+                id: id, invoker: call.invoker, handlerClient: call.handlerClient, request: 0, hasStringID: true, deadline: deadline)
             stringIDs.insert(Int(id), text)
         }
     }
@@ -58,7 +68,17 @@ struct CallTable {
             let i = CallTable.slot(id)
             if ring[i].id == id && id != 0 { return ring[i].handlerClient }
         }
-        return overflow.isEmpty ? nil : overflow.read(Int(id)) { $0.handlerClient }
+        return overflow.isEmpty ? nil : overflow.read(Int(id)) { $0.call.handlerClient }
+    }
+
+    /// The deadline of call `id`, or nil when no such call is in flight.
+    @inline(__always)
+    func deadline(of id: Int64) -> Instant? {
+        if !ring.isEmpty {
+            let i = CallTable.slot(id)
+            if ring[i].id == id && id != 0 { return ring[i].deadline }
+        }
+        return overflow.isEmpty ? nil : overflow.read(Int(id)) { $0.deadline }
     }
 
     /// Removes call `id` and returns it, or nil when no such call is in flight.
@@ -74,9 +94,9 @@ struct CallTable {
                 return PendingCall(invoker: slot.invoker, requestID: requestID, handlerClient: slot.handlerClient)
             }
         }
-        guard !overflow.isEmpty, let call = overflow.removeValue(forKey: Int(id)) else { return nil }
+        guard !overflow.isEmpty, let entry = overflow.removeValue(forKey: Int(id)) else { return nil }
         count -= 1
-        return call
+        return entry.call
     }
 
     /// Every call held, ordered by id.
@@ -87,7 +107,7 @@ struct CallTable {
             let requestID: RequestID = slot.hasStringID ? .string(stringIDs[Int(slot.id)] ?? "") : .integer(slot.request)
             all.append((slot.id, PendingCall(invoker: slot.invoker, requestID: requestID, handlerClient: slot.handlerClient)))
         }
-        for entry in overflow.sortedEntries { all.append((Int64(entry.key), entry.value)) }
+        for entry in overflow.sortedEntries { all.append((Int64(entry.key), entry.value.call)) }
         return all.sorted { $0.key < $1.key }
     }
 

@@ -41,8 +41,10 @@ struct ChannelRouter {
     private var lastKnown = false
     private var nextHandlerID = 1
     private var calls = CallTable()
-    /// Call deadlines in creation order: one timeout for all calls keeps them sorted.
-    private var callDeadlines = FIFO<(deadline: Instant, call: Int64)>()
+    /// No call below this id is in flight: the oldest call in flight, whose deadline is the
+    /// next to come (one timeout for all calls keeps deadlines in id order), is found from
+    /// here, each ended id passed over once. So nothing is kept per call beyond its record.
+    private var oldestCall: Int64 = 1
     private var nextCallID: Int64 = 1
 
     /// The handler holding exactly this route, if any.
@@ -97,8 +99,7 @@ struct ChannelRouter {
     mutating func startCall(_ call: PendingCall, deadline: Instant) -> Int64 {
         let id = nextCallID
         nextCallID += 1
-        calls.insert(id, call)
-        callDeadlines.append((deadline, id))
+        calls.insert(id, call, deadline: deadline)
         return id
     }
 
@@ -107,8 +108,6 @@ struct ChannelRouter {
         guard calls.handlerClient(of: id) == c else { return nil }
         return calls.removeValue(forKey: id)
     }
-
-    mutating func removeCall(_ id: Int64) -> PendingCall? { calls.removeValue(forKey: id) }
 
     /// The calls routed to `c` and not yet returned, in creation order, removed.
     mutating func removeCalls(servedBy c: ConnectionID) -> [PendingCall] {
@@ -119,20 +118,36 @@ struct ChannelRouter {
 
     /// The oldest call whose deadline is at or before `now`, removed.
     mutating func popExpiredCall(now: Instant) -> (id: Int64, call: PendingCall)? {
-        while let front = callDeadlines.first, front.deadline <= now {
-            _ = callDeadlines.popFirst()
-            if let call = calls.removeValue(forKey: front.call) { return (front.call, call) }
+        guard let (id, deadline) = oldestCallInFlight(), deadline <= now, let call = calls.removeValue(forKey: id) else { return nil }
+        oldestCall = id &+ 1
+        return (id, call)
+    }
+
+    /// The deadline of the oldest call in flight.
+    var nextCallDeadline: Instant? {
+        mutating get { oldestCallInFlight()?.deadline }
+    }
+
+    /// The oldest call in flight and its deadline, moving `oldestCall` past the calls that
+    /// ended before it.
+    @inline(__always)
+    private mutating func oldestCallInFlight() -> (id: Int64, deadline: Instant)? {
+        guard !calls.isEmpty else {
+            oldestCall = nextCallID
+            return nil
+        }
+        while oldestCall < nextCallID {
+            if let deadline = calls.deadline(of: oldestCall) { return (oldestCall, deadline) }
+            oldestCall &+= 1
         }
         return nil
     }
-
-    var nextCallDeadline: Instant? { callDeadlines.first?.deadline }
 
     /// Every call in flight, in creation order, removed.
     mutating func removeAllCalls() -> [PendingCall] {
         let all = calls.sortedEntries.map(\.value)
         calls.removeAll()
-        callDeadlines.removeAll()
+        oldestCall = nextCallID
         return all
     }
 }

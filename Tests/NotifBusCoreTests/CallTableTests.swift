@@ -3,7 +3,7 @@ import Testing
 
 // CallTable on its own: calls in the ring and beside it (more in flight than the ring has
 // slots, and a slot still held when its id comes round again), string request ids kept
-// with their text, removal from either place, ids that were never handed out.
+// with their text, deadlines, removal from either place, ids that were never handed out.
 @testable import NotifBusCore
 
 struct CallTableTests {
@@ -22,15 +22,15 @@ struct CallTableTests {
     @Test func moreCallsThanSlotsAreAllKeptAndFoundOnce() {
         var table = CallTable()
         let n = Int64(CallTable.ringSize * 2 + 37)
-        for id in 1...n { table.insert(id, Self.call(id)) }
+        for id in 1...n { table.insert(id, Self.call(id), deadline: Instant(id) * 10) }
         #expect(table.count == Int(n))
         #expect(table.sortedEntries.map(\.key) == Array(1...n))
         #expect(table.sortedEntries.allSatisfy { Self.same($0.value, Self.call($0.key)) })
         // Every other call ends, from the newest down, then the rest from the oldest up.
         for id in stride(from: n, through: 1, by: -2) {
-            #expect(table.handlerClient(of: id) == Self.call(id).handlerClient)
+            #expect(table.handlerClient(of: id) == Self.call(id).handlerClient && table.deadline(of: id) == Instant(id) * 10)
             #expect(Self.same(table.removeValue(forKey: id), Self.call(id)))
-            #expect(table.handlerClient(of: id) == nil && table.removeValue(forKey: id) == nil)
+            #expect(table.handlerClient(of: id) == nil && table.deadline(of: id) == nil && table.removeValue(forKey: id) == nil)
         }
         let rest = Array(stride(from: n - 1, through: 1, by: -2).reversed())
         #expect(table.sortedEntries.map(\.key) == rest)
@@ -42,9 +42,10 @@ struct CallTableTests {
         var table = CallTable()
         let old: Int64 = 3
         let new = old + Int64(CallTable.ringSize)
-        table.insert(old, Self.call(old))
-        table.insert(new, Self.call(new))
+        table.insert(old, Self.call(old), deadline: 1)
+        table.insert(new, Self.call(new), deadline: 2)
         #expect(table.handlerClient(of: new) == Self.call(new).handlerClient)
+        #expect(table.deadline(of: old) == 1 && table.deadline(of: new) == 2)
         #expect(Self.same(table.removeValue(forKey: old), Self.call(old)))
         // The slot is free again, and the new call is still found where it went.
         #expect(Self.same(table.removeValue(forKey: new), Self.call(new)))
@@ -53,8 +54,8 @@ struct CallTableTests {
 
     @Test func stringRequestIDsKeepTheirText() {
         var table = CallTable()
-        table.insert(7, PendingCall(invoker: 1, requestID: .string(#"a\"b"#), handlerClient: 2))
-        table.insert(8, PendingCall(invoker: 1, requestID: .integer(-4), handlerClient: 2))
+        table.insert(7, PendingCall(invoker: 1, requestID: .string(#"a\"b"#), handlerClient: 2), deadline: 7)
+        table.insert(8, PendingCall(invoker: 1, requestID: .integer(-4), handlerClient: 2), deadline: 8)
         #expect(table.sortedEntries.map(\.value.requestID) == [.string(#"a\"b"#), .integer(-4)])
         #expect(table.removeValue(forKey: 7)?.requestID == .string(#"a\"b"#))
         #expect(table.removeValue(forKey: 8)?.requestID == .integer(-4))
@@ -63,9 +64,9 @@ struct CallTableTests {
     @Test func idsNeverHandedOutFindNothing() {
         var table = CallTable()
         #expect(table.handlerClient(of: 0) == nil && table.removeValue(forKey: 0) == nil)
-        table.insert(1, Self.call(1))
+        table.insert(1, Self.call(1), deadline: 1)
         for id: Int64 in [0, -1, 2, 1 + Int64(CallTable.ringSize), Int64.max, Int64.min] {
-            #expect(table.handlerClient(of: id) == nil && table.removeValue(forKey: id) == nil)
+            #expect(table.handlerClient(of: id) == nil && table.deadline(of: id) == nil && table.removeValue(forKey: id) == nil)
         }
         table.removeAll()
         #expect(table.isEmpty && table.handlerClient(of: 1) == nil)

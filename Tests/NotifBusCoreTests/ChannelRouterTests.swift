@@ -42,12 +42,41 @@ struct ChannelRouterTests {
         let b = r.startCall(PendingCall(invoker: 1, requestID: .integer(2), handlerClient: 2), deadline: 200)
         let c = r.startCall(PendingCall(invoker: 1, requestID: .integer(3), handlerClient: 2), deadline: 300)
         _ = r.returnCall(a, from: 2)
-        #expect(r.nextCallDeadline == 100)
-        #expect(r.popExpiredCall(now: 99) == nil)
+        #expect(r.nextCallDeadline == 200)
+        #expect(r.popExpiredCall(now: 199) == nil)
         #expect(r.popExpiredCall(now: 250)?.id == b)
         #expect(r.popExpiredCall(now: 250) == nil)
+        #expect(r.nextCallDeadline == 300)
         #expect(r.removeAllCalls().map(\.requestID) == [.integer(3)])
-        #expect(r.removeCall(c) == nil && r.nextCallDeadline == nil)
+        #expect(r.returnCall(c, from: 2) == nil && r.nextCallDeadline == nil)
+    }
+
+    /// The next deadline is always the oldest call in flight's, however the calls before it
+    /// ended (returned, timed out, or in any order), and nothing is kept of calls that ended.
+    @Test func theNextDeadlineIsTheOldestCallInFlights() {
+        var r = ChannelRouter()
+        for n in 1...1_000 {
+            let call = r.startCall(PendingCall(invoker: 1, requestID: .integer(Int64(n)), handlerClient: 2), deadline: Instant(n))
+            #expect(r.nextCallDeadline == Instant(n))
+            #expect(r.returnCall(call, from: 2) != nil)
+            #expect(r.nextCallDeadline == nil)
+        }
+        let slow = r.startCall(PendingCall(invoker: 1, requestID: .integer(0), handlerClient: 3), deadline: 20_000)
+        var later: [Int64] = []
+        for n in 1...600 {
+            later.append(r.startCall(PendingCall(invoker: 1, requestID: .integer(Int64(n)), handlerClient: 2), deadline: 20_000 + Instant(n)))
+        }
+        // All but the last ten of the later calls end, newest first, while the slow one stays.
+        for call in later.dropLast(10).reversed() { #expect(r.returnCall(call, from: 2) != nil) }
+        #expect(r.nextCallDeadline == 20_000)
+        #expect(r.returnCall(slow, from: 3) != nil)
+        #expect(r.nextCallDeadline == 20_591)
+        #expect(r.popExpiredCall(now: 20_592)?.id == later[590])
+        #expect(r.popExpiredCall(now: 20_592)?.id == later[591])
+        #expect(r.popExpiredCall(now: 20_592) == nil)
+        #expect(r.nextCallDeadline == 20_593)
+        #expect(r.removeCalls(servedBy: 2).count == 8)
+        #expect(r.nextCallDeadline == nil && r.popExpiredCall(now: .max) == nil)
     }
 
     @Test func aRouteLookedUpFollowsEveryChangeOfTheRoutes() {
@@ -69,7 +98,8 @@ struct ChannelRouterTests {
         _ = r.startCall(PendingCall(invoker: 1, requestID: .integer(2), handlerClient: 3), deadline: 100)
         let c = r.startCall(PendingCall(invoker: 4, requestID: .integer(3), handlerClient: 2), deadline: 100)
         #expect(r.removeCalls(servedBy: 2).map(\.requestID) == [.integer(1), .integer(3)])
-        #expect(r.removeCall(a) == nil && r.removeCall(c) == nil)
+        #expect(r.returnCall(a, from: 2) == nil && r.returnCall(c, from: 2) == nil)
+        #expect(r.nextCallDeadline == 100)
         #expect(r.removeAllCalls().map(\.requestID) == [.integer(2)])
     }
 }
