@@ -520,6 +520,50 @@ def check_calls_in_flight(checks: sl.Checks, ctx: Context) -> None:
     b.terminate()
 
 
+def check_call_stream(checks: sl.Checks, ctx: Context) -> None:
+    """A long stream of invokes, each returned at once, within one call timeout: what the
+    broker keeps of a call must go when the call returns, not when its timeout would end."""
+    b = ctx.broker("call-stream", ["--call-timeout", "10m"])
+    handler = sl.Conn(b.socket, timeout=30)
+    handler.hello("echo-handler")
+    handler.request("handle", channel="stream")
+    stop = threading.Event()
+
+    def serve() -> None:
+        try:
+            while not stop.is_set():
+                frame = handler.recv(30)
+                if frame.get("op") == "call":
+                    handler.send({"op": "return", "call": frame["call"], "result": None})
+        except (sl.Closed, sl.Timeout, OSError):
+            pass
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    window = 256
+    burst = b"".join(sl.encode({"op": "invoke", "id": i, "channel": "stream", "method": "m"}) for i in range(window))
+    total, before, failed = 200_000, 0, 0
+    with sl.Conn(b.socket, timeout=30) as c:
+        c.hello()
+        for n in range(total // window):
+            if n == 20_000 // window:
+                before = b.rss_kib()
+            c.send_raw(burst)
+            for _ in range(window):
+                if "result" not in c.recv(30):
+                    failed += 1
+        after = b.rss_kib()
+    stop.set()
+    handler.close()
+    growth = after - before
+    line = f"{total} invokes returned at once, --call-timeout 10m: RSS {before} KiB after 20000, {after} KiB at the end"
+    print(f"  {line}")
+    checks.check("every invoke of the stream was answered with its result", failed == 0, f"{failed} failed")
+    checks.check("calls returned leave nothing behind: RSS grows by less than 1 MiB over 180000 more calls",
+                 growth < 1024, f"growth {growth} KiB")
+    b.terminate()
+
+
 def check_queue(checks: sl.Checks, ctx: Context) -> None:
     # One poster here: its share of the queue (decision 41) is the whole queue.
     b = ctx.broker("queue", ["--max-queue", "3", "--max-queue-per-client", "3", "--hop-timeout", "30s"])
@@ -724,6 +768,7 @@ CHECKS = [
     ("socket-folders", check_socket_folders), ("state-dir", check_state_dir),
     ("flood-seen", flood_seen), ("flood-events", flood_events), ("flood-replies", flood_replies),
     ("per-connection", check_observer_handler_limits), ("calls", check_calls_in_flight),
+    ("call-stream", check_call_stream),
     ("queue", check_queue), ("queue-bytes", check_queue_bytes), ("slots", check_slots), ("frame", check_frame_size), ("shutdown", check_shutdown),
 ]
 
