@@ -137,9 +137,10 @@ extension Broker {
             } else {
                 // Between hops.
                 var target: (id: Int, client: ConnectionID)? = nil
+                let event = events.runningEvent ?? 0
                 while let id = events.nextInChain() {
                     guard let client = observers.client(of: id) else { continue }
-                    if sessions.isUnresponsive(client) || events.spent(by: client) >= budget {
+                    if !sessions.mayTakeHop(client, of: event, budget: budget) {
                         counters.skipped += 1
                         events.skip(id)
                         continue
@@ -214,7 +215,8 @@ extension Broker {
 
     /// Ends the running hop in the trace and charges its time to its connection.
     mutating func recordHop(_ reply: HopReply, now: Instant) {
-        _ = events.endHop(reply, now: now)
+        guard let hop = events.endHop(reply), let event = events.runningEvent else { return }
+        sessions.update(hop.client) { $0.charge(hop.duration(until: now), in: event) }
     }
 
     /// Replies to the poster, applies launch retention, and clears the running event.

@@ -17,6 +17,12 @@ final class ClientRecord {
     /// Set when one of its hops timed out, cleared by the next frame it sends: meanwhile its
     /// observers get no event and are traced `skipped` (decision 30).
     var unresponsive = false
+    /// The time its hops in event `hopsEvent` took together; a connection whose hops in one
+    /// event reach the hop timeout gets no further hop in that event. Kept here under the
+    /// event's id, so that nothing is emptied when an event ends: a later event finds an
+    /// older id and counts from zero.
+    private(set) var hopsEvent: Int64 = 0
+    private(set) var hopsTime: UInt64 = 0
     /// Its posts waiting in the queue (not the running one), and their payload bytes.
     var queuedPosts = 0
     var queuedBytes = 0
@@ -34,6 +40,20 @@ final class ClientRecord {
         self.id = id
         self.credentials = credentials
     }
+
+    /// The time its hops in `event` took together so far.
+    @inline(__always)
+    func hopTime(in event: Int64) -> UInt64 { hopsEvent == event ? hopsTime : 0 }
+
+    /// Charges a hop of `event` that took `time`.
+    @inline(__always)
+    func charge(_ time: UInt64, in event: Int64) {
+        if hopsEvent != event {
+            hopsEvent = event
+            hopsTime = 0
+        }
+        hopsTime &+= time
+    }
 }
 
 /// Connections by id, greeting deadlines in accept order, and monitors.
@@ -49,6 +69,13 @@ struct ClientSessions {
     /// Whether `c` is known and unresponsive, read without retaining its record.
     @inline(__always)
     func isUnresponsive(_ c: ConnectionID) -> Bool { records.read(c) { $0.unresponsive } ?? false }
+
+    /// Whether `c` may get a hop of `event`: it is not unresponsive, and its hops in the
+    /// event took less than `budget` together. Read without retaining its record.
+    @inline(__always)
+    func mayTakeHop(_ c: ConnectionID, of event: Int64, budget: UInt64) -> Bool {
+        records.read(c) { !$0.unresponsive && $0.hopTime(in: event) < budget } ?? (budget > 0)
+    }
 
     /// Runs `body` on `c`'s record, lent rather than retained (the per-frame counters are
     /// changed through it); false when `c` is not known.

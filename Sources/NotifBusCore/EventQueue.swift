@@ -98,6 +98,9 @@ struct AwaitedHop: Equatable {
     let client: ConnectionID
     let deadline: Instant
     let startedAt: Instant
+
+    /// The time from the hop's start to `now`; none when the clock reads earlier.
+    func duration(until now: Instant) -> UInt64 { now >= startedAt ? now - startedAt : 0 }
 }
 
 enum ChainState {
@@ -120,10 +123,6 @@ struct EventQueue {
     private(set) var running: RunningEvent? = nil
     /// The hop whose answer is awaited, if any.
     private(set) var awaited: AwaitedHop? = nil
-    /// Time each connection's ended hops in the running event took together; a connection
-    /// whose total reached the hop timeout gets no further hop in this event. Kept here
-    /// and emptied for each event, so that an event allocates no table of its own.
-    private var spent = IDTable<UInt64>()
     /// The record of an ended event that nothing else holds, with its frames, for the next
     /// post accepted to reuse.
     private var spare: RunningEvent? = nil
@@ -216,7 +215,6 @@ struct EventQueue {
     /// idle → between: `event`, a post taken off the queue, starts down `chain`.
     mutating func begin(_ event: RunningEvent, chain: [Int]) {
         guard running == nil else { preconditionFailure("an event started while another runs") }
-        spent.removeAllKeepingSmallCapacity()
         event.start(chain)
         running = event
         awaited = nil
@@ -229,9 +227,6 @@ struct EventQueue {
         event.nextIndex += 1
         return event.chain[event.nextIndex - 1]
     }
-
-    /// Time `client`'s hops in the running event took so far.
-    func spent(by client: ConnectionID) -> UInt64 { isRunning ? spent[client] ?? 0 : 0 }
 
     /// Traces `observer` as `skipped` (between hops only).
     mutating func skip(_ observer: Int) {
@@ -251,17 +246,16 @@ struct EventQueue {
         }
     }
 
-    /// awaiting → between: the awaited hop ended with `reply` at `now`, and its time is
-    /// charged to its connection. False when no answer was awaited.
-    mutating func endHop(_ reply: HopReply, now: Instant) -> Bool {
-        guard let hop = awaited, running != nil else { return false }
+    /// awaiting → between: the awaited hop ended with `reply`. Returns it (the broker charges
+    /// its time to its connection), or nil when no answer was awaited.
+    mutating func endHop(_ reply: HopReply) -> AwaitedHop? {
+        guard let hop = awaited, running != nil else { return nil }
         // The queue holds the running event throughout: it is lent to the append unretained.
         Unmanaged.passUnretained(running.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
             $0.trace.append(TraceHop(observer: hop.observer, reply: reply))
         }
-        spent.add(now >= hop.startedAt ? now - hop.startedAt : 0, to: hop.client)
         awaited = nil
-        return true
+        return hop
     }
 
     /// An ended event's record, given back when the broker is done with it: kept for the

@@ -285,7 +285,8 @@ import Testing
     }
 
     /// A connection that answers each hop just before its timeout is cut short the same way:
-    /// its hops in one event take less than two hop timeouts together.
+    /// its hops in one event take less than two hop timeouts together. The next event gives
+    /// it a whole budget again.
     @Test func slowAnswersUseUpTheSameBudget() {
         var h = CoreHarness { $0.hopTimeoutMs = 100 }
         let slow = h.connect(), poster = h.connect()
@@ -299,6 +300,15 @@ import Testing
         let reply = h.take(poster).frame
         #expect(traceReplies(reply) == ["\(observers[0])=next", "\(observers[1])=next"] + observers[2...].map { "\($0)=skipped" })
         #expect(h.nothingSent(to: slow))
+        // The next event counts from zero: the connection's observers get their hops again.
+        h.send(poster, #"{"op":"post","id":2,"name":"e"}"#)
+        for observer in observers {
+            let ev = h.expectEvent(slow)
+            #expect(ev.observer == observer)
+            h.advance(ms: 10)
+            h.send(slow, "{\"op\":\"next\",\"event\":\(ev.event)}")
+        }
+        #expect(traceReplies(h.take(poster).frame) == observers.map { "\($0)=next" })
     }
 
     /// Quick answers use up nothing that matters: every observer of a prompt connection runs.

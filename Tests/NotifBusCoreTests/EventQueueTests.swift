@@ -23,7 +23,7 @@ struct EventQueueTests {
         #expect(q.dequeue() == nil)
     }
 
-    /// idle → between → awaiting → between → idle, with the trace and the time spent.
+    /// idle → between → awaiting → between → idle, with the trace and the hop that ended.
     @Test func theChainStateMovesAsDrawn() {
         var q = EventQueue()
         #expect(!q.isRunning && q.running == nil && q.awaited == nil)
@@ -43,11 +43,10 @@ struct EventQueueTests {
         #expect(store.bytes(of: sent) == OutboundFrame.event(event: 1, observer: 5, name: "e", payload: nil).encoded())
         #expect(q.awaited == hop)
         #expect(q.nextInChain() == nil, "no walking while an answer is awaited")
-        let ended1 = q.endHop(.next, now: 1_200)
-        let ended2 = q.endHop(.next, now: 1_300)
-        #expect(ended1)
-        #expect(!ended2, "a second end of the same hop")
-        #expect(q.spent(by: 2) == 200 && q.spent(by: 3) == 0)
+        let ended1 = q.endHop(.next)
+        let ended2 = q.endHop(.next)
+        #expect(ended1 == hop && ended1?.duration(until: 1_200) == 200)
+        #expect(ended2 == nil, "a second end of the same hop")
         #expect(q.nextInChain() == 6)
         #expect(q.nextInChain() == nil)
         let ended = q.finish()
@@ -94,12 +93,17 @@ struct EventQueueTests {
 
     /// A clock that went backwards charges nothing.
     @Test func aHopCannotTakeNegativeTime() {
-        var q = EventQueue()
-        _ = EventQueueTests.enqueue(&q, "e")
-        q.begin(q.dequeue()!, chain: [1])
-        _ = q.nextInChain()
-        _ = q.awaitHop(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500), encodingInto: OutputStore())
-        _ = q.endHop(.timeout, now: 400)
-        #expect(q.spent(by: 7) == 0)
+        #expect(AwaitedHop(observer: 1, client: 7, deadline: 10, startedAt: 500).duration(until: 400) == 0)
+    }
+
+    /// A connection's hop time counts per event: a hop of a later event starts from zero.
+    @Test func hopTimeIsCountedPerEvent() {
+        let record = ClientRecord(id: 1, credentials: PeerCredentials(pid: 1, uid: 0, gid: 0))
+        #expect(record.hopTime(in: 1) == 0)
+        record.charge(200, in: 1)
+        record.charge(50, in: 1)
+        #expect(record.hopTime(in: 1) == 250 && record.hopTime(in: 2) == 0)
+        record.charge(30, in: 2)
+        #expect(record.hopTime(in: 2) == 30 && record.hopTime(in: 1) == 0)
     }
 }
