@@ -45,6 +45,11 @@ struct ChannelRouter {
     /// next to come (one timeout for all calls keeps deadlines in id order), is found from
     /// here, each ended id passed over once. So nothing is kept per call beyond its record.
     private var oldestCall: Int64 = 1
+    /// The oldest call in flight and its deadline (nil for none), while `oldestKnown`: set
+    /// when a call starts with none in flight and when the last one ends, so that a call at
+    /// a time costs no search; found again after the oldest call ends with others in flight.
+    private var oldest: (id: Int64, deadline: Instant)? = nil
+    private var oldestKnown = true
     private var nextCallID: Int64 = 1
 
     /// The handler holding exactly this route, if any.
@@ -99,6 +104,10 @@ struct ChannelRouter {
     mutating func startCall(_ call: PendingCall, deadline: Instant) -> Int64 {
         let id = nextCallID
         nextCallID += 1
+        if calls.isEmpty {
+            oldest = (id, deadline)
+            oldestKnown = true
+        }
         calls.insert(id, call, deadline: deadline)
         return id
     }
@@ -106,20 +115,25 @@ struct ChannelRouter {
     /// Ends call `id` if `c` is the connection it was routed to; nil for anyone else.
     mutating func returnCall(_ id: Int64, from c: ConnectionID) -> PendingCall? {
         guard calls.handlerClient(of: id) == c else { return nil }
-        return calls.removeValue(forKey: id)
+        let call = calls.removeValue(forKey: id)
+        ended(id)
+        return call
     }
 
     /// The calls routed to `c` and not yet returned, in creation order, removed.
     mutating func removeCalls(servedBy c: ConnectionID) -> [PendingCall] {
         let served = calls.sortedEntries.filter { $0.value.handlerClient == c }
-        for entry in served { calls.removeValue(forKey: entry.key) }
+        for entry in served {
+            calls.removeValue(forKey: entry.key)
+            ended(entry.key)
+        }
         return served.map(\.value)
     }
 
     /// The oldest call whose deadline is at or before `now`, removed.
     mutating func popExpiredCall(now: Instant) -> (id: Int64, call: PendingCall)? {
         guard let (id, deadline) = oldestCallInFlight(), deadline <= now, let call = calls.removeValue(forKey: id) else { return nil }
-        oldestCall = id &+ 1
+        ended(id)
         return (id, call)
     }
 
@@ -128,25 +142,48 @@ struct ChannelRouter {
         mutating get { oldestCallInFlight()?.deadline }
     }
 
-    /// The oldest call in flight and its deadline, moving `oldestCall` past the calls that
-    /// ended before it.
+    /// The oldest call in flight and its deadline.
     @inline(__always)
     private mutating func oldestCallInFlight() -> (id: Int64, deadline: Instant)? {
-        guard !calls.isEmpty else {
-            oldestCall = nextCallID
-            return nil
-        }
+        if oldestKnown { return oldest }
+        return findOldestCall()
+    }
+
+    /// Finds the oldest call in flight from `oldestCall`, moving it past the calls that
+    /// ended before it.
+    private mutating func findOldestCall() -> (id: Int64, deadline: Instant)? {
+        oldest = nil
+        oldestKnown = true
         while oldestCall < nextCallID {
-            if let deadline = calls.deadline(of: oldestCall) { return (oldestCall, deadline) }
+            if let deadline = calls.deadline(of: oldestCall) {
+                oldest = (oldestCall, deadline)
+                break
+            }
             oldestCall &+= 1
         }
-        return nil
+        return oldest
+    }
+
+    /// Call `id` ended: with none left in flight there is no oldest one, and when it was the
+    /// oldest, the next is found when asked for.
+    @inline(__always)
+    private mutating func ended(_ id: Int64) {
+        if calls.isEmpty {
+            oldest = nil
+            oldestKnown = true
+            oldestCall = nextCallID
+        } else if oldestKnown && oldest?.id == id {
+            oldestKnown = false
+            oldestCall = id &+ 1
+        }
     }
 
     /// Every call in flight, in creation order, removed.
     mutating func removeAllCalls() -> [PendingCall] {
         let all = calls.sortedEntries.map(\.value)
         calls.removeAll()
+        oldest = nil
+        oldestKnown = true
         oldestCall = nextCallID
         return all
     }

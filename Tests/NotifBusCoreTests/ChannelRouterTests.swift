@@ -79,6 +79,45 @@ struct ChannelRouterTests {
         #expect(r.nextCallDeadline == nil && r.popExpiredCall(now: .max) == nil)
     }
 
+    /// Random starts, returns, expiries and handlers leaving, checked after each step against
+    /// the calls a plain dictionary says are in flight: the next deadline is always the
+    /// earliest of theirs.
+    @Test func theNextDeadlineFollowsAnyMixOfCallsEnding() {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            var r = ChannelRouter()
+            var live: [Int64: (deadline: Instant, handler: ConnectionID)] = [:]
+            var now: Instant = 0
+            for _ in 0..<2_000 {
+                switch Int.random(in: 0..<10, using: &rng) {
+                case 0...3:
+                    let handler = Int.random(in: 1...3, using: &rng)
+                    let deadline = now + 100
+                    let id = r.startCall(PendingCall(invoker: 9, requestID: .integer(0), handlerClient: handler), deadline: deadline)
+                    live[id] = (deadline, handler)
+                case 4...6:
+                    guard let id = live.keys.randomElement(using: &rng) else { break }
+                    #expect(r.returnCall(id, from: live[id]!.handler) != nil)
+                    live[id] = nil
+                case 7:
+                    now += UInt64.random(in: 0...60, using: &rng)
+                    while let (id, _) = r.popExpiredCall(now: now) {
+                        #expect(live[id].map { $0.deadline <= now } == true)
+                        live[id] = nil
+                    }
+                    #expect(!live.values.contains { $0.deadline <= now })
+                case 8:
+                    let handler = Int.random(in: 1...3, using: &rng)
+                    #expect(r.removeCalls(servedBy: handler).count == live.values.filter { $0.handler == handler }.count)
+                    live = live.filter { $0.value.handler != handler }
+                default:
+                    now += 1
+                }
+                #expect(r.nextCallDeadline == live.values.map(\.deadline).min())
+            }
+        }
+    }
+
     @Test func aRouteLookedUpFollowsEveryChangeOfTheRoutes() {
         var r = ChannelRouter()
         #expect(r.route(channel: "c", method: "m") == nil)
