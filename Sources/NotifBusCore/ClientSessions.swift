@@ -66,10 +66,6 @@ struct ClientSessions {
 
     subscript(c: ConnectionID) -> ClientRecord? { records[c] }
 
-    /// Whether `c` is known and unresponsive, read without retaining its record.
-    @inline(__always)
-    func isUnresponsive(_ c: ConnectionID) -> Bool { records.read(c) { $0.unresponsive } ?? false }
-
     /// Whether `c` may get a hop of `event`: it is not unresponsive, and its hops in the
     /// event took less than `budget` together. Read without retaining its record.
     @inline(__always)

@@ -69,16 +69,6 @@ public struct IDTable<Value> {
         return slots.withUnsafeBufferPointer { body($0[i].unsafelyUnwrapped.value) }
     }
 
-    /// Adds `amount` to `key`'s value (a new key starts from zero), finding its slot once.
-    @inlinable
-    public mutating func add(_ amount: Value, to key: Int) where Value: FixedWidthInteger {
-        if let i = index(of: key) {
-            slots[i]!.value += amount
-        } else {
-            insert(key, amount)
-        }
-    }
-
     /// Whether `key` has a record (nothing is copied or retained).
     @inlinable @inline(__always)
     public func contains(_ key: Int) -> Bool { index(of: key) != nil }
@@ -129,15 +119,6 @@ public struct IDTable<Value> {
     public mutating func removeAll() {
         slots = []
         shift = 64 - 4
-        count = 0
-    }
-
-    /// Empties the table; its slots are kept for reuse while there are few of them (64), so
-    /// that one large use does not make every later emptying slow.
-    public mutating func removeAllKeepingSmallCapacity() {
-        guard count > 0 else { return }
-        guard slots.count <= 64 else { return removeAll() }
-        for i in slots.indices { slots[i] = nil }
         count = 0
     }
 
