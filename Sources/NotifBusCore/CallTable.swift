@@ -99,6 +99,14 @@ struct CallTable {
         return entry.call
     }
 
+    /// The smallest id held, from every slot of the ring and every call beside it.
+    var oldestID: Int64? {
+        var oldest: Int64? = nil
+        for slot in ring where slot.id != 0 && slot.id < oldest ?? .max { oldest = slot.id }
+        if let beside = overflow.keys.min(), Int64(beside) < oldest ?? .max { oldest = Int64(beside) }
+        return oldest
+    }
+
     /// Every call held, ordered by id.
     var sortedEntries: [(key: Int64, value: PendingCall)] {
         var all: [(key: Int64, value: PendingCall)] = []

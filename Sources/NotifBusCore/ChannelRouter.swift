@@ -50,6 +50,8 @@ struct ChannelRouter {
     /// a time costs no search; found again after the oldest call ends with others in flight.
     private var oldest: (id: Int64, deadline: Instant)? = nil
     private var oldestKnown = true
+    /// Ended ids `findOldestCall` passes over one by one at most.
+    static let longestWalk: Int64 = 4 * Int64(CallTable.ringSize)
     private var nextCallID: Int64 = 1
 
     /// The handler holding exactly this route, if any.
@@ -150,10 +152,13 @@ struct ChannelRouter {
     }
 
     /// Finds the oldest call in flight from `oldestCall`, moving it past the calls that
-    /// ended before it.
+    /// ended before it; over a long run of ended ids (a call that stayed while many came and
+    /// went), from the smallest id the call table holds instead, so that no search takes
+    /// longer than a look at every call held.
     private mutating func findOldestCall() -> (id: Int64, deadline: Instant)? {
         oldest = nil
         oldestKnown = true
+        if nextCallID &- oldestCall > ChannelRouter.longestWalk { oldestCall = calls.oldestID ?? nextCallID }
         while oldestCall < nextCallID {
             if let deadline = calls.deadline(of: oldestCall) {
                 oldest = (oldestCall, deadline)

@@ -52,6 +52,23 @@ struct CallTableTests {
         #expect(table.isEmpty)
     }
 
+    @Test func theOldestIDIsFoundInTheRingAndBesideIt() {
+        var table = CallTable()
+        #expect(table.oldestID == nil)
+        let ring = Int64(CallTable.ringSize)
+        // 5 + ring takes the slot it shares with 5, so 5 goes beside the ring, as does 9 + 2 × ring.
+        for id in [5 + ring, 5, 9, 9 + 2 * ring] { table.insert(id, Self.call(id), deadline: 1) }
+        #expect(table.oldestID == 5)
+        table.removeValue(forKey: 5)
+        #expect(table.oldestID == 9)
+        table.removeValue(forKey: 9)
+        #expect(table.oldestID == 5 + ring)
+        table.removeValue(forKey: 5 + ring)
+        #expect(table.oldestID == 9 + 2 * ring)
+        table.removeValue(forKey: 9 + 2 * ring)
+        #expect(table.oldestID == nil)
+    }
+
     @Test func stringRequestIDsKeepTheirText() {
         var table = CallTable()
         table.insert(7, PendingCall(invoker: 1, requestID: .string(#"a\"b"#), handlerClient: 2), deadline: 7)
