@@ -412,14 +412,14 @@ enum OpName: Equatable {
 }
 
 /// Up to 16 bytes of a name packed into two words, the first byte in the lowest byte of
-/// `low`, unused bytes zero. Names are JSON string contents, which hold no zero byte, so two
-/// names of at most 16 bytes are equal exactly when their packings are; longer names pack as
-/// `tooLong`, which no known name equals.
+/// `low`, unused bytes zero. The raw bytes of a JSON string hold no zero byte, so two names
+/// of at most 16 bytes are equal exactly when their packings are; longer names, and decoded
+/// text with a zero byte (an escaped `\u0000`), pack as `unknown`, which no known name equals.
 struct PackedName {
     let low: UInt64
     let high: UInt64
 
-    static let tooLong = PackedName(low: ~0, high: ~0)
+    static let unknown = PackedName(low: ~0, high: ~0)
 
     init(low: UInt64, high: UInt64) {
         self.low = low
@@ -430,7 +430,7 @@ struct PackedName {
     @inline(__always)
     init(_ start: UnsafePointer<UInt8>, _ n: Int, limit: UnsafePointer<UInt8>) {
         guard n <= 16 else {
-            self = .tooLong
+            self = .unknown
             return
         }
         if n <= 8 && start + 8 <= limit {
@@ -455,11 +455,12 @@ struct PackedName {
         high = hi
     }
 
-    /// Packs the bytes of `text`.
+    /// Packs the bytes of `text`, decoded from a string with escapes.
     init(_ text: String) {
         var copy = text
         self = copy.withUTF8 { u in
             guard let p = u.baseAddress else { return PackedName(low: 0, high: 0) }
+            guard !u.contains(0) else { return .unknown }
             return PackedName(p, u.count, limit: p)
         }
     }

@@ -202,7 +202,11 @@ func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8
         ]
         for name in names {
             let bytes = Array(name.utf8)
-            var variants = [name + "s", "x" + name, String(name.dropLast()), name + name, name.uppercased()]
+            // Escaped NUL bytes decode to text that must not pack as the name without them.
+            var variants = [
+                name + "s", "x" + name, String(name.dropLast()), name + name, name.uppercased(), name + #"\u0000"#,
+                name + #"\u0000\u0000"#, #"\u0000"# + name,
+            ]
             for i in bytes.indices {
                 var changed = bytes
                 changed[i] ^= 0x01
@@ -223,7 +227,7 @@ func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8
             "hello", "ping", "subscribe", "unsubscribe", "post", "handle", "unhandle", "invoke", "put", "take", "peek",
             "setCategories", "getCategories", "status", "monitor", "next", "complete", "stop", "return",
         ] {
-            for text in [op, op + "x", String(op.dropLast()), "x" + op, op.uppercased()] {
+            for text in [op, op + "x", String(op.dropLast()), "x" + op, op.uppercased(), op + #"\u0000"#, op + #"\u0000\u0000"#] {
                 sameDecoding(Array(#"{"id":1,"op":"\#(text)"}"#.utf8))
                 sameDecoding(Array(#"{"op":"\#(text)","id":1,"event":2,"call":3}"#.utf8))
             }
