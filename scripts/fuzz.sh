@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the protocol decoder and the broker core: builds fuzz-decoder and fuzz-core with
 # libFuzzer and AddressSanitizer in .build-fuzz (never the ordinary .build), runs each for
-# SECONDS (default 60) from the seeds in Fuzz/corpus/, and prints libFuzzer's figures.
+# SECONDS (default 60) from the seeds in Fuzz/corpus/ (with Fuzz/NAME.dict as libFuzzer's
+# dictionary where there is one), and prints libFuzzer's figures.
 # Fails on any crash, leak, timeout or broken invariant; the input is kept under
 # .build-fuzz/artifacts/. Usage: scripts/fuzz.sh [SECONDS]
 set -uo pipefail
@@ -38,7 +39,10 @@ for name in decoder core; do
     # -timeout: an input running 10 s is a hang. -rss_limit_mb and -malloc_limit_mb bound
     # memory; each target also bounds the peak heap per input in its own code.
     cmd=("$bin/$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048
-         -malloc_limit_mb=256 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" "Fuzz/corpus/$name")
+         -malloc_limit_mb=256 -print_final_stats=1 -artifact_prefix="$artifacts/")
+    # A dictionary of the protocol's tokens, where the target has one (Fuzz/NAME.dict).
+    if [ -f "Fuzz/$name.dict" ]; then cmd+=(-dict="Fuzz/$name.dict"); fi
+    cmd+=("$corpus" "Fuzz/corpus/$name")
     echo
     echo "==> ${cmd[*]}"
     timeout $((seconds + 300)) "${cmd[@]}" >"$log" 2>&1
