@@ -133,12 +133,6 @@ public struct JSONScanner {
         return (quote &- ones) & ~quote & highs
     }
 
-    /// Bit 7 set in the first byte of `w` that is zero, and perhaps in bytes after it; zero
-    /// when `w` has no zero byte.
-    @inline(__always) static func zeros(_ w: UInt64) -> UInt64 {
-        (w &- ones) & ~w & highs
-    }
-
     /// Bit 7 set in each byte of `w` that is not an ASCII digit.
     @inline(__always) static func nonDigits(_ w: UInt64) -> UInt64 {
         ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030) | w) & highs

@@ -174,10 +174,11 @@ extension DirectFrame {
                 // quote. Near the end of the buffer, byte by byte.
                 guard base[p] == UInt8(ascii: "\"") else { return false }
                 if p &+ 10 <= count {
-                    // Up to the first quote or NUL byte, which must be the closing quote: an op
-                    // with an escape or another control byte matches none.
+                    // Up to the first byte a string's rules stop at (as the scanner reads a
+                    // short key), which must be the closing quote: an op with an escape, a
+                    // control byte or a byte above ASCII there matches none.
                     let w = s.word(at: p &+ 1)
-                    let stops = JSONScanner.quotes(w) | JSONScanner.zeros(w)
+                    let stops = JSONScanner.stringStops(w)
                     let n = stops == 0 ? 8 : stops.trailingZeroBitCount &>> 3
                     guard base[p &+ 1 &+ n] == UInt8(ascii: "\"") else { return false }
                     op = OpName(PackedName(low: n == 8 ? w : w & ((1 << UInt64(n &* 8)) &- 1), high: 0))
