@@ -413,8 +413,15 @@ final class DesktopBridge: @unchecked Sendable {
     }
 
     /// `NameOwnerChanged` for org.freedesktop.Notifications: a new server knows none of the
-    /// old one's notifications, and may have other capabilities.
+    /// old one's notifications, and may have other capabilities. Only the bus itself sends
+    /// it: any connection can send a signal with this path and interface, addressed to the
+    /// bridge alone, and the match rule's sender does not filter those out (sd-bus cannot
+    /// check a well-known sender name on its side), so the sender is checked here.
     func ownerChanged(_ m: MessageReader) {
+        guard m.sender == SessionBus.busName else {
+            if options.verbose { log("ignored NameOwnerChanged from \(m.sender ?? "?"), which is not the bus (\(SessionBus.busName))") }
+            return
+        }
         guard let name = try? m.string(), name == NotificationServer.busName,
             let old = try? m.string(), let new = try? m.string()
         else { return }

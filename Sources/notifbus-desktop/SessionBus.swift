@@ -102,6 +102,9 @@ final class SessionBus: @unchecked Sendable {
         init(_ body: @escaping (MessageReader?) -> Void) { self.body = body }
     }
 
+    /// The bus daemon's own name: the sender of the signals the bus itself emits.
+    static let busName = "org.freedesktop.DBus"
+
     /// Messages handled before the queued work gets its turn again.
     static let messagesPerTurn = 64
 

@@ -7,6 +7,12 @@ It only reads and drives the fake server; it never touches notifbus.
     dbus_tool.py emit NAME SIG JSON    the mock emits signal NAME with those arguments
     dbus_tool.py clicks ID...          the mock emits ActionInvoked(ID, "default") for each, back to back
     dbus_tool.py owner                 the unique name owning org.freedesktop.Notifications, or null
+    dbus_tool.py name-of PID           the unique name of the connection process PID holds, or null
+    dbus_tool.py forge-owner DEST OLD NEW
+                                       this connection (a third party) sends NameOwnerChanged for
+                                       org.freedesktop.Notifications from OLD to NEW ("self": this
+                                       connection), addressed to DEST, on the bus daemon's own path
+                                       and interface; prints this connection's unique name
 """
 
 import json
@@ -51,6 +57,28 @@ def main(argv):
             print(json.dumps(str(bus.get_name_owner(NAME))))
         except dbus.exceptions.DBusException:
             print("null")
+        return 0
+    if command == "name-of":
+        daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
+                                "org.freedesktop.DBus")
+        found = None
+        for name in daemon.ListNames():
+            if name.startswith(":") and name != bus.get_unique_name():
+                try:
+                    if int(daemon.GetConnectionUnixProcessID(name)) == int(argv[2]):
+                        found = str(name)
+                except dbus.exceptions.DBusException:
+                    pass
+        print(json.dumps(found))
+        return 0
+    if command == "forge-owner":
+        forged = dbus.lowlevel.SignalMessage("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged")
+        forged.set_destination(argv[2])
+        new = bus.get_unique_name() if argv[4] == "self" else argv[4]
+        forged.append(NAME, argv[3], new, signature="sss")
+        bus.send_message(forged)
+        bus.flush()
+        print(json.dumps(bus.get_unique_name()))
         return 0
     mock = dbus.Interface(bus.get_object(NAME, PATH, introspect=False), MOCK)
     if command == "calls":
