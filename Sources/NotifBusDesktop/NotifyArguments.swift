@@ -165,6 +165,35 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
         self.hints = hints.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
     }
 
+    /// The first text of the notification's content that would go onto the session bus with
+    /// a NUL character (U+0000) in it, named as the `add` argument names it; nil when there is
+    /// none. A D-Bus string cannot carry a NUL: sent, it would be cut there (a title
+    /// `"before\u{0}after"` would show as `before`), so such an `add` is refused instead.
+    public static func fieldWithNUL(in content: NotificationContent) -> String? {
+        let texts: [(String, String?)] = [
+            ("content.title", content.title), ("content.subtitle", content.subtitle), ("content.body", content.body),
+            ("content.sound", content.sound), ("content.threadIdentifier", content.threadIdentifier),
+        ]
+        return texts.first { $0.1.map(hasNUL) == true }?.0
+    }
+
+    /// The same for the texts of the notification's category that become action keys,
+    /// labels and hints; they come from the broker's category set.
+    public static func fieldWithNUL(in category: NotificationCategory) -> String? {
+        for action in category.actions {
+            let what = "category \(category.identifier) action \(action.identifier)"
+            if hasNUL(action.identifier) { return "\(what): identifier" }
+            if hasNUL(action.title) { return "\(what): title" }
+            if let text = action as? TextInputNotificationAction {
+                if hasNUL(text.textInputButtonTitle) { return "\(what): textInput.buttonTitle" }
+                if text.textInputPlaceholder.map(hasNUL) == true { return "\(what): textInput.placeholder" }
+            }
+        }
+        return nil
+    }
+
+    static func hasNUL(_ text: String) -> Bool { text.utf8.contains(0) }
+
     /// Escapes the three characters that the spec's body markup gives meaning to.
     static func escapeMarkup(_ text: String) -> String {
         var out = ""

@@ -92,6 +92,11 @@ final class DesktopBridge: @unchecked Sendable {
         PlatformError(code: DesktopChannel.ErrorCode.badArguments.rawValue, message: message)
     }
 
+    /// Why an `add` whose text holds a NUL is refused (DESKTOP.md §2).
+    static func nulRefused(_ field: String) -> PlatformError {
+        badArguments("\(field) contains a NUL character (U+0000), which a D-Bus string cannot carry; the notification was not shown")
+    }
+
     func add(_ arguments: JSONValue) async throws -> JSONValue {
         let notification: NotifBusClient.Notification
         do {
@@ -99,6 +104,7 @@ final class DesktopBridge: @unchecked Sendable {
         } catch {
             throw DesktopBridge.badArguments("add takes a Notification: \(error)")
         }
+        if let field = NotifyArguments.fieldWithNUL(in: notification.content) { throw DesktopBridge.nulRefused(field) }
         // The invoker of an add is on the broker: while the bridge reconnects, its answer
         // could go nowhere, so the add fails at once instead of waiting for the broker.
         let session = lock.withLock { brokerChanges }
@@ -115,6 +121,7 @@ final class DesktopBridge: @unchecked Sendable {
         }
         let categories = try await broker.notificationCategories()
         let category = notification.content.categoryIdentifier.flatMap { id in categories.first { $0.identifier == id } }
+        if let category, let field = NotifyArguments.fieldWithNUL(in: category) { throw DesktopBridge.nulRefused(field) }
         let info = try await currentInfo()
         let replaces = lock.withLock { table.desktopId(forIdentifier: notification.identifier) } ?? 0
         // Its invoker has already been told it failed when the broker went away meanwhile:

@@ -155,3 +155,39 @@ import Testing
         #expect(small.reset() == 1)
     }
 }
+
+@Suite struct NULTextTests {
+    @Test func everyContentTextThatGoesOnTheBusIsNamed() {
+        let fields: [(String, (inout NotificationContent) -> Void)] = [
+            ("content.title", { $0.title = "before\u{0}after" }),
+            ("content.subtitle", { $0.subtitle = "\u{0}" }),
+            ("content.body", { $0.body = "a\u{0}" }),
+            ("content.sound", { $0.sound = "bell\u{0}" }),
+            ("content.threadIdentifier", { $0.threadIdentifier = "t\u{0}1" }),
+        ]
+        for (name, change) in fields {
+            var content = NotificationContent(title: "Ana", body: "Lunch")
+            change(&content)
+            #expect(NotifyArguments.fieldWithNUL(in: content) == name)
+        }
+        // userInfo never goes on the bus: a NUL there is the app's own business.
+        #expect(NotifyArguments.fieldWithNUL(in: NotificationContent(title: "Ana", userInfo: ["k": "a\u{0}b"])) == nil)
+    }
+
+    @Test func categoryTextsAreNamedWithTheirAction() {
+        let reply = { (button: String, placeholder: String?) in
+            NotificationCategory(
+                identifier: "MESSAGE",
+                actions: [
+                    TextInputNotificationAction(identifier: "REPLY", title: "Reply", textInputButtonTitle: button, textInputPlaceholder: placeholder)
+                ])
+        }
+        #expect(NotifyArguments.fieldWithNUL(in: reply("Send", "Message")) == nil)
+        #expect(NotifyArguments.fieldWithNUL(in: reply("Se\u{0}nd", nil)) == "category MESSAGE action REPLY: textInput.buttonTitle")
+        #expect(NotifyArguments.fieldWithNUL(in: reply("Send", "\u{0}")) == "category MESSAGE action REPLY: textInput.placeholder")
+        let titled = NotificationCategory(identifier: "INVITE", actions: [NotificationAction(identifier: "ACCEPT", title: "Acc\u{0}ept")])
+        #expect(NotifyArguments.fieldWithNUL(in: titled) == "category INVITE action ACCEPT: title")
+        let keyed = NotificationCategory(identifier: "INVITE", actions: [NotificationAction(identifier: "ACC\u{0}EPT", title: "Accept")])
+        #expect(NotifyArguments.fieldWithNUL(in: keyed) == "category INVITE action ACC\u{0}EPT: identifier")
+    }
+}

@@ -174,6 +174,18 @@ def test_bad_arguments(desktop):
         channel.invoke_method("requestAuthorization")
 
 
+def test_a_nul_in_a_text_is_refused_naming_the_field(desktop):
+    """A D-Bus string cannot carry a NUL: the server would show "before" alone. The add is
+    refused with bad_arguments naming the field, and nothing reaches the server."""
+    channel = ready(desktop)
+    for field in ("title", "subtitle", "body"):
+        with pytest.raises(notifbus.MethodCallError) as e:
+            channel.invoke_method("add", notification("n1", **{field: "before\u0000after"}))
+        assert e.value.code == "bad_arguments" and f"content.{field} contains a NUL character" in str(e.value), e.value
+    assert desktop.calls("Notify") == []
+    assert channel.invoke_method("add", notification("n1", title="before after"))["presented"] is True
+
+
 # -- responses --------------------------------------------------------------------------
 
 def test_default_action_then_closed_gives_one_response(desktop):
