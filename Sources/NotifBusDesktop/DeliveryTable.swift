@@ -30,6 +30,12 @@ public struct DeliveryTable: Sendable {
         let category: NotificationCategory?
         let routes: [String: ActionRoute]
         let sequence: UInt64
+        /// The unique name of the bridge connection that called `Notify`: the one dunst and
+        /// GNOME Shell send this notification's signals to.
+        let caller: String?
+        /// The server's `ActivationToken` for it, when one came (memory only: it is meant
+        /// for the start that follows the click, not for a later bridge).
+        var activationToken: String? = nil
     }
 
     public let capacity: Int
@@ -60,11 +66,12 @@ public struct DeliveryTable: Sendable {
     @discardableResult
     public mutating func record(
         _ notification: NotifBusClient.Notification, desktopId: UInt32, category: NotificationCategory?,
-        routes: [String: ActionRoute]
+        routes: [String: ActionRoute], caller: String? = nil
     ) -> [UInt32] {
         if let old = idByIdentifier[notification.identifier] { forget(old) }
         forget(desktopId)
-        entries[desktopId] = Entry(notification: notification, category: category, routes: routes, sequence: nextSequence)
+        entries[desktopId] = Entry(
+            notification: notification, category: category, routes: routes, sequence: nextSequence, caller: caller)
         idByIdentifier[notification.identifier] = desktopId
         nextSequence += 1
         var evicted: [UInt32] = []
@@ -73,6 +80,25 @@ public struct DeliveryTable: Sendable {
             evicted.append(oldest)
         }
         return evicted
+    }
+
+    /// `ActivationToken(id, token)` (spec 1.3, sent before `ActionInvoked`): kept with the
+    /// notification for the start that may follow its click.
+    public mutating func activationToken(desktopId: UInt32, token: String) {
+        entries[desktopId]?.activationToken = token
+    }
+
+    /// The activation token the server sent for a delivered notification.
+    public func activationToken(desktopId: UInt32) -> String? { entries[desktopId]?.activationToken }
+
+    /// Whether a notification is delivered under this id.
+    public func contains(desktopId: UInt32) -> Bool { entries[desktopId] != nil }
+
+    /// The bridge connections that called `Notify` for the notifications delivered, other
+    /// than `current`: after a restart, the server still sends those notifications' signals to
+    /// them.
+    public func earlierCallers(than current: String?) -> Set<String> {
+        Set(entries.values.compactMap(\.caller).filter { $0 != current })
     }
 
     /// `ActionInvoked(id, key)`: the response for a known notification and key, once.
