@@ -186,6 +186,20 @@ export class Client extends EventEmitter<ClientEvents> {
   postDidReceive(response: NotificationResponse, options?: CallOptions): Promise<PostResult>;
   postOpenSettings(notification: Notification | null, options?: CallOptions): Promise<PostResult>;
   launchNotificationResponse(options?: { wait?: number } & CallOptions): Promise<NotificationResponse | null>;
+  /** The app's one call at start: its launch response, then didReceive observed under the key `appId`. */
+  receiveNotificationResponses(
+    appId: string,
+    handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>,
+    options?: { activatedFor?: string | null; wait?: number; priority?: number } & CallOptions,
+  ): Promise<AppStart>;
+}
+
+/** What `receiveNotificationResponses` resolves to. */
+export interface AppStart {
+  /** The click that started the app, taken once from `launch`; null when it started without one. */
+  launchResponse: NotificationResponse | null;
+  /** The app's didReceive observer (its key is the app id). */
+  observer: string;
 }
 
 /** `UNNotificationPresentationOptions` by wire name. */
@@ -220,6 +234,8 @@ export interface NotificationResponse {
 export const DEFAULT_ACTION_IDENTIFIER: 'com.apple.UNNotificationDefaultActionIdentifier';
 export const DISMISS_ACTION_IDENTIFIER: 'com.apple.UNNotificationDismissActionIdentifier';
 export const LAUNCH_SLOT: 'launch';
+/** ms `receiveNotificationResponses` waits for the launch response after a D-Bus activation. */
+export const ACTIVATION_WAIT: 5000;
 export const PRESENTATION_OPTIONS: readonly PresentationOption[];
 /** Delegate answer: handled (outcome completed). */
 export const HANDLED: ChainAnswer;

@@ -135,6 +135,28 @@ extension NotifBusConnection {
         }
     }
 
+    /// How long `receiveNotificationResponses` waits for the launch response of an app
+    /// started by D-Bus activation: the desktop bridge puts it in `launch` before it
+    /// activates the app, so it is there; the wait covers a broker that is slow.
+    public static let activationWait = Duration.seconds(5)
+
+    /// The one call an app makes at start where `notifbus desktop --app-id APP_ID` may start
+    /// it (Protocol/DESKTOP.md §7): takes the response that launched the app from slot
+    /// `launch` (once; nil when none did), then observes didReceive with `didReceive` under
+    /// the key `appID`, which tells the bridge the app runs and hands it the clicks that came
+    /// while it started, in order. `activatedFor` is the notification identifier of a D-Bus
+    /// activation (the target of `ActivateAction`): the response is then waited for up to
+    /// `wait` (default `activationWait`) and is the same one; the D-Bus call itself is not a
+    /// second click.
+    public func receiveNotificationResponses(
+        appID: String, activatedFor: String? = nil, wait: Duration? = nil, priority: Int32 = Limits.defaultPriority,
+        _ didReceive: @escaping @Sendable (NotificationResponse) async -> DelegateReply
+    ) async throws(NotifBusError) -> AppStart {
+        let launch = try await launchNotificationResponse(wait: wait ?? (activatedFor == nil ? nil : NotifBusConnection.activationWait))
+        let observer = try await addDidReceiveObserver(priority: priority, key: appID, didReceive)
+        return AppStart(launchResponse: launch, observer: observer)
+    }
+
     static func notification(inWillPresent payload: JSONValue) throws(NotificationDecodingError) -> Notification {
         try Notification(JSONObjectReader(payload, path: "payload").object("notification"))
     }
@@ -145,6 +167,14 @@ extension NotifBusConnection {
         guard r.optional("notification") != nil else { return nil }
         return try Notification(r.object("notification"))
     }
+}
+
+/// What an app gets from `receiveNotificationResponses`.
+public struct AppStart: Sendable {
+    /// The click that started the app, taken once from `launch`; nil when it started without one.
+    public let launchResponse: NotificationResponse?
+    /// The app's observer of didReceive (its key is the app id).
+    public let observer: ObserverRegistration
 }
 
 extension PostResult {

@@ -531,6 +531,30 @@ private final class Gate: @unchecked Sendable {
         #expect(try await app.peek("launch") == nil)
     }
 
+    /// The app's one call at start (`receiveNotificationResponses`): the launch click once,
+    /// then didReceive under the app id as key, which the desktop bridge reads as "the app runs".
+    @Test func anAppTakesItsLaunchResponseThenObservesUnderItsID() async throws {
+        let broker = try BrokerUnderTest()
+        let poster = try await NotifBusConnection.connect(socket: broker.socket, name: "bridge")
+        let app = try await NotifBusConnection.connect(socket: broker.socket, name: "app")
+        defer { poster.close(); app.close() }
+        try await poster.setNotificationCategories(typedCategories)
+        let tap = NotificationResponse(notification: BusNotification(identifier: "m1"))
+        #expect(try await poster.post(didReceive: tap).isRetainedForLaunch)
+        let seen = Shared([String]())
+        let start = try await app.receiveNotificationResponses(appID: "org.example.Mail", activatedFor: "m1") { response in
+            seen.value.append(response.notification.identifier)
+            return .handled
+        }
+        #expect(start.launchResponse == tap)
+        let observers = try await poster.status().observers
+        #expect(observers.map { $0["key"] } == ["org.example.Mail"] && observers.first?["events"] == ["didReceive"])
+        let later = NotificationResponse(notification: BusNotification(identifier: "m2"))
+        #expect(try await poster.post(didReceive: later).outcome == .completed)
+        #expect(seen.value == ["m2"], "the launch click is not delivered again")
+        #expect(try await app.receiveNotificationResponses(appID: "org.example.Mail") { _ in .handled }.launchResponse == nil)
+    }
+
     // MARK: Persistence
 
     @Test func categoriesAndLaunchSurviveSIGKILL() async throws {

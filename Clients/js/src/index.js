@@ -23,6 +23,7 @@ export {
 export { FrameDecoder, FrameError, encodeFrame, decodeBody } from './framing.js';
 export { resolveSocketPath } from './socketPath.js';
 export {
+  ACTIVATION_WAIT,
   DEFAULT_ACTION_IDENTIFIER,
   DISMISS_ACTION_IDENTIFIER,
   LAUNCH_SLOT,

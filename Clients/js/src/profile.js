@@ -14,6 +14,12 @@ export const DEFAULT_ACTION_IDENTIFIER = 'com.apple.UNNotificationDefaultActionI
 export const DISMISS_ACTION_IDENTIFIER = 'com.apple.UNNotificationDismissActionIdentifier';
 /** The slot where the broker keeps an unhandled click that would launch the app. */
 export const LAUNCH_SLOT = 'launch';
+/**
+ * How long `receiveNotificationResponses` waits (ms) for the launch response of an app
+ * started by D-Bus activation: the desktop bridge puts it in `launch` before it activates
+ * the app, so it is there; the wait covers a broker that is slow.
+ */
+export const ACTIVATION_WAIT = 5000;
 /** `UNNotificationPresentationOptions`, by their wire names. */
 export const PRESENTATION_OPTIONS = Object.freeze(['badge', 'sound', 'list', 'banner', 'alert']);
 /** A delegate observer's answer: handled, the chain ends `completed`. */
@@ -102,6 +108,22 @@ const profile = {
   /** Takes the response that launched the app, once; null when there is none. `wait` is in ms. */
   launchNotificationResponse(options = {}) {
     return this.take(LAUNCH_SLOT, options);
+  },
+  /**
+   * The one call an app makes at start where `notifbus desktop --app-id APP_ID` may start it
+   * (Protocol/DESKTOP.md §7): takes the response that launched the app from slot `launch`
+   * (once; null when none did), then observes `didReceive` with `handler` under the key
+   * `appId`, which tells the bridge the app runs and hands it the clicks that came while it
+   * started, in order. `activatedFor` is the notification identifier of a D-Bus activation
+   * (the target of `ActivateAction`): the response is then waited for up to `wait` ms
+   * (default ACTIVATION_WAIT) and is the same one; the D-Bus call itself is not a second click.
+   * Resolves to `{launchResponse, observer}`.
+   */
+  async receiveNotificationResponses(appId, handler, { activatedFor = null, wait, priority, ...call } = {}) {
+    const launchWait = wait ?? (activatedFor == null ? undefined : ACTIVATION_WAIT);
+    const launchResponse = await this.take(LAUNCH_SLOT, { ...call, ...(launchWait == null ? {} : { wait: launchWait }) });
+    const observer = await this.addDidReceiveObserver(handler, { ...call, key: appId, ...(priority == null ? {} : { priority }) });
+    return { launchResponse, observer };
   },
 };
 

@@ -42,6 +42,24 @@ describe('notification profile', () => {
     assert.equal((await poster.postOpenSettings({ identifier: 'm4', content: {} })).outcome, 'unhandled');
   });
 
+  test('an app takes its launch response, then observes didReceive under its id', T, async () => {
+    const [app, bridge] = [await bus.client('app'), await bus.client('bridge')];
+    const tap = { actionIdentifier: DEFAULT_ACTION_IDENTIFIER, notification: { identifier: 'm1', content: {} } };
+    assert.equal((await bridge.postDidReceive(tap)).retained, 'launch');
+    const seen = [];
+    const start = await app.receiveNotificationResponses('org.example.Mail', (response) => {
+      seen.push(response.notification.identifier);
+      return HANDLED;
+    }, { activatedFor: 'm1' });
+    assert.equal(start.launchResponse.notification.identifier, 'm1');
+    const observers = (await bridge.status()).observers;
+    assert.deepEqual(observers.map((o) => [o.observer, o.key, o.events]), [[start.observer, 'org.example.Mail', ['didReceive']]]);
+    const later = { actionIdentifier: DEFAULT_ACTION_IDENTIFIER, notification: { identifier: 'm2', content: {} } };
+    assert.equal((await bridge.postDidReceive(later)).outcome, 'completed');
+    assert.deepEqual(seen, ['m2']);
+    assert.equal((await app.receiveNotificationResponses('org.example.Mail', () => HANDLED)).launchResponse, null);
+  });
+
   test('monitor emits every frame of the other clients, in order', T, async () => {
     const [watcher, writer] = [await bus.client('watcher'), await bus.client('writer')];
     const puts = [];

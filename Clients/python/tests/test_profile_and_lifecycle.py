@@ -123,6 +123,43 @@ def test_typed_observers_and_launch_response(broker):
         assert bus.post_open_settings(Notification("m4")).outcome == "unhandled"
 
 
+def test_an_app_takes_its_launch_response_then_observes_under_its_id(broker):
+    """receive_notification_responses: the launch click once, then didReceive under the
+    app id as key (the desktop bridge's sign that the app runs); a second app start gets
+    no launch click and replaces the first observer."""
+    with notifbus.connect(broker.socket, name="poster") as poster:
+        poster.set_notification_categories(CATEGORIES)
+        tap = NotificationResponse(notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m1"))
+        assert poster.post_did_receive(tap).retained == "launch"
+        got: List[str] = []
+        with notifbus.connect(broker.socket, name="app") as app:
+            start = app.receive_notification_responses(
+                "org.example.Mail", lambda r: (got.append(r.notification.identifier), HANDLED)[1], activated_for="m1")
+            assert start.launch_response is not None and start.launch_response.notification.identifier == "m1"
+            observers = poster.status()["observers"]
+            assert [(o["observer"], o["key"], o["events"]) for o in observers] == [(start.observer, "org.example.Mail", ["didReceive"])]
+            later = NotificationResponse(notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m2"))
+            assert poster.post_did_receive(later).outcome == "completed" and got == ["m2"]
+            again = app.receive_notification_responses("org.example.Mail", lambda r: HANDLED)
+            assert again.launch_response is None
+            assert [o["observer"] for o in poster.status()["observers"]] == [again.observer]
+
+
+@bounded
+async def test_async_app_start(broker):
+    async with await notifbus.aio.connect(broker.socket, name="app") as app:
+        await app.set_notification_categories(CATEGORIES)
+        tap = NotificationResponse(notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m9"))
+        assert (await app.post_did_receive(tap)).retained == "launch"
+
+        async def handle(response: NotificationResponse):
+            return HANDLED
+
+        start = await app.receive_notification_responses("org.example.Mail", handle)
+        assert start.launch_response is not None and start.launch_response.notification.identifier == "m9"
+        assert (await app.post_did_receive(tap)).outcome == "completed"
+
+
 @bounded
 async def test_async_typed_observers_monitor_and_run_forever(broker):
     async with await notifbus.aio.connect(broker.socket, name="watcher") as watcher:

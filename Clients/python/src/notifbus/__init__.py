@@ -20,12 +20,14 @@ from ._paths import resolve_socket_path
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
 from ._types import SeenFrame, Verdict
 from .profile import (
+    ACTIVATION_WAIT,
     DEFAULT_ACTION_IDENTIFIER,
     DISMISS_ACTION_IDENTIFIER,
     HANDLED,
     LAUNCH_SLOT,
     PASS,
     PRESENTATION_OPTIONS,
+    AppStart,
     Notification,
     NotificationContent,
     NotificationResponse,
@@ -35,6 +37,8 @@ from .profile import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACTIVATION_WAIT",
+    "AppStart",
     "DEFAULT_ACTION_IDENTIFIER",
     "DISMISS_ACTION_IDENTIFIER",
     "HANDLED",

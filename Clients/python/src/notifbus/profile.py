@@ -23,6 +23,10 @@ DEFAULT_ACTION_IDENTIFIER = "com.apple.UNNotificationDefaultActionIdentifier"
 DISMISS_ACTION_IDENTIFIER = "com.apple.UNNotificationDismissActionIdentifier"
 #: The slot where the broker keeps an unhandled click that would launch the app.
 LAUNCH_SLOT = "launch"
+#: How long :meth:`~ProfileFront.receive_notification_responses` waits for the launch
+#: response of an app started by D-Bus activation: the desktop bridge puts it in ``launch``
+#: before it activates the app, so it is there; the wait covers a broker that is slow.
+ACTIVATION_WAIT = 5.0
 #: ``UNNotificationPresentationOptions``, by their wire names.
 PRESENTATION_OPTIONS = ("badge", "sound", "list", "banner", "alert")
 
@@ -187,6 +191,17 @@ def _launch_response(value: Any) -> Optional[NotificationResponse]:
     return None if value is None else NotificationResponse.from_json(value)
 
 
+@dataclass(frozen=True)
+class AppStart:
+    """What an app gets from :meth:`~ProfileFront.receive_notification_responses`."""
+
+    #: The click that started the app, taken once from slot ``launch``; ``None`` when the
+    #: app started without one.
+    launch_response: Optional["NotificationResponse"]
+    #: The app's ``didReceive`` observer (its key is the app id).
+    observer: str
+
+
 _V = TypeVar("_V")
 _A = TypeVar("_A")
 #: A typed observer's handler: it gets the typed value and answers; the asyncio client
@@ -254,6 +269,25 @@ class ProfileFront:
         """Take the response that launched the app (slot ``launch``), once; ``None`` when
         there is none. ``wait`` (seconds) waits that long for one to arrive."""
         return _launch_response((yield from ClientFront.take.steps(self, LAUNCH_SLOT, wait, timeout=timeout)))
+
+
+    @call(tasks=_COROUTINE_HANDLER)
+    def receive_notification_responses(self, app_id: str, handler: TypedHandler[NotificationResponse, Verdict], *,
+                                       activated_for: Optional[str] = None, wait: Optional[float] = None,
+                                       priority: int = 100, timeout: Optional[float] = None) -> Steps[AppStart]:
+        """The one call an app makes at start where ``notifbus desktop --app-id APP_ID``
+        may start it (Protocol/DESKTOP.md §7): takes the response that launched the app from
+        slot ``launch`` (once; ``None`` when none did), then observes ``didReceive`` with
+        ``handler`` under the key ``app_id``, which tells the bridge the app runs and hands
+        it the clicks that came while it started, in order. ``activated_for`` is the
+        notification identifier of a D-Bus activation (the target of ``ActivateAction``):
+        the response is then waited for up to ``wait`` (default :data:`ACTIVATION_WAIT`)
+        and is the same one; the D-Bus call itself is not a second click."""
+        if wait is None and activated_for is not None:
+            wait = ACTIVATION_WAIT
+        launch = _launch_response((yield from ClientFront.take.steps(self, LAUNCH_SLOT, wait, timeout=timeout)))
+        observer = yield from ProfileFront.add_did_receive_observer.steps(self, handler, priority=priority, key=app_id)
+        return AppStart(launch, observer)
 
 
 class BlockingProfile(ProfileFront):
