@@ -112,19 +112,19 @@ public struct DeliveredStore {
 
     /// Records that `server` shows the notifications recorded from now on. A server other
     /// than the recorded one empties the table (its ids mean nothing to the new one); returns
-    /// how many were forgotten.
-    public mutating func serverIs(_ instance: ServerInstance) throws(JournalFileError) -> Int {
-        guard instance != server else { return 0 }
+    /// how many were forgotten, and a failed write for the log (memory has changed anyway:
+    /// the old server's notifications are gone from the screen).
+    public mutating func serverIs(_ instance: ServerInstance) -> (forgotten: Int, writeFailure: JournalFileError?) {
+        guard instance != server else { return (0, nil) }
         let forgotten = table.reset()
         recordBytes.removeAll()
         server = instance
-        try write([DeliveredStore.encode(.server(instance))])
-        return forgotten
-    }
-
-    /// The server changed and is not known yet (nothing owns its name): the table empties.
-    public mutating func serverGone() throws(JournalFileError) -> Int {
-        try serverIs(ServerInstance(bus: server?.bus, owner: nil))
+        do {
+            try write([DeliveredStore.encode(.server(instance))])
+            return (forgotten, nil)
+        } catch {
+            return (forgotten, error)
+        }
     }
 
     /// Records a notification the server shows under `desktopId`; returns the ids forgotten
@@ -156,16 +156,28 @@ public struct DeliveredStore {
         return evicted
     }
 
+    /// `ActivationToken(id, token)`: kept in memory with the notification (a token is for
+    /// the start right after the click, not for a later bridge).
+    public mutating func noteActivationToken(_ token: String, desktopId: UInt32) {
+        table.activationToken(desktopId: desktopId, token: token)
+    }
+
     /// Runs a change of the table that may forget entries (a signal, a removal) and writes
     /// down the ids it forgot. The change stands in memory whatever the file does: the
-    /// response it produced is already the bridge's to post; a failure is thrown for the log.
-    public mutating func change<T>(_ body: (inout DeliveryTable) -> T) throws(JournalFileError) -> T {
+    /// response it produced is already the bridge's to post; a failed write is returned
+    /// beside the result, for the log.
+    public mutating func change<T>(_ body: (inout DeliveryTable) -> T) -> (result: T, writeFailure: JournalFileError?) {
         let before = Set(table.entries.keys)
         let result = body(&table)
         let gone = before.subtracting(table.entries.keys).sorted()
         for id in gone { recordBytes[id] = nil }
-        if !gone.isEmpty { try write(gone.map { DeliveredStore.encode(.forgotten($0)) }) }
-        return result
+        guard !gone.isEmpty else { return (result, nil) }
+        do {
+            try write(gone.map { DeliveredStore.encode(.forgotten($0)) })
+            return (result, nil)
+        } catch {
+            return (result, error)
+        }
     }
 
     /// Appends `records` and syncs them; on failure cuts the file back to what was synced,

@@ -50,6 +50,8 @@ public enum HintName {
     public static let stackTag = "x-dunst-stack-tag"
     public static let replyPlaceholder = "x-kde-reply-placeholder-text"
     public static let replySubmitButton = "x-kde-reply-submit-button-text"
+    /// The app's desktop file id without `.desktop`: servers group and theme by it.
+    public static let desktopEntry = "desktop-entry"
 }
 
 /// The arguments of `Notify(s app_name, u replaces_id, s app_icon, s summary, s body,
@@ -97,16 +99,17 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
 
     /// The arguments for presenting `notification` with `options`, offering the actions of
     /// `category` as far as `capabilities` allow. `replacesID` is the server's id of the
-    /// notification with the same identifier that is still shown, or 0.
+    /// notification with the same identifier that is still shown, or 0. `appIcon` and
+    /// `desktopEntry` come from the app's desktop file (`--app-id`).
     public init(
         notification: NotifBusClient.Notification, category: NotificationCategory?, options: PresentationOptions,
-        capabilities: Set<String>, appName: String, replacesID: UInt32
+        capabilities: Set<String>, appName: String, replacesID: UInt32, appIcon: String = "", desktopEntry: String? = nil
     ) {
         let content = notification.content
         let markup = capabilities.contains(ServerCapability.bodyMarkup)
         self.appName = appName
         self.replacesID = replacesID
-        appIcon = ""
+        self.appIcon = appIcon
         // Summary and body: the spec has no subtitle, so it becomes the body's first line.
         if let title = content.title {
             summary = title
@@ -160,6 +163,7 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
             hints[HintName.suppressSound] = .bool(true)
         }
         if let thread = content.threadIdentifier { hints[HintName.stackTag] = .string(thread) }
+        if let desktopEntry { hints[HintName.desktopEntry] = .string(desktopEntry) }
         self.actions = actions
         self.routes = routes
         self.hints = hints.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }

@@ -31,5 +31,8 @@ public enum DesktopChannel {
         case notificationServerError = "notification_server_error"
         /// The arguments are not what the method takes.
         case badArguments = "bad_arguments"
+        /// With `--state-dir`: the notification could not be written down before the answer,
+        /// so it was closed again.
+        case storageFailed = "storage_failed"
     }
 }

@@ -1,7 +1,8 @@
 // The bridge between the broker and the desktop's notification server: it serves the
 // `notifications` channel (add, remove, list, capabilities), asks the willPresent chain how
 // to present, and turns the server's signals into one didReceive per notification, kept
-// and posted in order across broker restarts. The delivered table is shared by the
+// and posted in order across broker restarts; a click kept for launch starts the app
+// (`--app-id`). The delivered table (on disk with `--state-dir`) is shared by the
 // channel's tasks and the bus thread, under one lock.
 import Dispatch
 import Glibc
@@ -12,7 +13,14 @@ import NotifBusProtocol
 /// What `notifbus desktop` was asked to do.
 struct BridgeOptions: Sendable {
     var socket: String? = nil
-    var appName = "notifbus"
+    /// `--app-name`: the name shown, over the desktop file's.
+    var appName: String? = nil
+    /// `--app-id`: the app's desktop file id, which the bridge starts for a click kept for launch.
+    var appID: String? = nil
+    /// `--state-dir`: where the delivered table is kept.
+    var stateDir: String? = nil
+    /// `--start-timeout`: how long a start may take until the app observes didReceive.
+    var startTimeoutMs: Int64 = 10_000
     /// The presentation for a willPresent that no observer decided: like an app in the background.
     var unhandled: PresentationOptions = .banner
     /// Bounds every D-Bus call.
@@ -20,6 +28,21 @@ struct BridgeOptions: Sendable {
     /// How many shown notifications the bridge remembers; adding one more closes the oldest.
     var maxDelivered = DeliveryTable.defaultCapacity
     var verbose = false
+}
+
+/// Who the notifications are from: the name and icon shown, and the desktop file id.
+struct AppIdentity: Sendable {
+    var id: String? = nil
+    var name = "notifbus"
+    var icon = ""
+}
+
+/// A response taken from the server's signals, numbered in signal order (AppStarts), with
+/// the activation token the server sent for its notification, if any.
+struct TakenResponse: Sendable {
+    let number: UInt64
+    let response: NotificationResponse
+    let activationToken: String?
 }
 
 /// Prints one line on stderr, prefixed with the tool's name.
@@ -32,8 +55,14 @@ final class DesktopBridge: @unchecked Sendable {
     let broker: NotifBusConnection
     let server: NotificationServer
     let options: BridgeOptions
+    let identity: AppIdentity
+    /// Starts the app; nil without `--app-id`.
+    let launcher: AppLauncher?
     private let lock = Lock()
-    private var table: DeliveryTable
+    private var store: DeliveredStore
+    private var starts: AppStarts
+    /// The session bus's id: with the server's unique name, it names the server instance.
+    private var busID: String? = nil
     private var info: NotificationServerInfo? = nil
     /// The unique name that owns org.freedesktop.Notifications, once known.
     private var owner: String? = nil
@@ -42,8 +71,8 @@ final class DesktopBridge: @unchecked Sendable {
 
     /// The responses to post, in signal order (`postResponses`). Each entry is one answered
     /// notification, so it grows only as fast as a person answers them.
-    private let responseStream: AsyncStream<NotificationResponse>
-    private let responses: AsyncStream<NotificationResponse>.Continuation
+    private let responseStream: AsyncStream<TakenResponse>
+    private let responses: AsyncStream<TakenResponse>.Continuation
     /// Responses taken from the server's signals and not yet done with (posted, refused or
     /// given up), oldest first: the head is the one being posted.
     private var taken: [NotificationResponse] = []
@@ -53,13 +82,24 @@ final class DesktopBridge: @unchecked Sendable {
     /// Counts the broker connection's losses and returns (`watchBroker`), so that work begun
     /// on one broker session can tell that it ended.
     private var brokerChanges = 0
+    /// Notify answers whose record could not be written to `--state-dir`, by id, until their
+    /// `add` sees it (the record is made on the bus thread, before `notify` returns).
+    private var unrecorded: [UInt32: JournalFileError] = [:]
+    /// When the bridge started (`nowMs`).
+    private let started = ContinuousClock.now
 
-    init(broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions) {
+    init(
+        broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions, identity: AppIdentity,
+        store: DeliveredStore, launcher: AppLauncher?
+    ) {
         self.broker = broker
         self.server = server
         self.options = options
-        table = DeliveryTable(capacity: options.maxDelivered)
-        (responseStream, responses) = AsyncStream.makeStream(of: NotificationResponse.self)
+        self.identity = identity
+        self.store = store
+        self.launcher = launcher
+        starts = AppStarts(timeoutMs: options.startTimeoutMs)
+        (responseStream, responses) = AsyncStream.makeStream(of: TakenResponse.self)
     }
 
     // MARK: The channel
@@ -72,7 +112,7 @@ final class DesktopBridge: @unchecked Sendable {
             case .removeDeliveredNotifications?: return try await remove(call.arguments)
             case .removeAllDeliveredNotifications?: return try await removeAll()
             case .getDeliveredNotifications?:
-                let list = lock.withLock { table.delivered }
+                let list = lock.withLock { store.table.delivered }
                 return ["notifications": .array(list.map(\.jsonValue))]
             case .capabilities?: return try await refreshedInfo().jsonValue
             case nil:
@@ -123,7 +163,7 @@ final class DesktopBridge: @unchecked Sendable {
         let category = notification.content.categoryIdentifier.flatMap { id in categories.first { $0.identifier == id } }
         if let category, let field = NotifyArguments.fieldWithNUL(in: category) { throw DesktopBridge.nulRefused(field) }
         let info = try await currentInfo()
-        let replaces = lock.withLock { table.desktopId(forIdentifier: notification.identifier) } ?? 0
+        let replaces = lock.withLock { store.table.desktopId(forIdentifier: notification.identifier) } ?? 0
         // Its invoker has already been told it failed when the broker went away meanwhile:
         // nothing is shown then.
         guard broker.isOpen, lock.withLock({ brokerChanges }) == session else {
@@ -131,15 +171,25 @@ final class DesktopBridge: @unchecked Sendable {
         }
         let arguments = NotifyArguments(
             notification: notification, category: category, options: chosen,
-            capabilities: Set(info.capabilities), appName: options.appName, replacesID: replaces)
+            capabilities: Set(info.capabilities), appName: identity.name, replacesID: replaces,
+            appIcon: identity.icon, desktopEntry: identity.id)
         if options.verbose { log("Notify\(arguments)") }
         let id = try await server.notify(arguments) { [self] id, sender in
             let (superseded, forgotten) = lock.withLock { () -> (UInt32?, [UInt32]) in
                 // The connection that answered Notify owns the name: its signals are the ones to trust.
-                if let sender { owner = sender }
-                let before = table.desktopId(forIdentifier: notification.identifier)
-                let forgotten = table.record(notification, desktopId: id, category: category, routes: arguments.routes)
-                return (before == id ? nil : before, forgotten)
+                if let sender {
+                    owner = sender
+                    noteServer(owner: sender)
+                }
+                let before = store.table.desktopId(forIdentifier: notification.identifier)
+                do throws(JournalFileError) {
+                    let forgotten = try store.record(
+                        notification, desktopId: id, category: category, routes: arguments.routes, caller: server.bus.uniqueName)
+                    return (before == id ? nil : before, forgotten)
+                } catch {
+                    unrecorded[id] = error
+                    return (nil, [])
+                }
             }
             // Another add of this identifier was shown meanwhile under another id (both were
             // sent before either was answered): only the newest stays, as when it replaces.
@@ -153,7 +203,24 @@ final class DesktopBridge: @unchecked Sendable {
                 Task { for old in closing { try? await server.close(old) } }
             }
         }
+        if let failure = lock.withLock({ unrecorded.removeValue(forKey: id) }) {
+            // Shown, but a bridge started after a crash would not know it: it leaves the screen.
+            try? await server.close(id)
+            log("add \(notification.identifier): \(failure); closed it again")
+            throw PlatformError(
+                code: DesktopChannel.ErrorCode.storageFailed.rawValue,
+                message: "the notification could not be written to --state-dir (\(failure)); it was closed again")
+        }
         return NotificationDelivery(presented: true, options: chosen, desktopId: id).jsonValue
+    }
+
+    /// Records (under the lock) that the server instance is the one `owner` names; a new
+    /// one empties the table. Logs what it forgot.
+    @discardableResult
+    private func noteServer(owner: String?) -> Int {
+        let (forgotten, failure) = store.serverIs(ServerInstance(bus: busID, owner: owner))
+        if let failure { log("cannot write the server change to --state-dir: \(failure)") }
+        return forgotten
     }
 
     func remove(_ arguments: JSONValue) async throws -> JSONValue {
@@ -165,18 +232,27 @@ final class DesktopBridge: @unchecked Sendable {
             guard let s = item.stringValue else { throw DesktopBridge.badArguments("identifiers must be strings") }
             identifiers.append(s)
         }
-        let removed = lock.withLock { table.remove(identifiers: identifiers) }
+        let removed = lock.withLock { journaled { $0.remove(identifiers: identifiers) } }
         try await close(removed)
         return ["removed": .array(removed.map { .string($0.identifier) })]
     }
 
     func removeAll() async throws -> JSONValue {
         let removed = lock.withLock { () -> [(identifier: String, desktopId: UInt32)] in
-            let all = table.delivered.map(\.notification.identifier)
-            return table.remove(identifiers: all)
+            let all = store.table.delivered.map(\.notification.identifier)
+            return journaled { $0.remove(identifiers: all) }
         }
         try await close(removed)
         return ["removed": .array(removed.map { .string($0.identifier) })]
+    }
+
+    /// Runs a change of the table (under the lock) and writes down what it forgot. The
+    /// change stands whatever the disk does; a failure is logged: after a crash, a
+    /// notification it forgot could be answered again.
+    private func journaled<T>(_ body: (inout DeliveryTable) -> T) -> T {
+        let (result, failure) = store.change(body)
+        if let failure { log("cannot write a change of the delivered table to --state-dir: \(failure)") }
+        return result
     }
 
     /// Closes on the server what the table no longer holds. A server that is gone has
@@ -212,7 +288,9 @@ final class DesktopBridge: @unchecked Sendable {
 
     /// A signal on org.freedesktop.Notifications. Only the name's owner is believed: any
     /// connection on the session bus may send a signal with this interface and path. While
-    /// the owner is unknown nothing the bridge delivered is shown, so nothing is lost.
+    /// the owner is unknown nothing the bridge delivered is shown, so nothing is lost. A
+    /// notification the signal decides is forgotten on disk (`--state-dir`) before its
+    /// response is queued, so that no later bridge posts it again.
     func serverSignal(_ m: MessageReader) {
         let sender = m.sender
         let accepted = lock.withLock { owner != nil && owner == sender }
@@ -222,19 +300,28 @@ final class DesktopBridge: @unchecked Sendable {
         }
         let response: NotificationResponse?
         var answeredID: UInt32? = nil
+        var token: String? = nil
         do {
             switch m.member {
             case "ActionInvoked"?:
                 let id = try m.uint32(), key = try m.string()
-                response = lock.withLock { table.actionInvoked(desktopId: id, key: key) }
+                (token, response) = lock.withLock {
+                    (store.table.activationToken(desktopId: id), journaled { $0.actionInvoked(desktopId: id, key: key) })
+                }
                 answeredID = id
             case "NotificationReplied"?:
                 let id = try m.uint32(), text = try m.string()
-                response = lock.withLock { table.replied(desktopId: id, text: text) }
+                (token, response) = lock.withLock {
+                    (store.table.activationToken(desktopId: id), journaled { $0.replied(desktopId: id, text: text) })
+                }
                 answeredID = id
             case "NotificationClosed"?:
                 let id = try m.uint32(), reason = try m.uint32()
-                response = lock.withLock { table.closed(desktopId: id, reason: reason) }
+                response = lock.withLock { journaled { $0.closed(desktopId: id, reason: reason) } }
+            case "ActivationToken"?:
+                let id = try m.uint32(), value = try m.string()
+                lock.withLock { store.noteActivationToken(value, desktopId: id) }
+                return
             default:
                 return
             }
@@ -243,12 +330,13 @@ final class DesktopBridge: @unchecked Sendable {
             return
         }
         guard let response else { return }
-        let kept = lock.withLock { () -> Bool in
-            guard !stopping else { return false }
+        let next = lock.withLock { () -> TakenResponse? in
+            guard !stopping else { return nil }
             taken.append(response)
-            return true
+            return TakenResponse(number: starts.take(), response: response, activationToken: token)
         }
-        guard kept, case .enqueued = responses.yield(response) else {
+        guard let next, case .enqueued = responses.yield(next) else {
+            let kept = next != nil
             if kept { lock.withLock { _ = taken.popLast() } }
             log("\(DesktopBridge.describe(response)) not posted: the bridge is stopping")
             return
@@ -272,16 +360,18 @@ final class DesktopBridge: @unchecked Sendable {
     /// the broker runs one event at a time anyway, and a later click must not overtake an
     /// earlier one (as separate tasks could). Runs for the bridge's life.
     func postResponses() async {
-        for await response in responseStream {
-            await post(response)
+        for await next in responseStream {
+            let result = await post(next.response)
             lock.withLock { _ = taken.removeFirst() }
+            if let result, result.isRetainedForLaunch, launcher != nil { await startApp(for: next) }
         }
     }
 
     /// Posts one response, waiting for the broker while it is away. A response nothing
     /// handled is posted again on the next broker session; one that may have been handled
-    /// is logged and let go (`FailedPost`).
-    func post(_ response: NotificationResponse) async {
+    /// is logged and let go (`FailedPost`). Returns the broker's result, if it answered.
+    @discardableResult
+    func post(_ response: NotificationResponse) async -> PostResult? {
         let what = DesktopBridge.describe(response)
         var again = false
         while true {
@@ -299,7 +389,7 @@ final class DesktopBridge: @unchecked Sendable {
                 log(
                     "\(what)\(again ? " (posted again)" : ""): \(result.outcome.rawValue)"
                         + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
-                return
+                return result
             case .failure(let error):
                 switch FailedPost(error) {
                 case .postAgain:
@@ -308,10 +398,10 @@ final class DesktopBridge: @unchecked Sendable {
                     await waitForSessionEnd(lock.withLock { brokerChanges })
                 case .refused:
                     log("\(what) was refused: \(error)")
-                    return
+                    return nil
                 case .outcomeUnknown:
                     log("\(what) may have been handled: no answer came (\(error)); not posted again")
-                    return
+                    return nil
                 }
             }
         }
@@ -436,7 +526,7 @@ final class DesktopBridge: @unchecked Sendable {
             owner = new.isEmpty ? nil : new
             info = nil
             generation += 1
-            return table.reset()
+            return noteServer(owner: owner)
         }
         log("notification server changed (\(old.isEmpty ? "none" : old) -> \(new.isEmpty ? "none" : new)); forgot \(forgotten) delivered")
         guard !new.isEmpty else { return }
@@ -450,15 +540,109 @@ final class DesktopBridge: @unchecked Sendable {
         }
     }
 
-    /// Learns who owns the name now, without activating anything.
-    func lookUpOwner() {
-        server.bus.call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "GetNameOwner", timeoutMicros: server.timeoutMicros, autoStart: false,
-            arguments: { w in w.string(NotificationServer.busName) }
-        ) { [self] reply in
-            guard case .success(let reader) = reply, let unique = try? reader.string() else { return }
-            lock.withLock { if owner == nil { owner = unique } }
+    /// At start: learns the bus's id and who owns the server's name (without activating
+    /// anything), and keeps the notifications read from `--state-dir` only when that same
+    /// server instance showed them. `evicted`: ids the journal dropped to fit
+    /// `--max-delivered`, closed on that server. Returns the earlier bridge connections the
+    /// kept notifications' signals go to.
+    func restore(evicted: [UInt32]) async -> Set<String> {
+        let id = await busString("GetId") { _ in }
+        let unique = await busString("GetNameOwner") { w in w.string(NotificationServer.busName) }
+        return lock.withLock {
+            busID = id
+            if owner == nil { owner = unique }
+            let kept = store.table.count
+            let forgotten = noteServer(owner: owner)
+            if forgotten > 0 {
+                log("forgot the \(forgotten) delivered notification(s) read from --state-dir: the server that showed them is gone")
+            } else if kept > 0 {
+                log("read \(kept) delivered notification(s) from --state-dir; their clicks are posted as before")
+                if !evicted.isEmpty { Task { [server] in for old in evicted { try? await server.close(old) } } }
+            }
+            return store.table.earlierCallers(than: server.bus.uniqueName)
+        }
+    }
+
+    /// Calls a method of the bus daemon that returns one string; nil when it fails.
+    private func busString(_ member: String, _ arguments: @escaping @Sendable (inout MessageWriter) -> Void) async -> String? {
+        await withCheckedContinuation { continuation in
+            server.bus.call(
+                destination: SessionBus.busName, path: "/org/freedesktop/DBus", interface: SessionBus.busName,
+                member: member, timeoutMicros: server.timeoutMicros, autoStart: false, arguments: arguments
+            ) { reply in
+                guard case .success(let reader) = reply else { return continuation.resume(returning: nil) }
+                continuation.resume(returning: try? reader.string())
+            }
+        }
+    }
+
+    /// A signal the monitor saw on its way to one of the bridge's earlier connections (a
+    /// bridge before a restart): the server sends a notification's signals to the connection
+    /// that called Notify for it. It is believed as the bridge's own are.
+    func earlierConnectionSignal(_ m: MessageReader, earlier: Set<String>) {
+        guard m.isSignal, m.interface == NotificationServer.interface, let to = m.destination, earlier.contains(to) else { return }
+        serverSignal(m)
+    }
+
+    // MARK: Starting the app
+
+    /// Milliseconds since the bridge started: the clock of `AppStarts`.
+    var nowMs: Int64 {
+        let elapsed = ContinuousClock.now - started
+        return elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Whether the broker lists the app's observer: one of didReceive under the key `--app-id`.
+    func appObserving() async -> Bool {
+        guard let id = identity.id, let status = try? await broker.status(timeout: .seconds(2)) else { return false }
+        let event = JSONValue.string(ProfileEvent.didReceive.rawValue)
+        return status.observers.contains { $0["key"]?.stringValue == id && $0["events"]?.arrayValue?.contains(event) == true }
+    }
+
+    /// The post of `next` ended with it kept in `launch`: unless the app observes
+    /// didReceive, starts it and holds the posting until the app observes (the responses
+    /// taken meanwhile then go to it, in order) or the start fails (AppStarts).
+    func startApp(for next: TakenResponse) async {
+        guard let launcher, let id = identity.id else { return }
+        let what = DesktopBridge.describe(next.response)
+        let observing = await appObserving()
+        switch lock.withLock({ starts.posted(next.number, retainedForLaunch: true, appObserving: observing, now: nowMs) }) {
+        case .postNext: return
+        case .notStarted(.appObserving):
+            log("\(what): \(id) observes didReceive (it runs), so it is not started")
+            return
+        case .notStarted(.joinedFailedStart):
+            log("\(what): it came during a start of \(id) that failed; not started again")
+            return
+        case .start: break
+        }
+        let begun = nowMs
+        var end: AppStarts.StartEnd = .stillStarting
+        if let how = launcher.start(for: next.response, activationToken: next.activationToken) {
+            log("starting \(id) for \(what): \(how)")
+        } else {
+            end = lock.withLock { starts.failed(launcher.takeFailure() ?? "it could not be started") }
+        }
+        while end == .stillStarting {
+            if lock.withLock({ stopping }) {
+                end = lock.withLock { starts.failed("the bridge is stopping") }
+            } else if let failure = launcher.takeFailure() {
+                end = lock.withLock { starts.failed(failure) }
+            } else if await appObserving() {
+                end = lock.withLock { starts.observed() }
+            } else {
+                end = lock.withLock { starts.tick(now: nowMs) }
+                if end == .stillStarting { try? await Task.sleep(for: DesktopBridge.observerPollInterval) }
+            }
+        }
+        switch end {
+        case .handedOver(let held):
+            log("\(id) observes didReceive \(nowMs - begun) ms after its start; \(held) response(s) taken meanwhile go to it now")
+        case .failed(let reason, let held):
+            log(
+                "could not start \(id) for \(what): \(reason); the click stays in slot 'launch'"
+                    + (held > 0 ? "; the \(held) response(s) taken meanwhile are posted without starting it again" : ""))
+        case .stillStarting: break
         }
     }
 }

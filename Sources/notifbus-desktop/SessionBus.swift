@@ -92,6 +92,18 @@ struct MessageReader {
 
     /// The sending connection's unique name.
     var sender: String? { sd_bus_message_get_sender(message).map { String(cString: $0) } }
+
+    /// The connection it is addressed to; nil for a broadcast signal.
+    var destination: String? { sd_bus_message_get_destination(message).map { String(cString: $0) } }
+
+    /// Whether it is a signal (and not a call, a reply or an error).
+    var isSignal: Bool {
+        var type: UInt8 = 0
+        return sd_bus_message_get_type(message, &type) >= 0 && type == UInt8(SD_BUS_MESSAGE_SIGNAL)
+    }
+
+    /// The interface it names.
+    var interface: String? { sd_bus_message_get_interface(message).map { String(cString: $0) } }
 }
 
 /// The owner of one sd-bus connection and of the thread that drives it.
@@ -110,6 +122,8 @@ final class SessionBus: @unchecked Sendable {
 
     private let bus: OpaquePointer
     private let wakeFD: Int32
+    /// This connection's unique name (`:1.42`), read when it connected.
+    private(set) var uniqueName: String? = nil
     private let lock = Lock()
     private var queue: [() -> Void] = []
     /// Matches live as long as the connection; their callbacks are kept here.
@@ -146,7 +160,68 @@ final class SessionBus: @unchecked Sendable {
             sd_bus_flush_close_unref(bus)
             throw .local("eventfd", errno: e)
         }
-        return SessionBus(bus: bus, wakeFD: wake, onLost: onLost)
+        let connection = SessionBus(bus: bus, wakeFD: wake, onLost: onLost)
+        var name: UnsafePointer<CChar>? = nil
+        if sd_bus_get_unique_name(bus, &name) >= 0, let name { connection.uniqueName = String(cString: name) }
+        return connection
+    }
+
+    /// Connects to `address` as a monitor (org.freedesktop.DBus.Monitoring.BecomeMonitor):
+    /// the connection then receives every message that `rules` match, whoever it is
+    /// addressed to, and can send nothing. `handler` runs on its own thread once `start()`
+    /// is called. The bus refuses monitors to other users; the error says so.
+    static func monitor(
+        address: String, rules: [String], callTimeoutMicros: UInt64,
+        onLost: @escaping @Sendable (String) -> Void, handler: @escaping (MessageReader) -> Void
+    ) throws(DBusCallError) -> SessionBus {
+        var bus: OpaquePointer? = nil
+        var rc = sd_bus_new(&bus)
+        guard rc >= 0, let bus else { throw .local("sd_bus_new", errno: -rc) }
+        rc = address.withCString { sd_bus_set_address(bus, $0) }
+        if rc >= 0 { rc = sd_bus_set_bus_client(bus, 1) }
+        if rc >= 0 { rc = sd_bus_set_monitor(bus, 1) }
+        if rc >= 0 { rc = sd_bus_start(bus) }
+        var call: OpaquePointer? = nil
+        if rc >= 0 {
+            rc = sd_bus_message_new_method_call(
+                bus, &call, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring", "BecomeMonitor")
+        }
+        guard rc >= 0, let call else {
+            sd_bus_unref(bus)
+            throw .local("connecting a monitor to the session bus at \(address)", errno: -rc)
+        }
+        defer { sd_bus_message_unref(call) }
+        var writer = MessageWriter(call)
+        writer.stringArray(rules)
+        writer.uint32(0)
+        var error = notifbus_sd_bus_error_null()
+        defer { sd_bus_error_free(&error) }
+        rc = writer.failure < 0 ? writer.failure : sd_bus_call(bus, call, callTimeoutMicros, &error, nil)
+        guard rc >= 0 else {
+            let name = error.name.map { String(cString: $0) }
+            let message = error.message.map { String(cString: $0) } ?? String(cString: strerror(-rc))
+            sd_bus_flush_close_unref(bus)
+            if let name { throw .reply(name: name, message: message) }
+            throw .local("BecomeMonitor", errno: -rc)
+        }
+        let wake = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        guard wake >= 0 else {
+            let e = errno
+            sd_bus_flush_close_unref(bus)
+            throw .local("eventfd", errno: e)
+        }
+        let monitor = SessionBus(bus: bus, wakeFD: wake, onLost: onLost)
+        let callback = Callback { if let m = $0 { handler(m) } }
+        monitor.matches.append(callback)
+        rc = sd_bus_add_filter(
+            bus, nil,
+            { m, userdata, _ in
+                guard let m, let userdata else { return 0 }
+                Unmanaged<Callback>.fromOpaque(userdata).takeUnretainedValue().body(MessageReader(message: m))
+                return 0
+            }, Unmanaged.passUnretained(callback).toOpaque())
+        guard rc >= 0 else { throw .local("adding the monitor's filter", errno: -rc) }
+        return monitor
     }
 
     /// Adds a match rule. Call before `start()`, from the thread that connected.

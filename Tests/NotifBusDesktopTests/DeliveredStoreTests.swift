@@ -158,11 +158,11 @@ enum StoreChange: CustomStringConvertible {
                 identifier: identifier, content: NotificationContent(title: "t \(id)", userInfo: ["emailId": .string("e-\(id)")]))
             try store.record(n, desktopId: id, category: DeliveredStoreTests.category, routes: DeliveredStoreTests.routes, caller: ":1.\(id % 3)")
         case .click(let id):
-            _ = try store.change { $0.actionInvoked(desktopId: id, key: "default") }
+            if let failure = store.change({ $0.actionInvoked(desktopId: id, key: "default") }).writeFailure { throw failure }
         case .remove(let identifier):
-            _ = try store.change { $0.remove(identifiers: [identifier]) }
+            if let failure = store.change({ $0.remove(identifiers: [identifier]) }).writeFailure { throw failure }
         case .newServer(let owner):
-            _ = try store.serverIs(ServerInstance(bus: "bus-1", owner: owner))
+            if let failure = store.serverIs(ServerInstance(bus: "bus-1", owner: owner)).writeFailure { throw failure }
         }
     }
 }
@@ -270,7 +270,7 @@ enum StoreChange: CustomStringConvertible {
     @Test func recordsReadBackWhole() throws {
         let file = CrashingFile([])
         var store = try DeliveredStore.open([], file: file, capacity: 10).store
-        _ = try store.serverIs(ServerInstance(bus: "b", owner: ":1.4"))
+        #expect(store.serverIs(ServerInstance(bus: "b", owner: ":1.4")).writeFailure == nil)
         let n = NotifBusClient.Notification(
             identifier: "m1", content: NotificationContent(title: "Ana", categoryIdentifier: "INVITE", userInfo: ["emailId": "e-1", "n": 1.5]))
         let routes: [String: ActionRoute] = [

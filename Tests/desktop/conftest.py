@@ -1,7 +1,8 @@
-"""Fixtures for the desktop bridge's tests: a private D-Bus session bus with no service
-files (so nothing is activated behind the test's back), python-dbusmock's
-notification_daemon on it, a broker, and `notifbus-desktop`, all started here and stopped
-after each test. Nothing inside notifbus is faked.
+"""Fixtures for the desktop bridge's tests: a private D-Bus session bus whose only service
+files are the ones a test writes (so nothing else is activated behind the test's back),
+python-dbusmock's notification_daemon on it, a broker, and `notifbus-desktop`, all started
+here and stopped after each test; the apps the bridge starts are described by desktop files
+in the test's own XDG folders. Nothing inside notifbus is faked.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ BIN = Path(os.environ.get("NOTIFBUS_BIN", REPO / ".build" / "debug" / "notifbus"
 #: Debian's interpreter: python-dbusmock and the dbus module live there.
 DEBIAN_PYTHON = "/usr/bin/python3"
 TOOL = Path(__file__).resolve().parent / "dbus_tool.py"
+STARTED_APP = Path(__file__).resolve().parent / "started_app.py"
 #: Bound of every wait in these tests.
 WAIT = 15.0
 
@@ -38,6 +40,7 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
   <type>session</type>
   <listen>unix:dir={folder}</listen>
   <auth>EXTERNAL</auth>
+  <servicedir>{folder}/services</servicedir>
   <policy context="default">
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
@@ -73,6 +76,8 @@ class Desktop:
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
+        os.makedirs(os.path.join(folder, "services"))
+        os.makedirs(os.path.join(folder, "data", "applications"))
         config = os.path.join(folder, "bus.conf")
         with open(config, "w") as f:
             f.write(BUS_CONFIG.format(folder=folder))
@@ -80,7 +85,9 @@ class Desktop:
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.address = self.bus.stdout.readline().strip()
         assert self.address, "dbus-daemon printed no address"
-        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address)
+        # Desktop files only from the test's own folder.
+        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, XDG_DATA_HOME=os.path.join(folder, "data"),
+                        XDG_DATA_DIRS=os.path.join(folder, "no-data"))
         self.env.pop("DISPLAY", None)
         self.socket = os.path.join(folder, "bus.sock")
         self.server: Optional[subprocess.Popen] = None
@@ -116,6 +123,45 @@ class Desktop:
     def emit(self, name: str, signature: str, *args: Any) -> None:
         self.tool("emit", name, signature, json.dumps(list(args)))
 
+    # -- apps the bridge starts -----------------------------------------------------------
+
+    def install_app(self, app_id: str, way: str = "exec", *, args: str = "", exec_line: Optional[str] = None,
+                    extra: str = "") -> str:
+        """Writes the desktop file of `app_id` (and for way "dbus" its D-Bus service file),
+        for started_app.py; returns the file the app writes what it gets to."""
+        out = os.path.join(self.folder, f"{app_id}.out")
+        command = f"{DEBIAN_PYTHON} {STARTED_APP} {way} {app_id} --socket {self.socket} --out {out} {args}".strip()
+        lines = ["[Desktop Entry]", "Type=Application", f"Name=Test {app_id}", f"Icon={app_id}-icon",
+                 f"Exec={exec_line if exec_line is not None else command}"]
+        if way == "dbus":
+            lines.append("DBusActivatable=true")
+            with open(os.path.join(self.folder, "services", f"{app_id}.service"), "w") as f:
+                f.write(f"[D-BUS Service]\nName={app_id}\nExec={command}\n")
+            self.tool("reload")
+        if extra:
+            lines.append(extra)
+        with open(os.path.join(self.folder, "data", "applications", f"{app_id}.desktop"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return out
+
+    @staticmethod
+    def records(out: str) -> List[Dict[str, Any]]:
+        """What the started app wrote so far, oldest first."""
+        try:
+            with open(out) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def stop_app(self, out: str) -> None:
+        """Ends every process of the started app (it writes its pid when it starts)."""
+        for record in self.records(out):
+            if "started" in record:
+                try:
+                    os.kill(record["started"], signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
     # -- notifbus ----------------------------------------------------------------------
 
     def start_broker(self) -> None:
@@ -132,10 +178,12 @@ class Desktop:
             return False
 
     def start_bridge(self, *flags: str) -> None:
+        served = self.log().count("serving channel") if os.path.exists(self.bridge_log) else 0
         log = open(self.bridge_log, "ab")
         self.bridge = subprocess.Popen([str(BIN / "notifbus"), "desktop", "--socket", self.socket, *flags],
                                        env=self.env, stdout=log, stderr=log)
-        wait_until(lambda: "serving channel" in self.log() or self.bridge.poll() is not None, "the bridge to serve its channel")
+        wait_until(lambda: self.log().count("serving channel") > served or self.bridge.poll() is not None,
+                   "the bridge to serve its channel")
         assert self.bridge.poll() is None, f"the bridge exited: {self.log()}"
 
     def log(self) -> str:
@@ -163,6 +211,9 @@ class Desktop:
     def close(self) -> None:
         for c in self.clients:
             c.close()
+        for name in os.listdir(self.folder):
+            if name.endswith(".out"):
+                self.stop_app(os.path.join(self.folder, name))
         stop(self.bridge)
         stop(self.broker)
         if self.server is not None:

@@ -5,8 +5,10 @@ It only reads and drives the fake server; it never touches notifbus.
     dbus_tool.py calls MEMBER          the mock's recorded calls of MEMBER, oldest first
     dbus_tool.py clear                 forgets the recorded calls
     dbus_tool.py emit NAME SIG JSON    the mock emits signal NAME with those arguments
-    dbus_tool.py clicks ID...          the mock emits ActionInvoked(ID, "default") for each, back to back
+    dbus_tool.py clicks ID...          the mock emits ActionInvoked(ID, "default") for each, back to back;
+                                       prints when the first was sent (time.monotonic())
     dbus_tool.py owner                 the unique name owning org.freedesktop.Notifications, or null
+    dbus_tool.py reload                the bus daemon reads its service files again
     dbus_tool.py name-of PID           the unique name of the connection process PID holds, or null
     dbus_tool.py forge-owner DEST OLD NEW
                                        this connection (a third party) sends NameOwnerChanged for
@@ -17,6 +19,7 @@ It only reads and drives the fake server; it never touches notifbus.
 
 import json
 import sys
+import time
 
 import dbus
 
@@ -58,6 +61,12 @@ def main(argv):
         except dbus.exceptions.DBusException:
             print("null")
         return 0
+    if command == "reload":
+        daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
+                                "org.freedesktop.DBus")
+        daemon.ReloadConfig()
+        print("null")
+        return 0
     if command == "name-of":
         daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
                                 "org.freedesktop.DBus")
@@ -93,11 +102,13 @@ def main(argv):
                         signature="sssav", timeout=5)
         print("null")
     elif command == "clicks":
+        # Printed: when the first click was sent, in time.monotonic() (which all processes share).
+        sent = time.monotonic()
         for id in argv[2:]:
             mock.EmitSignal("org.freedesktop.Notifications", "ActionInvoked", "us",
                             dbus.Array([dbus.UInt32(int(id)), dbus.String("default")], signature="v"),
                             signature="sssav", timeout=5)
-        print("null")
+        print(json.dumps(sent))
     else:
         print(f"unknown command {command}", file=sys.stderr)
         return 2

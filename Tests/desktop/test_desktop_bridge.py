@@ -615,10 +615,15 @@ def test_no_session_bus_is_a_clear_error(desktop):
 def test_help_and_usage_errors():
     from conftest import BIN
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--help"], capture_output=True, text=True, timeout=WAIT)
-    assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-name NAME] [--unhandled banner|none]" in out.stdout
+    assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-id ID] [--app-name NAME] [--state-dir DIR]" in out.stdout
     assert "When the broker goes away the bridge reconnects by itself" in out.stdout
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT)
     assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
+    for bad in ("../x", "a/b", ".hidden", ""):
+        out = subprocess.run([str(BIN / "notifbus"), "desktop", "--app-id", bad], capture_output=True, text=True, timeout=WAIT)
+        assert out.returncode == 2 and f"--app-id needs a desktop file id" in out.stderr and f"not '{bad}'" in out.stderr
+    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--start-timeout", "soon"], capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 2 and "--start-timeout needs a duration such as 10s or 500ms, not 'soon'" in out.stderr
     for bad in ("0", "many", "1000001"):
         out = subprocess.run([str(BIN / "notifbus"), "desktop", "--max-delivered", bad], capture_output=True, text=True, timeout=WAIT)
         assert out.returncode == 2 and f"--max-delivered needs a count from 1 to 1000000, not '{bad}'" in out.stderr
