@@ -9,6 +9,7 @@ It only reads and drives the fake server; it never touches notifbus.
                                        prints when the first was sent (time.monotonic())
     dbus_tool.py owner                 the unique name owning org.freedesktop.Notifications, or null
     dbus_tool.py reload                the bus daemon reads its service files again
+    dbus_tool.py has-owner NAME        whether a connection owns NAME
     dbus_tool.py name-of PID           the unique name of the connection process PID holds, or null
     dbus_tool.py forge-owner DEST OLD NEW
                                        this connection (a third party) sends NameOwnerChanged for
@@ -61,15 +62,16 @@ def main(argv):
         except dbus.exceptions.DBusException:
             print("null")
         return 0
+    daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
+                            "org.freedesktop.DBus")
     if command == "reload":
-        daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
-                                "org.freedesktop.DBus")
         daemon.ReloadConfig()
         print("null")
         return 0
+    if command == "has-owner":
+        print(json.dumps(bool(daemon.NameHasOwner(argv[2]))))
+        return 0
     if command == "name-of":
-        daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
-                                "org.freedesktop.DBus")
         found = None
         for name in daemon.ListNames():
             if name.startswith(":") and name != bus.get_unique_name():

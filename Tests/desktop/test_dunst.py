@@ -1,7 +1,9 @@
 """End to end against a real notification server: dunst on Xvfb, on a private session bus.
 A notification added through the Swift CLI is shown by dunst (`dunstctl count displayed`);
 `dunstctl action 0` and `dunstctl close` come back as didReceive to an observer process
-written in Python.
+written in Python. And the terminated state: the mail app (mailclick-app --desktop) has
+quit, its notification stays on the screen, and `dunstctl action 0` makes the bridge start
+it from its desktop file; it opens the email of the click, also after the bridge was killed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -149,3 +152,91 @@ def test_remove_closes_it_on_dunst(real):
     wait_until(lambda: real.displayed() == 1, "dunst to display the next notification")
     real.dunstctl("action", "0")
     assert real.next_click()["notification"]["identifier"] == "mail-4"
+
+
+# -- the terminated state: the bridge starts the app ----------------------------------------
+
+APP = "org.example.MailClick"
+
+
+@pytest.fixture
+def terminated():
+    """dunst, a broker, and a bridge that starts mailclick-app (Swift, --desktop) from its
+    desktop file for a click nothing handles, keeping its delivered table in a state folder."""
+    folder = tempfile.mkdtemp(prefix="nbt-", dir="/tmp")
+    d = RealDesktop(folder)
+    d.env["NOTIFBUS_SOCKET"] = d.socket
+    with open(os.path.join(folder, "data", "applications", f"{APP}.desktop"), "w") as f:
+        f.write(f"[Desktop Entry]\nType=Application\nName=Mail\nIcon=mail-unread\n"
+                f"Exec={BIN / 'mailclick-app'} --desktop {APP} --run-for 60\n")
+    d.state = os.path.join(folder, "state")
+    d.app = None
+    try:
+        d.start_dunst()
+        d.start_broker()
+        d.client().set_notification_categories([MESSAGE, INVITE])
+        d.start_bridge("--app-id", APP, "--state-dir", d.state)
+        yield d
+    finally:
+        for line in d.log().splitlines():
+            if f"starting {APP}" in line and "(pid " in line:
+                stop_pid(int(line.rsplit("(pid ", 1)[1].rstrip(")")))
+        stop(d.app)
+        d.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
+def app_observing(d) -> bool:
+    return any(o["key"] == APP for o in d.client().status()["observers"])
+
+
+def test_a_click_on_dunst_starts_the_app_that_had_quit(terminated):
+    d = terminated
+    # The app runs: a click reaches it as didReceive.
+    d.app = subprocess.Popen([str(BIN / "mailclick-app"), "--desktop", APP, "--run-for", "60"], env=d.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line.strip()) for line in d.app.stdout], daemon=True).start()
+    wait_until(lambda: app_observing(d), "the app to observe didReceive")
+    assert d.deliver("--id", "mail-e-1", "--title", "Ana", "--category", "INVITE", "--user-info", '{"emailId":"e-1"}')
+    wait_until(lambda: d.displayed() == 1, "dunst to display the first mail")
+    d.dunstctl("action", "0")
+    seen = [lines.get(timeout=WAIT) for _ in range(4)]
+    assert "[mail app] opening email e-1 (app in foreground/background)" in seen, seen
+    # The app quits; a mail arrives and stays on the screen.
+    stop(d.app)
+    wait_until(lambda: not app_observing(d), "the app's observer to go")
+    d.deliver("--id", "mail-e-2", "--title", "Ben", "--category", "INVITE", "--user-info", '{"emailId":"e-2"}')
+    wait_until(lambda: d.displayed() == 1, "dunst to display the second mail")
+    # The user clicks it: the bridge starts the app, which opens that email.
+    d.dunstctl("action", "0")
+    wait_until(lambda: "[mail app] launched by a click on email e-2: opening it" in d.log(), "the started app to open e-2")
+    log = d.log()
+    assert f"on mail-e-2: unhandled, retained for launch" in log and f"starting {APP} for didReceive" in log, log
+    wait_until(lambda: d.displayed() == 0, "dunst to close the clicked notification")
+    assert d.client().peek("launch") is None
+
+
+def test_a_click_on_dunst_after_the_bridge_was_killed_still_starts_the_app(terminated):
+    """dunst sends ActionInvoked to the connection that called Notify: after a SIGKILL and a
+    restart, the bridge reads its table from the state folder and sees that signal on its
+    way to its earlier connection."""
+    d = terminated
+    d.deliver("--id", "mail-e-3", "--title", "Cy", "--category", "INVITE", "--user-info", '{"emailId":"e-3"}')
+    wait_until(lambda: d.displayed() == 1, "dunst to display the mail")
+    d.bridge.send_signal(signal.SIGKILL)
+    d.bridge.wait(WAIT)
+    d.start_bridge("--app-id", APP, "--state-dir", d.state)
+    log = d.log()
+    assert "read 1 delivered notification(s) from --state-dir" in log, log
+    assert "watching the signals the server sends to the bridge's earlier connection(s) :1." in log, log
+    d.dunstctl("action", "0")
+    wait_until(lambda: "[mail app] launched by a click on email e-3: opening it" in d.log(), "the started app to open e-3")
+    wait_until(lambda: d.displayed() == 0, "dunst to close the clicked notification")

@@ -25,6 +25,26 @@ struct MailApp: Sendable {
         Console.line("ready: handling \(MailChannel.openClickedEmail)")
     }
 
+    /// On a desktop, the whole app: takes the click that launched it (the bridge started it
+    /// for that click), then observes didReceive under its desktop file id and opens the
+    /// email of each click; the bridge hands it the clicks that came while it started.
+    func runOnDesktop(appID: String) async throws(NotifBusError) {
+        let start = try await bus.receiveNotificationResponses(appID: appID) { response in
+            Console.line("[mail app] opening email \(MailApp.emailID(of: response)) (app in foreground/background)")
+            return .handled
+        }
+        if let launch = start.launchResponse {
+            Console.line("[mail app] launched by a click on email \(MailApp.emailID(of: launch)): opening it")
+        } else {
+            Console.line("[mail app] launched normally (no click)")
+        }
+        Console.line("[mail app] ready: observing didReceive as \(appID)")
+    }
+
+    static func emailID(of response: NotificationResponse) -> String {
+        response.notification.content.userInfo["emailId"]?.stringValue ?? "?"
+    }
+
     /// Asks the host which click launched the app and prints the answer. A second ask gets
     /// null: the host hands a launch click out once.
     func askLaunchClick(again: Bool) async {
