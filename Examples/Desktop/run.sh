@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MailClick on a real desktop: the mail notifications are shown by a real notification
-# server through `notifbus desktop`, and the clicks and dismissals the server reports reach
-# the native host, the app and a Python read-state service as didReceive.
+# server through `notifbus desktop`; the clicks and dismissals the server reports reach the
+# mail app and a Python read-state service as didReceive, and a click while the app is not
+# running makes the bridge start the app from its desktop file, which opens that mail.
 # Usage: Examples/Desktop/run.sh           dunst on a private Xvfb and session bus; clicks by dunstctl
 #        Examples/Desktop/run.sh --here    your own desktop's session bus; you click
 set -euo pipefail
@@ -10,14 +11,14 @@ source "$HERE/../lib.sh"
 source "$HERE/private-desktop.sh"
 
 BIN=$(dirname "$NOTIFBUS_BIN")
-for exe in mailclick-host mailclick-app notifbus-desktop; do
+for exe in mailclick-app notifbus-desktop; do
     if [ ! -x "$BIN/$exe" ]; then
         echo "example: $BIN/$exe is not built; run 'swift build' first" >&2
         exit 1
     fi
 done
 MODE=${1:-xvfb}
-OPEN_METHOD=current_email_id_in_notification_click_when_app_foreground_or_background
+APP_ID=org.example.MailClick
 BRIDGE_LOG=$WORK/bridge.log
 
 if [ "$MODE" = "--here" ]; then
@@ -51,23 +52,30 @@ deliver() {
         --user-info "{\"emailId\":\"$2\"}" ${4:+--category "$4"})"
 }
 
-say "Starting the broker on $NOTIFBUS_SOCKET, the categories, and the desktop bridge"
+say "The mail app's desktop file, where the bridge looks for it (XDG_DATA_HOME=$WORK/data)"
+mkdir -p "$WORK/data/applications"
+cat >"$WORK/data/applications/$APP_ID.desktop" <<DESKTOP
+[Desktop Entry]
+Type=Application
+Name=Mail
+Exec=$BIN/mailclick-app --desktop $APP_ID --run-for 300
+DESKTOP
+sed 's/^/    /' "$WORK/data/applications/$APP_ID.desktop"
+
+say "Starting the broker on $NOTIFBUS_SOCKET, the categories, and the desktop bridge for $APP_ID"
 start_broker --hop-timeout 10s --call-timeout 20s
 nb categories set "$HERE/categories.json"
-start_logged bridge "$BRIDGE_LOG" "$NOTIFBUS_BIN" desktop --app-name Mail
+XDG_DATA_HOME=$WORK/data start_logged bridge "$BRIDGE_LOG" "$NOTIFBUS_BIN" desktop --app-id "$APP_ID" --state-dir "$WORK/state"
 wait_log "serving channel" "$BRIDGE_LOG"
 
-say "The native host, and the read-state service in Python"
-start_logged host "$WORK/host.log" "$BIN/mailclick-host" --launch-wait 3 --run-for 300
-wait_status "mail-native-host"
+say "The read-state service in Python"
 start_logged read-state "$WORK/read.log" python3 "$HERE/mark_read.py"
 wait_log "observing didReceive" "$WORK/read.log"
 
-say "(1) The app is running; a mail arrives and the user clicks its notification"
-start_logged app "$WORK/app1.log" "$BIN/mailclick-app" --run-for 300
+say "(1) The mail app runs; a mail arrives and the user clicks its notification"
+start_logged app "$WORK/app1.log" "$BIN/mailclick-app" --desktop "$APP_ID" --run-for 300
 app=${PIDS[-1]}
-wait_status "$OPEN_METHOD"
-wait_log "launched normally (no click)" "$WORK/app1.log"
+wait_log "ready: observing didReceive as $APP_ID" "$WORK/app1.log"
 deliver mail-e-1 e-1 "Ana: Lunch on Friday?"
 shown
 user_clicks "click the notification 'Ana: Lunch on Friday?'"
@@ -76,17 +84,20 @@ wait_log "didReceive com.apple.UNNotificationDefaultActionIdentifier on mail-e-1
 
 say "The app quits"
 stop_pid "$app"
-wait_status_gone "$OPEN_METHOD"
+wait_status_gone "\"$APP_ID\""
 
-say "(2) The app is not running; a mail arrives and the user clicks it: the click waits for the launch"
+say "(2) The app is not running; a mail arrives, stays on the screen, and the user clicks it"
 deliver mail-e-2 e-2 "Ben: Contract draft"
 shown
 user_clicks "click the notification 'Ben: Contract draft'"
 wait_log "didReceive com.apple.UNNotificationDefaultActionIdentifier on mail-e-2: unhandled, retained for launch" "$BRIDGE_LOG"
-start_logged app "$WORK/app2.log" "$BIN/mailclick-app" --ask-twice --run-for 300
-app=${PIDS[-1]}
-wait_log "launched by a click on email e-2" "$WORK/app2.log"
-wait_log "asked again:" "$WORK/app2.log"
+wait_log "starting $APP_ID for didReceive" "$BRIDGE_LOG"
+echo "    the bridge starts the app from its desktop file; its output is in the bridge's log"
+wait_log "[mail app] launched by a click on email e-2: opening it" "$BRIDGE_LOG"
+wait_log "$APP_ID observes didReceive" "$BRIDGE_LOG"
+started=$(grep -o "starting $APP_ID for .*(pid [0-9]*)" "$BRIDGE_LOG" | tail -1 | sed 's/.*(pid \([0-9]*\))/\1/')
+PIDS+=("$started")
+echo "    slot launch holds: $(nb peek launch) (the app took the click)"
 
 say "(3) A mail in category MESSAGE (custom dismiss action); the user dismisses it"
 deliver mail-e-3 e-3 "Cy: Minutes of Monday" MESSAGE
@@ -96,5 +107,5 @@ wait_log "marked email e-3 as read" "$WORK/read.log"
 wait_log "didReceive com.apple.UNNotificationDismissActionIdentifier on mail-e-3: completed" "$BRIDGE_LOG"
 
 say "Still on the desktop: $(nb invoke notifications getDeliveredNotifications)"
-stop_pid "$app"
+stop_pid "$started"
 say "Done"

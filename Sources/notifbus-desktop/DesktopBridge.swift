@@ -637,7 +637,9 @@ final class DesktopBridge: @unchecked Sendable {
         }
         switch end {
         case .handedOver(let held):
-            log("\(id) observes didReceive \(nowMs - begun) ms after its start; \(held) response(s) taken meanwhile go to it now")
+            log(
+                "\(id) observes didReceive \(nowMs - begun) ms after its start"
+                    + (held > 0 ? "; the \(held) response(s) taken meanwhile go to it now" : ""))
         case .failed(let reason, let held):
             log(
                 "could not start \(id) for \(what): \(reason); the click stays in slot 'launch'"

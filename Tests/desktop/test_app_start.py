@@ -118,7 +118,7 @@ def test_twenty_clicks_during_a_start_reach_the_app_once_each_in_order(desktop):
     assert len(started(out)) == 1
     log = desktop.log()
     assert log.count(f"starting {MAIL}") == 1, log
-    assert "19 response(s) taken meanwhile go to it now" in log, log
+    assert "the 19 response(s) taken meanwhile go to it now" in log, log
     print(log)
     assert desktop.client().peek("launch") is None
 
