@@ -142,6 +142,19 @@ def test_a_failed_exec_is_logged_and_the_click_stays_in_launch(desktop, exec_lin
     assert taken["notification"]["identifier"] == "n1"
 
 
+def test_a_dbus_activation_the_bus_cannot_make_is_a_failed_start(desktop):
+    """DBusActivatable=true, but the bus has no service file for the name: ServiceUnknown."""
+    desktop.install_app(MAIL, "exec", extra="DBusActivatable=true")
+    channel = ready(desktop)
+    shown = channel.invoke_method("add", notification("n1", "INVITE"))
+    desktop.emit("ActionInvoked", "us", shown["desktopId"], "default")
+    wait_until(lambda: "could not start" in desktop.log(), "the bridge to give the start up")
+    line = next(l for l in desktop.log().splitlines() if "could not start" in l)
+    assert f"D-Bus activation of {MAIL} failed: org.freedesktop.DBus.Error.ServiceUnknown" in line, line
+    assert line.endswith("the click stays in slot 'launch'"), line
+    assert desktop.client().take("launch")["notification"]["identifier"] == "n1"
+
+
 def test_no_desktop_file_and_no_observer_in_time_are_failed_starts(desktop):
     channel = ready(desktop, "--start-timeout", "1s")
     assert f"app {MAIL}: no {MAIL}.desktop in " in desktop.log()
