@@ -80,7 +80,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["NotifBusProtocol"], path: "Tests/TestSupport"),
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
-        .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),

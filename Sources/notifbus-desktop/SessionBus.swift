@@ -143,24 +143,8 @@ final class SessionBus: @unchecked Sendable {
         address: String, callTimeoutMicros: UInt64,
         onLost: @escaping @Sendable (String) -> Void
     ) throws(DBusCallError) -> SessionBus {
-        var bus: OpaquePointer? = nil
-        var rc = sd_bus_new(&bus)
-        guard rc >= 0, let bus else { throw .local("sd_bus_new", errno: -rc) }
-        rc = address.withCString { sd_bus_set_address(bus, $0) }
-        if rc >= 0 { rc = sd_bus_set_bus_client(bus, 1) }
-        if rc >= 0 { rc = sd_bus_set_method_call_timeout(bus, callTimeoutMicros) }
-        if rc >= 0 { rc = sd_bus_start(bus) }
-        guard rc >= 0 else {
-            sd_bus_unref(bus)
-            throw .local("connecting to the session bus at \(address)", errno: -rc)
-        }
-        let wake = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
-        guard wake >= 0 else {
-            let e = errno
-            sd_bus_flush_close_unref(bus)
-            throw .local("eventfd", errno: e)
-        }
-        let connection = SessionBus(bus: bus, wakeFD: wake, onLost: onLost)
+        let bus = try open(address: address, monitor: false, callTimeoutMicros: callTimeoutMicros)
+        let connection = try SessionBus(owning: bus, onLost: onLost)
         var name: UnsafePointer<CChar>? = nil
         if sd_bus_get_unique_name(bus, &name) >= 0, let name { connection.uniqueName = String(cString: name) }
         return connection
@@ -174,21 +158,13 @@ final class SessionBus: @unchecked Sendable {
         address: String, rules: [String], callTimeoutMicros: UInt64,
         onLost: @escaping @Sendable (String) -> Void, handler: @escaping (MessageReader) -> Void
     ) throws(DBusCallError) -> SessionBus {
-        var bus: OpaquePointer? = nil
-        var rc = sd_bus_new(&bus)
-        guard rc >= 0, let bus else { throw .local("sd_bus_new", errno: -rc) }
-        rc = address.withCString { sd_bus_set_address(bus, $0) }
-        if rc >= 0 { rc = sd_bus_set_bus_client(bus, 1) }
-        if rc >= 0 { rc = sd_bus_set_monitor(bus, 1) }
-        if rc >= 0 { rc = sd_bus_start(bus) }
+        let bus = try open(address: address, monitor: true, callTimeoutMicros: callTimeoutMicros)
         var call: OpaquePointer? = nil
-        if rc >= 0 {
-            rc = sd_bus_message_new_method_call(
-                bus, &call, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring", "BecomeMonitor")
-        }
+        var rc = sd_bus_message_new_method_call(
+            bus, &call, busName, "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring", "BecomeMonitor")
         guard rc >= 0, let call else {
-            sd_bus_unref(bus)
-            throw .local("connecting a monitor to the session bus at \(address)", errno: -rc)
+            sd_bus_flush_close_unref(bus)
+            throw .local("building BecomeMonitor", errno: -rc)
         }
         defer { sd_bus_message_unref(call) }
         var writer = MessageWriter(call)
@@ -204,13 +180,7 @@ final class SessionBus: @unchecked Sendable {
             if let name { throw .reply(name: name, message: message) }
             throw .local("BecomeMonitor", errno: -rc)
         }
-        let wake = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
-        guard wake >= 0 else {
-            let e = errno
-            sd_bus_flush_close_unref(bus)
-            throw .local("eventfd", errno: e)
-        }
-        let monitor = SessionBus(bus: bus, wakeFD: wake, onLost: onLost)
+        let monitor = try SessionBus(owning: bus, onLost: onLost)
         let callback = Callback { if let m = $0 { handler(m) } }
         monitor.matches.append(callback)
         rc = sd_bus_add_filter(
@@ -222,6 +192,34 @@ final class SessionBus: @unchecked Sendable {
             }, Unmanaged.passUnretained(callback).toOpaque())
         guard rc >= 0 else { throw .local("adding the monitor's filter", errno: -rc) }
         return monitor
+    }
+
+    /// A started connection to `address`: a bus client, in monitor mode or not.
+    private static func open(address: String, monitor: Bool, callTimeoutMicros: UInt64) throws(DBusCallError) -> OpaquePointer {
+        var bus: OpaquePointer? = nil
+        var rc = sd_bus_new(&bus)
+        guard rc >= 0, let bus else { throw .local("sd_bus_new", errno: -rc) }
+        rc = address.withCString { sd_bus_set_address(bus, $0) }
+        if rc >= 0 { rc = sd_bus_set_bus_client(bus, 1) }
+        if rc >= 0 && monitor { rc = sd_bus_set_monitor(bus, 1) }
+        if rc >= 0 { rc = sd_bus_set_method_call_timeout(bus, callTimeoutMicros) }
+        if rc >= 0 { rc = sd_bus_start(bus) }
+        guard rc >= 0 else {
+            sd_bus_unref(bus)
+            throw .local("connecting \(monitor ? "a monitor " : "")to the session bus at \(address)", errno: -rc)
+        }
+        return bus
+    }
+
+    /// Takes over `bus` with an eventfd to wake its thread; closes `bus` when that fails.
+    private convenience init(owning bus: OpaquePointer, onLost: @escaping @Sendable (String) -> Void) throws(DBusCallError) {
+        let wake = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        guard wake >= 0 else {
+            let e = errno
+            sd_bus_flush_close_unref(bus)
+            throw .local("eventfd", errno: e)
+        }
+        self.init(bus: bus, wakeFD: wake, onLost: onLost)
     }
 
     /// Adds a match rule. Call before `start()`, from the thread that connected.

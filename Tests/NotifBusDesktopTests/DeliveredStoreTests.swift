@@ -6,20 +6,8 @@
 import NotifBusClient
 import NotifBusDesktop
 import NotifBusProtocol
+import TestSupport
 import Testing
-
-/// A seeded generator (SplitMix64), so that every run and every failure can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A journal file in memory: bytes synced, bytes appended since, and a rewrite in four steps
 /// (temp file, fsync, rename, fsync folder). With `crashAtStep`, the step of that number
