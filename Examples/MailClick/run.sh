@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # MailClick: the three paths of a tap on a mail notification, each process separate: the
 # native host (mailclick-host), the app (mailclick-app, then the Python app) and the
-# notification source (notifbus post). Prints the story step by step.
+# notification source (notifbus post). Prints the story step by step. On a real desktop,
+# where the click starts the app that is not running (mailclick-app --desktop, started by
+# `notifbus desktop --app-id`), the story is Examples/Desktop/run.sh.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
