@@ -127,7 +127,7 @@ def test_twenty_clicks_during_a_start_reach_the_app_once_each_in_order(desktop):
     ("/bin/false", "/bin/false (pid {pid}) exited with status 1"),
     ("no-such-mail-app --x", "no-such-mail-app: not found"),
     ("mail \"unclosed", "Exec: a quoted argument is not closed"),
-])
+], ids=["exit-status", "not-found", "bad-quoting"])
 def test_a_failed_exec_is_logged_and_the_click_stays_in_launch(desktop, exec_line, reason):
     desktop.install_app(MAIL, "exec", exec_line=exec_line)
     channel = ready(desktop)
