@@ -1,6 +1,7 @@
 // notifbus-bridge: bridges a device's broker to a remote engine. `notifbus bridge nats ...`
 // runs this executable; it links cnats, which the broker binary must never load.
 import Glibc
+import NotifBusClient
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage =
@@ -24,6 +25,9 @@ case "nats":
     guard let options = parsed else {
         print(BridgeOptions.help)
         exit(0)
+    }
+    if let dir = options.stateDir {  // one bridge per device and folder, before its store is read
+        do { _ = try StateFolderLock.claim(dir, name: "nats-" + options.device, for: "NATS bridge") } catch { fail(error.description, status: 1) }
     }
     let bridge: NATSBridge
     do { bridge = try NATSBridge(options: options) } catch { fail("\(error)", status: 1) }

@@ -2,6 +2,7 @@
 // SIGTERM. Flag mistakes exit 2; a socket or state folder that cannot be used exits 1.
 // It only reads flags: what signals do is the server's to carry out.
 import Glibc
+import NotifBusClient
 import NotifBusProtocol
 import NotifBusTransport
 
@@ -31,7 +32,8 @@ enum BrokerCommand {
                                    eighth of --max-queue, at least 1); its waiting posts
                                    may also hold an eighth of --max-queue-bytes at most
               --max-clients N      connections served at once (default 1024)
-              --state-dir DIR      keep slots and categories durably in DIR (mode 0700)
+              --state-dir DIR      keep slots and categories durably in DIR (mode 0700);
+                                   one broker per folder (it holds DIR/broker.lock)
               --socket-mode OCTAL  permission bits of the socket file (default 0600)
               --allow-uid UID      also accept clients of this uid (repeatable)
               --max-output BYTES   output queued for a client that does not read before it
@@ -93,6 +95,14 @@ enum BrokerCommand {
         for text in args.all("allow-uid") {
             guard let uid = UInt32(text) else { throw UsageError("--allow-uid needs a numeric uid, not '\(text)'") }
             options.core.allowedUIDs.insert(uid)
+        }
+        if let dir = options.stateDirectory {
+            // Before the journal is read: a second broker must not even compact it.
+            do {
+                _ = try StateFolderLock.claim(dir, name: "broker", for: "broker")
+            } catch {
+                throw CommandError(error.description)
+            }
         }
         let server: BrokerServer
         do {

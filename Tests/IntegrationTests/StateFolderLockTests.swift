@@ -1,0 +1,69 @@
+// One process per state folder: a second broker, or a second NATS bridge of the same
+// device, on a folder that another holds exits 1 naming the holder's pid, before it reads
+// or writes anything there; the folder is free again once the holder is gone, however it
+// ended. Real processes throughout (the bridge needs no NATS server to hold its folder).
+import Foundation
+import Glibc
+import Testing
+
+@Suite(.timeLimit(.minutes(3))) struct StateFolderLockTests {
+    /// The pid a lock file names, once its holder wrote it.
+    static func holder(_ lockFile: String) -> Int32? {
+        guard let text = try? String(contentsOfFile: lockFile, encoding: .utf8) else { return nil }
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    @Test func aSecondBrokerOnTheSameStateFolderIsRefusedAndNothingIsLost() throws {
+        let folder = TempFolder()
+        let state = folder.path + "/st"
+        let a = try BrokerUnderTest(["--state-dir", state], folder: folder, socketName: "a.sock")
+        #expect(try a.cli(["put", "a", #""fromA""#]).0 == 0)
+
+        let b = try Child(Binaries.notifbus, ["broker", "--socket", folder.path + "/b.sock", "--state-dir", state])
+        #expect(b.waitExit() == 1)
+        #expect(b.stderr.contains("state folder \(state) is in use by another broker (pid \(a.child.pid)"), "\(b.stderr)")
+        #expect(!RawClient.canConnect(folder.path + "/b.sock"), "the refused broker must not listen")
+        #expect(Self.holder(state + "/broker.lock") == a.child.pid)
+
+        // A crash frees the folder: the next broker takes it, with what the first acknowledged.
+        a.child.signal(SIGKILL)
+        #expect(a.child.waitExit() != nil)
+        let c = try BrokerUnderTest(["--state-dir", state], folder: folder, socketName: "c.sock")
+        #expect(try c.cli(["take", "a"]).1 == "\"fromA\"\n")
+        #expect(Self.holder(state + "/broker.lock") == c.child.pid)
+    }
+
+    @Test func aSecondNATSBridgeOfTheSameDeviceIsRefused() throws {
+        let folder = TempFolder()
+        let state = folder.path + "/bridge"
+        func bridge(_ device: String) throws -> Child {
+            // No NATS server answers on this port: the bridge keeps trying, holding its folder.
+            try Child(
+                Binaries.notifbus,
+                [
+                    "bridge", "nats", "--url", "nats://127.0.0.1:9", "--device", device, "--socket", folder.path + "/none",
+                    "--state-dir", state,
+                ])
+        }
+        let first = try bridge("laptop")
+        defer { first.signal(SIGKILL) }
+        #expect(first.waitFor { Self.holder(state + "/nats-laptop.lock") == first.pid }, "\(first.stderr)")
+
+        let second = try bridge("laptop")
+        #expect(second.waitExit() == 1)
+        #expect(second.stderr.contains("is in use by another NATS bridge (pid \(first.pid)"), "\(second.stderr)")
+
+        // Another device keeps files of its own in the same folder, and a broker may share it too.
+        let other = try bridge("phone")
+        defer { other.signal(SIGKILL) }
+        #expect(other.waitFor { Self.holder(state + "/nats-phone.lock") == other.pid }, "\(other.stderr)")
+        let broker = try BrokerUnderTest(["--state-dir", state], folder: folder)
+        #expect(Self.holder(state + "/broker.lock") == broker.child.pid)
+
+        first.signal(SIGKILL)
+        #expect(first.waitExit() != nil)
+        let third = try bridge("laptop")
+        defer { third.signal(SIGKILL) }
+        #expect(third.waitFor { Self.holder(state + "/nats-laptop.lock") == third.pid }, "\(third.stderr)")
+    }
+}
