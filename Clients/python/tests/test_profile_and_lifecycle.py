@@ -183,9 +183,9 @@ async def test_async_typed_observers_monitor_and_run_forever(broker):
         await asyncio.wait_for(runner, 5)  # close() ends run_forever without an error
 
 
-def test_wait_closed_and_run_forever_when_the_broker_goes(make_broker):
+def test_wait_closed_and_run_forever_when_the_broker_goes_without_reconnection(make_broker):
     doomed = make_broker()
-    bus = notifbus.connect(doomed.socket)
+    bus = notifbus.connect(doomed.socket, reconnect=False)
     bus.add_observer("e", lambda event: notifbus.NEXT)
     errors: List[BaseException] = []
 

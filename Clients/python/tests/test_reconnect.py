@@ -300,3 +300,87 @@ def test_asyncio_monitor_comes_back_after_a_restart(broker: Broker) -> None:
         await bus.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_blocking_run_forever_and_wait_closed_wait_through_a_restart(broker: Broker, how: signal.Signals) -> None:
+    """The observer process of the README: run_forever() on one thread, wait_closed() on
+    another. The broker restarts; both go on waiting, the observer answers again, and only
+    close() ends them, run_forever without an error."""
+    states: List[notifbus.ConnectionState] = []
+    bus = notifbus.connect(broker.socket, name="forever", timeout=10, on_connection_state=states.append)
+    bus.add_observer("e", lambda ev: notifbus.Complete("served"), key="forever")
+    ended: List[str] = []
+
+    def serve() -> None:
+        try:
+            bus.run_forever()
+            ended.append("run_forever returned")
+        except BaseException as exc:  # noqa: BLE001 - recorded and checked below
+            ended.append(f"run_forever raised {exc!r}")
+
+    def wait() -> None:
+        ended.append(f"wait_closed returned {bus.wait_closed()}")
+
+    threads = [threading.Thread(target=serve, daemon=True), threading.Thread(target=wait, daemon=True)]
+    for thread in threads:
+        thread.start()
+    restart(broker, how)
+    wait_for(lambda: [s.state for s in states] == ["disconnected", "reconnected"], "reconnected state")
+    with notifbus.connect(broker.socket, reconnect=False) as probe:
+        assert probe.post("e").value == "served"
+    assert ended == [] and not bus.wait_closed(0.2)
+    bus.close()
+    for thread in threads:
+        thread.join(BACK_LIMIT)
+    assert sorted(ended) == ["run_forever returned", "wait_closed returned True"]
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_asyncio_run_forever_and_wait_closed_wait_through_a_restart(broker: Broker, how: signal.Signals) -> None:
+    async def scenario() -> None:
+        back = asyncio.Event()
+
+        def on_state(state: notifbus.ConnectionState) -> None:
+            if state.state == "reconnected":
+                back.set()
+
+        bus = await notifbus.aio.connect(broker.socket, name="aio-forever", timeout=10, on_connection_state=on_state)
+        await bus.add_observer("e", lambda ev: notifbus.Complete("served"), key="aio-forever")
+        runner = asyncio.ensure_future(bus.run_forever())
+        waiter = asyncio.ensure_future(bus.wait_closed())
+        await asyncio.get_running_loop().run_in_executor(None, restart, broker, how)
+        await asyncio.wait_for(back.wait(), BACK_LIMIT)
+        async with await notifbus.aio.connect(broker.socket, reconnect=False) as probe:
+            assert (await probe.post("e")).value == "served"
+        await asyncio.sleep(0.2)
+        assert not runner.done() and not waiter.done()
+        await bus.close()
+        await asyncio.wait_for(runner, BACK_LIMIT)  # returns: no ConnectionLost
+        await asyncio.wait_for(waiter, BACK_LIMIT)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("client", ["blocking", "asyncio"])
+def test_run_forever_ends_with_connection_lost_when_reconnection_is_off(broker: Broker, client: str) -> None:
+    if client == "blocking":
+        bus = notifbus.connect(broker.socket, timeout=5, reconnect=False)
+        bus.add_observer("e", lambda ev: notifbus.NEXT)
+        broker.kill()
+        with pytest.raises(notifbus.ConnectionLost):
+            bus.run_forever()
+        assert bus.wait_closed(0)
+        bus.close()
+        return
+
+    async def scenario() -> None:
+        bus = await notifbus.aio.connect(broker.socket, timeout=5, reconnect=False)
+        await bus.add_observer("e", lambda ev: notifbus.NEXT)
+        await asyncio.get_running_loop().run_in_executor(None, broker.kill)
+        with pytest.raises(notifbus.ConnectionLost):
+            await asyncio.wait_for(bus.run_forever(), BACK_LIMIT)
+        await asyncio.wait_for(bus.wait_closed(), BACK_LIMIT)
+        await bus.close()
+
+    asyncio.run(scenario())

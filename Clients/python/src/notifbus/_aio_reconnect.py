@@ -43,6 +43,8 @@ class AsyncReconnect:
                 self._reconnecting = True
                 self._connected.clear()
         self._session.connection_lost(reason)
+        if not self._reconnecting:
+            self._ended.set()  # wait_closed: lost for good
         if start:
             task = asyncio.get_running_loop().create_task(self._reconnect_loop(reason))
             self._tasks.add(task)

@@ -130,18 +130,28 @@ class Client(ClientFront, Threads, BlockingReconnect, BlockingProfile):
         sock.close()
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
-        """Block until the connection has closed (by :meth:`close`, by the broker or by a
-        failure), at most ``timeout`` seconds (``None``: no bound). True once it has."""
-        self._reader.join(timeout)
-        return not self._reader.is_alive()
+        """Block until the client has ended, at most ``timeout`` seconds (``None``: no
+        bound); True once it has. It ends when :meth:`close` is called, or when the
+        connection is lost and the client does not reconnect (``reconnect=False``, or
+        nothing to make again); a client that reconnects after a broker restart has not
+        ended, and this goes on waiting through the reconnection."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._state:
+            while not (self._closed or (self._session.lost and not self._reconnecting)):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._state.wait(remaining)
+        return True
 
     def run_forever(self) -> None:
-        """Serve observers and handlers until the connection ends: what an observer
-        process does after registering, instead of a polling loop.
+        """Serve observers and handlers until the client ends: what an observer process
+        does after registering, instead of a polling loop. A broker restart does not end
+        it: the client reconnects and makes its observers and handlers again.
 
         Returns when :meth:`close` was called (from a handler or another thread) or on
-        ``KeyboardInterrupt`` (after closing); raises ``ConnectionLost`` when the broker
-        closed the connection or it failed.
+        ``KeyboardInterrupt`` (after closing); raises ``ConnectionLost`` when the
+        connection is lost for good (``reconnect=False``, or nothing to make again).
         """
         try:
             while not self.wait_closed(1.0):

@@ -45,6 +45,8 @@ class BlockingReconnect:
                 self._reconnecting = start
         # Requests made from here on wait for the new connection instead of failing.
         self._session.connection_lost(reason)
+        with self._state:
+            self._state.notify_all()  # wait_closed: ended, unless reconnecting
         if start:
             threading.Thread(target=self._reconnect_loop, args=(reason,), name="notifbus-reconnect", daemon=True).start()
 

@@ -144,6 +144,8 @@ class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
         self._reconnecting = False
         self._connected = asyncio.Event()
         self._connected.set()
+        #: Set once the client has ended: closed, or lost without reconnecting.
+        self._ended = asyncio.Event()
         #: Called (or awaited) with a :class:`ConnectionState` when the connection is
         #: lost and when it is back.
         self.on_connection_state: Optional[Callable[[ConnectionState], Any]] = None
@@ -166,6 +168,7 @@ class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
         if self._closed:
             return
         self._closed = True
+        self._ended.set()
         self._session.connection_lost("connection closed by the client")
         current = asyncio.current_task()
         for task in list(self._tasks):
@@ -180,15 +183,20 @@ class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
         await asyncio.gather(self._reader_task, return_exceptions=True)
 
     async def wait_closed(self) -> None:
-        """Wait until the connection has closed (by :meth:`close`, by the broker or by
-        a failure); bound it with ``asyncio.wait_for`` where needed."""
+        """Wait until the client has ended: :meth:`close` was called, or the connection
+        was lost and the client does not reconnect (``reconnect=False``, or nothing to
+        make again). A client that reconnects after a broker restart has not ended, and
+        this goes on waiting through the reconnection. Bound it with
+        ``asyncio.wait_for`` where needed."""
+        await self._ended.wait()
         await asyncio.gather(asyncio.shield(self._reader_task), return_exceptions=True)
 
     async def run_forever(self) -> None:
-        """Serve observers and handlers until the connection ends: what an observer
-        process awaits after registering, instead of a polling loop. Returns when
-        :meth:`close` was called; raises ``ConnectionLost`` when the broker closed the
-        connection or it failed."""
+        """Serve observers and handlers until the client ends: what an observer process
+        awaits after registering, instead of a polling loop. A broker restart does not
+        end it: the client reconnects and makes its observers and handlers again.
+        Returns when :meth:`close` was called; raises ``ConnectionLost`` when the
+        connection is lost for good (``reconnect=False``, or nothing to make again)."""
         await self.wait_closed()
         if not self._closed:
             raise self._session.lost_error()
