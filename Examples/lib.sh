@@ -1,6 +1,9 @@
 # Shared by the example scripts: find the notifbus binary, start a broker on a private
 # socket, start and stop helper processes, and print the story. Sourced, not run.
 
+# python3 is the checkout's venv when scripts/setup.sh made one (nats-py, Debian's D-Bus modules).
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/venv.sh"
+
 NOTIFBUS_BIN=${NOTIFBUS_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.build/debug/notifbus}
 if [ ! -x "$NOTIFBUS_BIN" ]; then
     echo "example: $NOTIFBUS_BIN is not built; run 'swift build' first" >&2

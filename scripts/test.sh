@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 ./scripts/setup.sh || exit 1
+# Every step's python3 is the checkout's virtual environment (pytest, nats-py, Debian's
+# D-Bus modules), not the system's Python.
+source scripts/lib/venv.sh
 
 # Gate: the package builds with warnings as errors. The flag is part of the one debug build
 # (another flag set would rebuild every module); when only warnings fail it, the package

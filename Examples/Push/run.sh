@@ -6,9 +6,15 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
 source "$HERE/../../scripts/lib/nats-cluster.sh"
+# Every part first, each missing one named in one line (nats-cluster.sh has added
+# /usr/sbin, where Debian puts nats-server, to PATH).
 BRIDGE=$(dirname "$NOTIFBUS_BIN")/notifbus-bridge
 [ -x "$BRIDGE" ] || { echo "example: $BRIDGE is not built; run 'swift build' first" >&2; exit 1; }
-python3 -c "import nats" 2>/dev/null || { echo "example: needs nats-py (pip install nats-py)" >&2; exit 1; }
+command -v nats-server >/dev/null || { echo "example: needs nats-server (Debian: sudo apt-get install nats-server)" >&2; exit 1; }
+python3 -c "import nats" 2>/dev/null || {
+    echo "example: needs nats-py: run scripts/setup.sh (it installs it into .build/venv), or see Examples/Push/README.md" >&2
+    exit 1
+}
 # The device's processes go first, then the cluster, then the folder.
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; nats_cluster_stop; cleanup' EXIT
 

@@ -3,6 +3,13 @@
 # It never binds anything but 127.0.0.1, and the caller's trap runs nats_cluster_stop.
 
 NATS_PIDS=()
+# The readiness check below, and its callers, use nats-py from the checkout's venv.
+source "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
+# Debian installs nats-server in /usr/sbin, which a normal user's PATH lacks: added (last),
+# so that this script and the programs it serves find it.
+if ! command -v nats-server >/dev/null && [ -x /usr/sbin/nats-server ]; then
+    export PATH="$PATH:/usr/sbin"
+fi
 
 # nats_cluster_start DIR CLIENT_BASE CLUSTER_BASE: nodes n1..n3 listen on CLIENT_BASE+0..2
 # (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off. Waits (bounded) until
@@ -10,6 +17,8 @@ NATS_PIDS=()
 nats_cluster_start() {
     local dir=$1 cbase=$2 rbase=$3 i
     NATS_URLS=""
+    command -v nats-server >/dev/null || { echo "nats-server is not installed (Debian: apt-get install nats-server)" >&2; return 1; }
+    python3 -c "import nats" 2>/dev/null || { echo "nats-py is missing: run scripts/setup.sh (it installs it into .build/venv)" >&2; return 1; }
     for i in 1 2 3; do
         mkdir -p "$dir/n$i/js"
         local routes="" j
@@ -28,6 +37,12 @@ CONF
     done
     local deadline=$((SECONDS + 30))
     until nats_cluster_ready "$cbase"; do
+        for i in 1 2 3; do
+            if ! kill -0 "${NATS_PIDS[$i]}" 2>/dev/null; then
+                echo "nats-server n$i exited at start: $(tail -n 1 "$dir/n$i/log")" >&2
+                return 1
+            fi
+        done
         if [ $SECONDS -ge $deadline ]; then echo "nats cluster did not come up"; tail -n 20 "$dir"/n*/log; return 1; fi
         sleep 0.3
     done
@@ -50,9 +65,12 @@ nats_cluster_ready() {
     python3 - "$1" <<'PY'
 import asyncio, sys
 import nats
+async def quiet(error):  # a node not up yet is the expected answer, not a traceback to print
+    pass
 async def main(base):
     for i in range(3):
-        nc = await nats.connect(f"nats://127.0.0.1:{base + i}", connect_timeout=1, allow_reconnect=False, max_reconnect_attempts=0)
+        nc = await nats.connect(f"nats://127.0.0.1:{base + i}", connect_timeout=1, allow_reconnect=False,
+                                max_reconnect_attempts=0, error_cb=quiet)
         try:
             await nc.jetstream().account_info()
         finally:

@@ -5,6 +5,7 @@
 # Every service is started by the tests themselves, in temporary folders.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/venv.sh
 for exe in notifbus notifbus-desktop mailclick-app; do
     [ -x ".build/debug/$exe" ] || { echo "55-desktop: .build/debug/$exe is not built"; exit 1; }
 done
