@@ -57,3 +57,18 @@ extension NotifBusConnection {
         armedDeadline = nil
     }
 }
+
+extension Duration {
+    /// A timeout as its messages show it, to the millisecond: `1 s`, `1.5 s`, `250 ms`. A
+    /// request's bound is what the caller gave less the microseconds spent before it was
+    /// sent (0.999998 seconds), which is the caller's 1 s.
+    var readable: String {
+        let (seconds, attoseconds) = components
+        let ms = seconds * 1000 + (attoseconds + 500_000_000_000_000) / 1_000_000_000_000_000
+        guard ms >= 1000 else { return "\(ms) ms" }
+        var fraction = String(ms % 1000)
+        fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return "\(ms / 1000)\(fraction.isEmpty ? "" : "." + fraction) s"
+    }
+}

@@ -74,7 +74,7 @@ extension NotifBusConnection {
         for name in BrokerStatus.pagedLists { lists[name] = latest[name]?.arrayValue ?? [] }
         while let cursor = latest["next"]?.stringValue {
             let left = deadline - clock.now
-            guard left > .zero else { throw .timedOut("status: its pages were not all read within \(limit)") }
+            guard left > .zero else { throw .timedOut("status: its pages were not all read within \(limit.readable)") }
             let page = try await request(Op.status, ["page": .string(cursor)], timeout: left)
             if page["next"]?.stringValue == cursor {
                 throw .protocolViolation("status page \(cursor) names itself as the next page")

@@ -95,7 +95,7 @@ extension NotifBusConnection {
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(requests[index].op)' within \(bound)") { result in
+                registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(requests[index].op)' within \(bound.readable)") { result in
                     replies.fill(index, result.map { JSONValue(validated: $0) })
                 }
             }

@@ -161,7 +161,7 @@ extension NotifBusConnection {
         let start = clock.now - waitedBefore
         while lock.withLock({ resumption.reconnecting && closedReason == nil }) {
             if clock.now - start >= bound {
-                throw .timedOut("'\(op)' not sent within \(bound): the broker is unreachable (reconnecting)")
+                throw .timedOut("'\(op)' not sent within \(bound.readable): the broker is unreachable (reconnecting)")
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

@@ -282,7 +282,7 @@ public final class NotifBusConnection: @unchecked Sendable {
                 if fd < 0 { return (NotifBusConnection.notSent, generation) }
                 registerPending(
                     id, deadline: NotifBusConnection.deadline(after: bound),
-                    timeoutMessage: "no reply to '\(op)' within \(bound)"
+                    timeoutMessage: "no reply to '\(op)' within \(bound.readable)"
                 ) { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
                     continuation.resume(returning: result)

@@ -1,5 +1,6 @@
 // Command-line parsing for the `notifbus` subcommands: flags with values (`--x V` or
 // `--x=V`), switches, repeatable flags and positionals, with usage errors that exit 2.
+import Glibc
 import NotifBusProtocol
 
 /// A usage mistake: printed as one line, exit status 2.
@@ -19,6 +20,12 @@ struct Arguments {
     private(set) var values: [String: [String]] = [:]
     private(set) var switches: Set<String> = []
     private(set) var positionals: [String] = []
+    /// How `--json` output is laid out: `--json` and `--json=short` one line per value,
+    /// `--json=pretty` indented, `-j` pretty on a terminal and short otherwise (as busctl's).
+    private(set) var prettyJSON = false
+
+    /// The switch that `-j` and `--json=MODE` stand for.
+    static let json = "json"
 
     /// `valueFlags` take a value; `switchFlags` do not. Both are given without dashes.
     init(_ args: [String], valueFlags: Set<String>, switchFlags: Set<String>) throws(UsageError) {
@@ -28,6 +35,11 @@ struct Arguments {
             let arg = args[i]
             i += 1
             if onlyPositionals || !arg.hasPrefix("--") || arg == "-" {
+                if !onlyPositionals && arg == "-j" && switchFlags.contains(Arguments.json) {
+                    switches.insert(Arguments.json)
+                    prettyJSON = isatty(1) == 1
+                    continue
+                }
                 if !onlyPositionals && arg.hasPrefix("-") && arg != "-" && arg != "-h" && Int64(arg) == nil {
                     throw UsageError("unknown option '\(arg)'")
                 }
@@ -42,7 +54,11 @@ struct Arguments {
                 inlineValue = String(name[name.index(after: eq)...])
                 name = String(name[..<eq])
             }
-            if switchFlags.contains(name) || name == "help" {
+            if name == Arguments.json && switchFlags.contains(name), let mode = inlineValue {
+                guard mode == "short" || mode == "pretty" else { throw UsageError("--json takes short or pretty, not '\(mode)'") }
+                switches.insert(name)
+                prettyJSON = mode == "pretty"
+            } else if switchFlags.contains(name) || name == "help" {
                 guard inlineValue == nil else { throw UsageError("option '--\(name)' takes no value") }
                 switches.insert(name)
             } else if valueFlags.contains(name) {
@@ -79,24 +95,34 @@ struct Arguments {
     func duration(_ name: String) throws(UsageError) -> Int64? {
         guard let text = value(name) else { return nil }
         guard let ms = Arguments.parseDuration(text) else {
-            throw UsageError("--\(name) needs a duration such as 250ms, 2s or 1m (at least 1ms), not '\(text)'")
+            throw UsageError("--\(name) needs a duration such as 250ms, 2s, 1m or 1.5 (seconds), at least 1ms, not '\(text)'")
         }
         return ms
     }
 
-    /// An integer followed by `ms`, `s` or `m`, at least 1 ms; milliseconds.
+    /// A number followed by `ms`, `s` or `m`, or alone for seconds as busctl takes them
+    /// (`1.5`), rounded to the millisecond and at least 1 ms; milliseconds.
     static func parseDuration(_ text: String) -> Int64? {
-        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000)]
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            let digits = text.dropLast(suffix.count)
-            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-                let n = Int64(digits)
-            else { return nil }
-            let (ms, overflow) = n.multipliedReportingOverflow(by: factor)
-            guard !overflow, ms >= 1 else { return nil }
-            return ms
+        var number = Substring(text)
+        var factor: Int64 = 1000
+        for (suffix, unit) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000)] where text.hasSuffix(suffix) {
+            number = text.dropLast(suffix.count)
+            factor = unit
+            break
         }
-        return nil
+        let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let isDigits: (Substring) -> Bool = { $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }
+        // 18 digits fit an Int64; more than 9 after the point say nothing a millisecond keeps.
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 18, isDigits(whole) else { return nil }
+        let fraction = parts.count == 2 ? parts[1] : ""
+        guard parts.count == 1 || (!fraction.isEmpty && fraction.count <= 9 && isDigits(fraction)) else { return nil }
+        let (wholeMs, overflow) = Int64(whole)!.multipliedReportingOverflow(by: factor)
+        var scale: Int64 = 1
+        for _ in fraction.utf8 { scale *= 10 }
+        let fractionMs = ((Int64(fraction) ?? 0) * factor + scale / 2) / scale
+        let (ms, overflowAgain) = wholeMs.addingReportingOverflow(fractionMs)
+        guard !overflow, !overflowAgain, ms >= 1 else { return nil }
+        return ms
     }
 
     func json(_ text: String, what: String) throws(UsageError) -> JSONValue {

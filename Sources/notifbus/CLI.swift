@@ -18,7 +18,8 @@ struct Subcommand: Sendable {
 enum CLI {
     static let subcommands: [Subcommand] = [
         BrokerCommand.command,
-        ProbeCommands.ping, ProbeCommands.post, ProbeCommands.observe, ProbeCommands.status, ProbeCommands.monitor,
+        ProbeCommands.ping, ProbeCommands.post, ProbeCommands.observe, ProbeCommands.status, ClientsCommand.list,
+        ProbeCommands.monitor,
         ChannelCommands.invoke, ChannelCommands.handle,
         ChannelCommands.put, ChannelCommands.take, ChannelCommands.peek,
         ProfileCommands.categories, ProfileCommands.notify, ProfileCommands.click,
@@ -38,8 +39,18 @@ enum CLI {
           --socket PATH   the broker's socket (see 'notifbus --help' for the default)
           --timeout DUR   bound on connecting, hello and each reply (default 10s; post, notify,
                           click and invoke wait up to 60s for the chain or the handler)
-          --json          print JSON only
+          --json[=short|pretty], -j
+                          print JSON only: one line per value, or indented (pretty); -j is
+                          pretty on a terminal and short otherwise
           --help          print this help
+
+        DUR is a number followed by ms, s or m (250ms, 2s, 1m), or plain seconds (1.5).
+        """
+
+    /// How the commands that take a JSON value say it may come from stdin or a file.
+    static let jsonInputHelp = """
+        JSON may also be - (read from standard input) or @FILE (read from FILE), of at most
+        the broker's --max-frame bytes.
         """
 
     /// Default bound on connecting and `hello`, and on replies that need no other client.
@@ -69,7 +80,7 @@ enum CLI {
 
         Every command takes --socket PATH (default: $NOTIFBUS_SOCKET, then
         $XDG_RUNTIME_DIR/notifbus.sock, then /tmp/notifbus-$UID/notifbus.sock) and --help;
-        every command that talks to the broker also takes --timeout DUR and --json.
+        every command that talks to the broker also takes --timeout DUR and --json (-j).
         'notifbus help CMD' prints CMD's help; 'notifbus --version' the version.
         Exit status: 0 success, 1 error, 2 bad usage.
         """

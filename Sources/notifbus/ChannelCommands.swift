@@ -8,24 +8,26 @@ enum ChannelCommands {
         name: "invoke",
         summary: "call a method on a channel and print its result",
         usage: """
-            Usage: notifbus invoke CHANNEL METHOD [JSON] [--socket PATH] [--timeout DUR]
+            Usage: notifbus invoke CHANNEL METHOD [JSON|-|@FILE] [--socket PATH] [--timeout DUR]
 
             Invokes METHOD on CHANNEL with the JSON arguments and prints the result as JSON.
             An error goes to stderr as 'CODE: MESSAGE' (and its details), with exit status 1.
             --timeout bounds the wait for the handler's answer (default 60s).
+            \(CLI.jsonInputHelp)
             """,
         valueFlags: ["timeout"], switchFlags: [],
         run: { args in
-            try CLI.expectPositionals(args, 2...3, "CHANNEL METHOD [JSON]")
-            let arguments = args.positionals.count == 3 ? try args.json(args.positionals[2], what: "the arguments") : nil
+            try CLI.expectPositionals(args, 2...3, "CHANNEL METHOD [JSON|-|@FILE]")
+            let input = args.positionals.count == 3 ? try JSONArgument(args.positionals[2], what: "the arguments") : nil
             let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-invoke")
             defer { bus.close() }
+            let arguments = try input?.value(limit: bus.maxFrame)
             do {
                 let result = try await bus.methodChannel(args.positionals[0]).invokeMethod(
                     args.positionals[1], arguments: arguments,
                     timeout: timeout)
-                Output.line(result.text)
+                Output.json(result.text, pretty: args.prettyJSON)
                 return 0
             } catch let error as MethodChannelError {
                 var line = error.description
@@ -73,6 +75,7 @@ enum ChannelCommands {
             answer = { call in try await ExecRunner.run(command, call: call, timeoutMs: execTimeout) }
         }
         let bus = try await CLI.connectLasting(args, name: args.value("name") ?? "notifbus-handle")
+        let pretty = args.prettyJSON
         let served = Counter()
         let evicted = Counter()
         bus.onEvicted = { eviction in
@@ -86,11 +89,11 @@ enum ChannelCommands {
         do {
             try await bus.methodChannel(args.positionals[0]).setMethodCallHandler(
                 { call in
-                    Output.line(
+                    Output.json(
                         JSONValue.object([
                             "call": .integer(call.call), "channel": .string(call.channel), "method": .string(call.method),
                             "arguments": call.arguments, "from": .string(call.from),
-                        ]).text)
+                        ]).text, pretty: pretty)
                     defer {
                         if let limit, served.increment() >= limit {
                             Task {
@@ -116,18 +119,19 @@ enum ChannelCommands {
         name: "put",
         summary: "store a value in a slot",
         usage: """
-            Usage: notifbus put SLOT JSON [--socket PATH]
+            Usage: notifbus put SLOT JSON|-|@FILE [--socket PATH]
 
             Stores JSON in SLOT (null empties it) and prints {"replaced":…,"delivered":…}.
+            \(CLI.jsonInputHelp)
             """,
         valueFlags: [], switchFlags: [],
         run: { args in
-            try CLI.expectPositionals(args, 2...2, "SLOT JSON")
-            let value = try args.json(args.positionals[1], what: "the value")
+            try CLI.expectPositionals(args, 2...2, "SLOT JSON|-|@FILE")
+            let input = try JSONArgument(args.positionals[1], what: "the value")
             let bus = try await CLI.connect(args, name: "notifbus-put")
             defer { bus.close() }
-            let result = try await bus.put(args.positionals[0], value)
-            Output.line(JSONValue.object(["replaced": .bool(result.replaced), "delivered": .bool(result.delivered)]).text)
+            let result = try await bus.put(args.positionals[0], try input.value(limit: bus.maxFrame))
+            Output.json(JSONValue.object(["replaced": .bool(result.replaced), "delivered": .bool(result.delivered)]).text, pretty: args.prettyJSON)
             return 0
         })
 
@@ -148,7 +152,7 @@ enum ChannelCommands {
             let bus = try await CLI.connect(args, name: "notifbus-take")
             defer { bus.close() }
             let value = try await bus.take(args.positionals[0], wait: wait.map { .milliseconds($0) })
-            Output.line(value?.text ?? "null")
+            Output.json(value?.text ?? "null", pretty: args.prettyJSON)
             return 0
         })
 
@@ -165,7 +169,7 @@ enum ChannelCommands {
             try CLI.expectPositionals(args, 1...1, "SLOT")
             let bus = try await CLI.connect(args, name: "notifbus-peek")
             defer { bus.close() }
-            Output.line(try await bus.peek(args.positionals[0])?.text ?? "null")
+            Output.json(try await bus.peek(args.positionals[0])?.text ?? "null", pretty: args.prettyJSON)
             return 0
         })
 }

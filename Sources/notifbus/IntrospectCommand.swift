@@ -28,7 +28,7 @@ enum IntrospectCommand {
             let status = try await bus.status()
             let categories = try await bus.request(Op.getCategories)["categories"]?.arrayValue ?? []
             let view = BusView(status: status, categories: categories)
-            Output.line(args.has("json") ? view.json.text : view.tree)
+            if args.has("json") { Output.json(view.json.text, pretty: args.prettyJSON) } else { Output.line(view.tree) }
             return 0
         })
 }

@@ -9,6 +9,13 @@ struct MonitorFilter {
     /// The keys a rule may test, and what each one reads.
     static let keys = ["op", "client", "name", "channel", "method", "dir"]
 
+    /// Every op a frame can carry, both ways: a rule on any other matches nothing.
+    static let ops = [
+        Op.hello, Op.ping, Op.subscribe, Op.unsubscribe, Op.post, Op.handle, Op.unhandle, Op.invoke, Op.put, Op.take,
+        Op.peek, Op.setCategories, Op.getCategories, Op.status, Op.monitor, Op.next, Op.complete, Op.stop, Op.return,
+        Op.reply, Op.event, Op.evicted, Op.call, Op.seen,
+    ]
+
     /// Each rule is a set of key=value conditions that must all hold.
     let rules: [[(key: String, value: String)]]
 
@@ -25,6 +32,9 @@ struct MonitorFilter {
                 }
                 if pair[0] == "dir" && pair[1] != "in" && pair[1] != "out" {
                     throw UsageError("--match dir= takes in (frames the broker read) or out (frames it wrote), not '\(pair[1])'")
+                }
+                if pair[0] == "op" && !MonitorFilter.ops.contains(pair[1]) {
+                    throw UsageError("--match op= takes an op of the protocol (\(MonitorFilter.ops.joined(separator: ", "))), not '\(pair[1])'")
                 }
                 rule.append((pair[0], pair[1]))
             }

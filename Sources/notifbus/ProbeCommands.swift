@@ -34,15 +34,16 @@ enum ProbeCommands {
             let wait = try args.duration("wait")
             let bus = try await CLI.connect(args, name: "notifbus-ping", retryingFor: wait)
             defer { bus.close() }
+            let pretty = args.prettyJSON
             for _ in 0..<count {
                 let rtt = try await bus.ping()
                 let us = Double(rtt.components.attoseconds) / 1e12 + Double(rtt.components.seconds) * 1e6
                 if args.has("json") {
-                    Output.line(
+                    Output.json(
                         JSONValue.object([
                             "server": .string(bus.server), "client": .string(bus.clientID),
                             "rttUs": .double((us * 10).rounded() / 10),
-                        ]).text)
+                        ]).text, pretty: pretty)
                 } else {
                     Output.line("pong from \(bus.server) (\(bus.clientID)): \(Format.fixed(us, digits: 1)) µs")
                 }
@@ -54,21 +55,23 @@ enum ProbeCommands {
         name: "post",
         summary: "post an event and print its outcome",
         usage: """
-            Usage: notifbus post NAME [JSON] [--socket PATH] [--timeout DUR]
+            Usage: notifbus post NAME [JSON|-|@FILE] [--socket PATH] [--timeout DUR]
 
             Posts event NAME with the JSON payload (default: none) and prints the result
             (event, outcome, by, value, retained, trace) as JSON. --timeout bounds the wait
             for the whole chain (default 60s).
+            \(CLI.jsonInputHelp)
             """,
         valueFlags: ["timeout"], switchFlags: [],
         run: { args in
-            try CLI.expectPositionals(args, 1...2, "NAME [JSON]")
-            let payload = args.positionals.count == 2 ? try args.json(args.positionals[1], what: "the payload") : .null
+            try CLI.expectPositionals(args, 1...2, "NAME [JSON|-|@FILE]")
+            let payload = args.positionals.count == 2 ? try JSONArgument(args.positionals[1], what: "the payload") : nil
             let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-post")
             defer { bus.close() }
-            let result = try await bus.post(args.positionals[0], payload: payload, timeout: timeout)
-            Output.line(result.raw.text)
+            let value = try payload?.value(limit: bus.maxFrame) ?? .null
+            let result = try await bus.post(args.positionals[0], payload: value, timeout: timeout)
+            Output.json(result.raw.text, pretty: args.prettyJSON)
             return 0
         })
 
@@ -104,6 +107,7 @@ enum ProbeCommands {
         let delay = try args.duration("delay")
         let limit = try args.integer("count", min: 1)
         let bus = try await CLI.connectLasting(args, name: args.value("name") ?? "notifbus-observe")
+        let pretty = args.prettyJSON
         let seen = Counter()
         let evicted = Counter()
         bus.onEvicted = { eviction in
@@ -116,11 +120,11 @@ enum ProbeCommands {
         let registration: ObserverRegistration
         do {
             registration = try await bus.addObserver(events: args.positionals, priority: priority, key: args.value("key")) { event in
-                Output.line(
+                Output.json(
                     JSONValue.object([
                         "event": .integer(event.event), "observer": .string(event.observer),
                         "name": .string(event.name), "payload": event.payload,
-                    ]).text)
+                    ]).text, pretty: pretty)
                 if let delay { try? await Task.sleep(for: .milliseconds(delay)) }
                 let n = seen.increment()
                 if let limit, n >= limit {
@@ -147,17 +151,25 @@ enum ProbeCommands {
         name: "status",
         summary: "show clients, observers, handlers, queue, slots and counters",
         usage: """
-            Usage: notifbus status [--socket PATH] [--json]
+            Usage: notifbus status [CLIENT] [--socket PATH] [--json]
 
-            Prints the broker's state as a table, or the raw reply with --json.
+            Prints the broker's state as a table, or the raw reply with --json. With CLIENT
+            (an id such as c7, a name or a pid; 'notifbus list' shows them), prints that
+            client alone: its pid and uid, its observers and handlers, its waiting posts.
             """,
         valueFlags: [], switchFlags: ["json"],
         run: { args in
-            try CLI.expectPositionals(args, 0...0, "no arguments")
+            try CLI.expectPositionals(args, 0...1, "no arguments, or CLIENT")
             let bus = try await CLI.connect(args, name: "notifbus-status")
             defer { bus.close() }
             let status = try await bus.status()
-            Output.line(args.has("json") ? status.raw.text : StatusTable.render(status))
+            if let selector = args.positionals.first {
+                try ClientsCommand.showOne(selector, status, args)
+            } else if args.has("json") {
+                Output.json(status.raw.text, pretty: args.prettyJSON)
+            } else {
+                Output.line(StatusTable.render(status))
+            }
             return 0
         })
 
@@ -180,18 +192,18 @@ enum ProbeCommands {
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
             let limit = try args.integer("count", min: 1)
-            let json = args.has("json")
+            let json = args.has("json"), pretty = args.prettyJSON
             let filter = try MonitorFilter(args.all("match"))
             let bus = try await CLI.connectLasting(args, name: "notifbus-monitor")
             let seen = Counter()
             try await bus.monitor { frame in
                 guard filter.matches(frame) else { return }
                 if json {
-                    Output.line(
+                    Output.json(
                         JSONValue.object([
                             "op": "seen", "time": .string(Timestamp.utc()), "dir": .string(frame.direction),
                             "client": .string(frame.client), "frame": frame.frame,
-                        ]).text)
+                        ]).text, pretty: pretty)
                 } else {
                     Output.line("\(Timestamp.local()) \(frame.client) \(frame.direction == "in" ? "->" : "<-") \(frame.frame.text)")
                 }

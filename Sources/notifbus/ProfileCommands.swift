@@ -28,31 +28,21 @@ enum ProfileCommands {
         switch verb {
         case "set":
             try CLI.expectPositionals(args, 2...2, "set FILE|-")
-            let categories = try readJSON(args.positionals[1])
+            let input = try JSONArgument(file: args.positionals[1], what: "the category set")
             let bus = try await CLI.connect(args, name: "notifbus-categories")
             defer { bus.close() }
-            let result = try await bus.request(Op.setCategories, ["categories": categories])
-            Output.line(JSONValue.object(["count": result["count"] ?? .null]).text)
+            let result = try await bus.request(Op.setCategories, ["categories": try input.value(limit: bus.maxFrame)])
+            Output.json(JSONValue.object(["count": result["count"] ?? .null]).text, pretty: args.prettyJSON)
         case "get":
             try CLI.expectPositionals(args, 1...1, "get")
             let bus = try await CLI.connect(args, name: "notifbus-categories")
             defer { bus.close() }
             let result = try await bus.request(Op.getCategories)
-            Output.line((result["categories"] ?? .array([])).text)
+            Output.json((result["categories"] ?? .array([])).text, pretty: args.prettyJSON)
         default:
             throw UsageError("expected 'set FILE|-' or 'get', not '\(verb)'")
         }
         return 0
-    }
-
-    /// The JSON in FILE, or on stdin for `-`.
-    static func readJSON(_ file: String) throws -> JSONValue {
-        let bytes = try Input.readAll(file)
-        do {
-            return try JSONValue(parsing: Array(bytes))
-        } catch {
-            throw CommandError("\(file == "-" ? "stdin" : file) is not valid JSON: \(error)")
-        }
     }
 
     static let notify = Subcommand(
@@ -67,8 +57,8 @@ enum ProfileCommands {
             Posts willPresent for notification ID, as if it arrived while the app is in the
             foreground, and prints the observers' decision: 'present with banner, sound', or
             'not presented' when an observer completed with no options, stopped the chain, or
-            nobody decided (unhandled). --user-info is a JSON object. --json prints the post's
-            raw result instead.
+            nobody decided (unhandled). --user-info is a JSON object (or - to read it from
+            standard input, @FILE from FILE). --json prints the post's raw result instead.
 
             --deliver hands the notification to the desktop bridge ('notifbus desktop') instead:
             it calls 'add' on the 'notifications' channel, which posts willPresent itself and
@@ -80,6 +70,7 @@ enum ProfileCommands {
         switchFlags: ["json", "deliver"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
+            let userInfo = try args.value("user-info").map { try JSONArgument($0, what: "--user-info") }
             var notification = try notificationFromFlags(args)
             notification.content.subtitle = args.value("subtitle")
             notification.content.threadIdentifier = args.value("thread")
@@ -88,6 +79,7 @@ enum ProfileCommands {
             let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-notify")
             defer { bus.close() }
+            notification.content.userInfo = try userInfoObject(userInfo, limit: bus.maxFrame)
             if args.has("deliver") {
                 let delivery: NotificationDelivery
                 do {
@@ -95,11 +87,19 @@ enum ProfileCommands {
                 } catch {
                     throw CommandError("\(error)")
                 }
-                Output.line(args.has("json") ? delivery.jsonValue.text : "add \(notification.identifier): \(deliveryLine(delivery))")
+                if args.has("json") {
+                    Output.json(delivery.jsonValue.text, pretty: args.prettyJSON)
+                } else {
+                    Output.line("add \(notification.identifier): \(deliveryLine(delivery))")
+                }
                 return 0
             }
             let result = try await bus.post(willPresent: notification, timeout: timeout)
-            Output.line(args.has("json") ? result.raw.text : "willPresent \(notification.identifier): \(presentation(result))")
+            if args.has("json") {
+                Output.json(result.raw.text, pretty: args.prettyJSON)
+            } else {
+                Output.line("willPresent \(notification.identifier): \(presentation(result))")
+            }
             return 0
         })
 
@@ -119,25 +119,31 @@ enum ProfileCommands {
             for launch (a click that would open the app, and that nobody handled). A click the
             categories in force do not allow is refused before any observer sees it:
             'invalid_action: ...' on stderr, exit 1. --json prints the post's raw result instead.
+            --user-info is a JSON object (or - to read it from standard input, @FILE from FILE).
             """,
         valueFlags: notificationFlags.union(["action", "text", "timeout"]),
         switchFlags: ["json"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
-            let notification = try notificationFromFlags(args)
+            let userInfo = try args.value("user-info").map { try JSONArgument($0, what: "--user-info") }
+            var notification = try notificationFromFlags(args)
             let action: String
             switch args.value("action") ?? "default" {
             case "default": action = NotificationResponse.defaultActionIdentifier
             case "dismiss": action = NotificationResponse.dismissActionIdentifier
             case let other: action = other
             }
-            let response = NotificationResponse(actionIdentifier: action, notification: notification, userText: args.value("text"))
             let timeout = try CLI.chainTimeout(args)
             let bus = try await CLI.connect(args, name: "notifbus-click")
             defer { bus.close() }
+            notification.content.userInfo = try userInfoObject(userInfo, limit: bus.maxFrame)
+            let response = NotificationResponse(actionIdentifier: action, notification: notification, userText: args.value("text"))
             let result = try await bus.post(didReceive: response, timeout: timeout)
-            Output.line(
-                args.has("json") ? result.raw.text : "didReceive \(actionLabel(response)) on \(notification.identifier): \(clickOutcome(result))")
+            if args.has("json") {
+                Output.json(result.raw.text, pretty: args.prettyJSON)
+            } else {
+                Output.line("didReceive \(actionLabel(response)) on \(notification.identifier): \(clickOutcome(result))")
+            }
             return 0
         })
 
@@ -153,17 +159,15 @@ enum ProfileCommands {
             }
             source = s
         }
-        var userInfo: [String: JSONValue] = [:]
-        if let text = args.value("user-info") {
-            guard let object = try args.json(text, what: "--user-info").objectValue else {
-                throw UsageError("--user-info must be a JSON object")
-            }
-            userInfo = object
-        }
-        let content = NotificationContent(
-            title: args.value("title"), body: args.value("body"),
-            categoryIdentifier: args.value("category"), userInfo: userInfo)
+        let content = NotificationContent(title: args.value("title"), body: args.value("body"), categoryIdentifier: args.value("category"))
         return NotifBusClient.Notification(identifier: id, source: source, content: content)
+    }
+
+    /// `--user-info`'s object (empty without the flag), read no further than `limit` bytes.
+    static func userInfoObject(_ input: JSONArgument?, limit: Int) throws -> [String: JSONValue] {
+        guard let input else { return [:] }
+        guard let object = try input.value(limit: limit).objectValue else { throw UsageError("--user-info must be a JSON object") }
+        return object
     }
 
     /// `present with banner, sound (completed by o3; trace o1 next, o3 complete)`.

@@ -81,7 +81,7 @@ import Testing
         } catch {
             // The bound it names is the request timeout, not a fixed one.
             guard case .timedOut(let what) = error else { throw error }
-            #expect(what == "no reply to 'hello' within 0.3 seconds", "\(what)")
+            #expect(what == "no reply to 'hello' within 300 ms", "\(what)")
         }
         withExtendedLifetime(listener) {}
     }
