@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the notifbus command for a user: builds it (release), then puts the binary, its
-# man page, bash/zsh/fish completions and the systemd user units under a prefix. It
-# changes nothing outside the prefix and starts nothing.
+# Installs the notifbus command for a user: builds it and its two bridges (release), then
+# puts the binaries, the man page, bash/zsh/fish completions and the systemd user units
+# under a prefix. It changes nothing outside the prefix and starts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,12 +10,16 @@ usage() {
 Usage: scripts/install.sh [--prefix DIR] [--debug]
 
 Builds notifbus and installs, under DIR (default /usr/local):
-  bin/notifbus                                  the broker and CLI (and its bridge tools, when built)
-  share/man/man1/notifbus.1                     the manual page (notifbus manpage)
+  bin/notifbus                                  the broker and CLI
+  bin/notifbus-desktop                          the desktop bridge ('notifbus desktop')
+  bin/notifbus-bridge                           the NATS bridge ('notifbus bridge nats')
+  share/man/man1/notifbus.1                     the manual page (notifbus manpage), with
+                                                'desktop' and 'bridge' in it
   share/bash-completion/completions/notifbus    bash completion
   share/zsh/site-functions/_notifbus            zsh completion
   share/fish/vendor_completions.d/notifbus.fish fish completion
-  systemd user units notifbus.socket and notifbus.service, in share/systemd/user for a
+  systemd user units notifbus.socket, notifbus.service and notifbus-desktop.service
+  (started with the graphical session, once enabled), in share/systemd/user for a
   prefix inside $HOME (where 'systemctl --user' finds them) and lib/systemd/user otherwise
 
   --debug   build the debug configuration (faster to build, slower to run)
@@ -42,11 +46,16 @@ if [ -n "${NOTIFBUS_BUILD_DIR:-}" ]; then
     built=$NOTIFBUS_BUILD_DIR
 else
     command -v swift >/dev/null || { echo "install.sh: swift is not on PATH (Swift 6 toolchain needed)" >&2; exit 1; }
-    echo "building notifbus ($configuration)..."
-    swift build -c "$configuration" --product notifbus
+    for product in notifbus notifbus-desktop notifbus-bridge; do
+        echo "building $product ($configuration)..."
+        swift build -c "$configuration" --product "$product"
+    done
     built=$(swift build -c "$configuration" --show-bin-path)
 fi
-[ -x "$built/notifbus" ] || { echo "install.sh: no notifbus binary in $built" >&2; exit 1; }
+tools=(notifbus notifbus-desktop notifbus-bridge)
+for tool in "${tools[@]}"; do
+    [ -x "$built/$tool" ] || { echo "install.sh: no $tool binary in $built" >&2; exit 1; }
+done
 
 case $prefix/ in
     "$HOME"/*) units=$prefix/share/systemd/user ;;
@@ -55,25 +64,26 @@ esac
 
 install -d -m 0755 "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d" "$units"
-install -m 0755 "$built/notifbus" "$prefix/bin/notifbus"
-for tool in notifbus-desktop notifbus-bridge; do
-    if [ -x "$built/$tool" ]; then install -m 0755 "$built/$tool" "$prefix/bin/$tool"; fi
-done
+# The bridges first: the man page and the completions read their help beside notifbus.
+for tool in "${tools[@]}"; do install -m 0755 "$built/$tool" "$prefix/bin/$tool"; done
 bin=$prefix/bin/notifbus
 "$bin" manpage >"$prefix/share/man/man1/notifbus.1"
 "$bin" completion bash >"$prefix/share/bash-completion/completions/notifbus"
 "$bin" completion zsh >"$prefix/share/zsh/site-functions/_notifbus"
 "$bin" completion fish >"$prefix/share/fish/vendor_completions.d/notifbus.fish"
 install -m 0644 Examples/systemd/notifbus.socket "$units/notifbus.socket"
-# The service runs the binary just installed, wherever the prefix is.
-sed "s|^ExecStart=[^ ]*|ExecStart=$bin|" Examples/systemd/notifbus.service >"$units/notifbus.service"
+# The services run the binary just installed, wherever the prefix is.
+for unit in notifbus.service notifbus-desktop.service; do
+    sed "s|^ExecStart=[^ ]*|ExecStart=$bin|" "Examples/systemd/$unit" >"$units/$unit"
+done
 chmod 0644 "$prefix/share/man/man1/notifbus.1" "$prefix"/share/*/completions/notifbus \
-    "$prefix/share/zsh/site-functions/_notifbus" "$prefix/share/fish/vendor_completions.d/notifbus.fish" "$units/notifbus.service"
+    "$prefix/share/zsh/site-functions/_notifbus" "$prefix/share/fish/vendor_completions.d/notifbus.fish" \
+    "$units/notifbus.service" "$units/notifbus-desktop.service"
 
 echo "installed $("$bin" --version) in $prefix:"
-echo "  $bin"
+echo "  $bin, $prefix/bin/notifbus-desktop, $prefix/bin/notifbus-bridge"
 echo "  $prefix/share/man/man1/notifbus.1, completions for bash, zsh and fish"
 echo "    (bash loads the completion through the bash-completion package; without it, add"
 echo "    'source $prefix/share/bash-completion/completions/notifbus' to ~/.bashrc)"
-echo "  $units/notifbus.{socket,service}"
+echo "  $units/notifbus.{socket,service}, $units/notifbus-desktop.service"
 case :$PATH: in *:"$prefix/bin":*) ;; *) echo "add $prefix/bin to PATH: export PATH=\"$prefix/bin:\$PATH\"" ;; esac

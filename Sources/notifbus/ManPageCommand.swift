@@ -1,6 +1,7 @@
 // `notifbus manpage`: the notifbus(1) manual page in roff, generated from the same help
-// texts `--help` prints, so the page and the command never disagree. It prints; the
-// install script writes it to share/man/man1/notifbus.1.
+// texts `--help` prints, so the page and the command never disagree: every command's, and
+// the bridges' as their executables beside this one print them. It prints; the install
+// script writes it to share/man/man1/notifbus.1.
 enum ManPageCommand {
     static let command = Subcommand(
         name: "manpage",
@@ -8,7 +9,8 @@ enum ManPageCommand {
         usage: """
             Usage: notifbus manpage
 
-            Prints the manual page, built from every command's help text, in roff.
+            Prints the manual page, built from every command's help text, in roff; 'desktop'
+            and 'bridge' from their executables' help, when they are installed beside notifbus.
             scripts/install.sh installs it; to read it at once: notifbus manpage | man -l -
             """,
         valueFlags: [], switchFlags: [],
@@ -36,6 +38,20 @@ enum ManPageCommand {
             out.append(escape(command.summary) + ".")
             out.append(contentsOf: preformatted(CLI.help(for: command)))
         }
+        for tool in SiblingTool.tools {
+            out.append(".SS \(escape(tool.command))")
+            out.append(escape(tool.summary) + "; the executable \(escape(tool.executable)), which 'notifbus \(escape(tool.command))' runs.")
+            let texts = SiblingTool.helpTexts(tool)
+            if texts.isEmpty {
+                out.append("\(escape(tool.executable)) was not installed beside notifbus when this page was made.")
+            }
+            for text in texts { out.append(contentsOf: preformatted(text)) }
+        }
+        out.append(".SS help")
+        out.append("print the overview, or a command's help.")
+        out.append(
+            contentsOf: preformatted(
+                "Usage: notifbus help [COMMAND]\n\nThe same as 'notifbus COMMAND --help'; 'notifbus --version' prints the version."))
         out.append(".SH ENVIRONMENT")
         out.append(".TP\n.B NOTIFBUS_SOCKET\nthe broker's socket, when --socket is not given")
         out.append(".TP\n.B XDG_RUNTIME_DIR\nthe socket is $XDG_RUNTIME_DIR/notifbus.sock when NOTIFBUS_SOCKET is unset")

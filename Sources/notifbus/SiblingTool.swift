@@ -1,14 +1,52 @@
 // Subcommands that live in executables of their own beside `notifbus` (the bridges, which link
 // sd-bus or cnats): `notifbus desktop ...` replaces this process with `notifbus-desktop ...`.
-// The broker binary links nothing for them; it only finds and execs them.
+// The broker binary links nothing for them; it only finds and execs them, and asks them
+// for their help text for the man page and the completion scripts.
 import Glibc
 
 enum SiblingTool {
-    /// Subcommand name, the executable that implements it, and its one-line summary.
-    static let tools: [(command: String, executable: String, summary: String)] = [
-        ("desktop", "notifbus-desktop", "be the delegate of the desktop's notification server (D-Bus)"),
-        ("bridge", "notifbus-bridge", "bridge the bus to a remote engine (bridge nats ...)"),
+    /// Subcommand name, the executable that implements it, its one-line summary, and the
+    /// words its first argument takes (the bridge's engines).
+    typealias Tool = (command: String, executable: String, summary: String, arguments: [String])
+
+    static let tools: [Tool] = [
+        ("desktop", "notifbus-desktop", "be the delegate of the desktop's notification server (D-Bus)", []),
+        ("bridge", "notifbus-bridge", "bridge the bus to a remote engine (bridge nats ...)", ["nats"]),
     ]
+
+    /// What `executable ARGUMENTS --help` prints, run from this executable's folder; nil when
+    /// it is not there or fails (bounded: 10 s).
+    static func help(_ executable: String, _ arguments: [String] = []) -> String? {
+        guard let folder = ownFolder(), access(folder + "/" + executable, X_OK) == 0 else { return nil }
+        let words = [folder + "/" + executable] + arguments + ["--help"]
+        let result = Subprocess.runBlocking(words.map { "'" + $0.replacingQuote() + "'" }.joined(separator: " "), input: [], timeoutMs: 10_000)
+        guard result.status == 0, !result.stdout.isEmpty else { return nil }
+        return String(decoding: result.stdout, as: UTF8.self)
+    }
+
+    /// The help texts of `tool`: its own, then each engine's.
+    static func helpTexts(_ tool: Tool) -> [String] {
+        ([[]] + tool.arguments.map { [$0] }).compactMap { help(tool.executable, $0) }
+    }
+
+    /// The options `tool`'s help texts name (`--app-name`, `--url`, ...), sorted.
+    static func options(_ tool: Tool) -> [String] {
+        var found = Set<String>()
+        for text in helpTexts(tool) {
+            var word = ""
+            for c in text + " " {
+                if c.isLetter || c.isNumber || c == "-" {
+                    word.append(c)
+                    continue
+                }
+                if word.hasPrefix("--"), word.count > 2, word.dropFirst(2).first?.isLetter == true {
+                    found.insert(String(word.reversed().drop { $0 == "-" }.reversed()))
+                }
+                word = ""
+            }
+        }
+        return found.sorted()
+    }
 
     /// The folder of the running executable, from /proc/self/exe.
     static func ownFolder() -> String? {
