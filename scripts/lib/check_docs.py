@@ -116,17 +116,40 @@ class Broker:
 
 def check_installed(block: Block, prefix: Path) -> None:
     """The install block put everything the Getting started section promises in place."""
-    wanted = ["bin/notifbus", "share/man/man1/notifbus.1", "share/bash-completion/completions/notifbus",
-              "share/zsh/site-functions/_notifbus", "share/fish/vendor_completions.d/notifbus.fish",
-              "share/systemd/user/notifbus.socket", "share/systemd/user/notifbus.service"]
+    wanted = ["bin/notifbus", "bin/notifbus-desktop", "bin/notifbus-bridge", "share/man/man1/notifbus.1",
+              "share/bash-completion/completions/notifbus", "share/zsh/site-functions/_notifbus",
+              "share/fish/vendor_completions.d/notifbus.fish", "share/systemd/user/notifbus.socket",
+              "share/systemd/user/notifbus.service", "share/systemd/user/notifbus-desktop.service"]
     missing = [path for path in wanted if not (prefix / path).is_file()]
     if missing:
         fail(block, f"did not install {', '.join(missing)}", "")
-    service = (prefix / "share/systemd/user/notifbus.service").read_text()
-    if f"ExecStart={prefix}/bin/notifbus broker" not in service:
-        fail(block, "installed a service that does not run the installed binary", service)
-    if not (prefix / "share/man/man1/notifbus.1").read_text().startswith(".TH NOTIFBUS 1"):
+    for unit, command in [("notifbus.service", "broker"), ("notifbus-desktop.service", "desktop")]:
+        service = (prefix / "share/systemd/user" / unit).read_text()
+        if f"ExecStart={prefix}/bin/notifbus {command}" not in service:
+            fail(block, f"installed a {unit} that does not run the installed binary", service)
+    if "WantedBy=graphical-session.target" not in (prefix / "share/systemd/user/notifbus-desktop.service").read_text():
+        fail(block, "installed a notifbus-desktop.service that the graphical session does not start", "")
+    page = (prefix / "share/man/man1/notifbus.1").read_text()
+    if not page.startswith(".TH NOTIFBUS 1"):
         fail(block, "installed a man page that is not one", "")
+    # The bridges' sections come from their own help, read beside the installed notifbus.
+    for section, option in [("desktop", "\\-\\-app\\-name"), ("bridge", "\\-\\-device")]:
+        if f".SS {section}\n" not in page or option not in page:
+            fail(block, f"installed a man page without the {section} bridge's options", "")
+    completion = (prefix / "share/bash-completion/completions/notifbus").read_text()
+    if "--app-name" not in completion or "--device" not in completion:
+        fail(block, "installed a bash completion without the bridges' options", "")
+
+
+def check_without_broker(block: Block, program: Path, env: dict) -> None:
+    """The program, run where no broker listens, says so in one line and exits 1: the error
+    handling a real program has, not a crash with a backtrace."""
+    done = subprocess.run([str(program)], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=BLOCK_LIMIT)
+    lines = (done.stdout + done.stderr).splitlines()
+    if done.returncode != 1 or len(lines) != 1 or "cannot connect" not in lines[0]:
+        fail(block, f"without a broker exited {done.returncode}, not 1 with one line naming the failure",
+             done.stdout + done.stderr)
 
 
 #: Where each README states its durations, once, near the top: (file, words, line limit).
@@ -246,6 +269,7 @@ def main() -> int:
         (package / "Sources" / name / "main.swift").write_text(program.text)
         run(program, ["swift", "build"], base_env, package)
         run(program, [str(package / ".build" / "debug" / name)], client_env, package)
+        check_without_broker(program, package / ".build" / "debug" / name, dict(client_env, NOTIFBUS_SOCKET=str(work / "none.sock")))
         print(f"docs: ok {manifest} and {program}: a fresh package on NotifBusClient alone builds and runs")
         counts["ran"] += 2
         print(f"docs: {counts['ran']} blocks ran, {counts['skipped']} skipped")
