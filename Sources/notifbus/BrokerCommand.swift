@@ -43,7 +43,7 @@ enum BrokerCommand {
                                    it the biggest holders are cut off (default 268435456,
                                    or --max-frame when that is larger; at least --max-frame)
 
-            DUR is an integer followed by ms, s or m (250ms, 2s, 1m).
+            DUR is a number followed by ms, s or m (250ms, 2s, 1m), or plain seconds (1.5).
 
             Signals: SIGINT and SIGTERM answer everything pending with shutting_down and
             stop the broker within 2 s. SIGUSR1 writes one status line to stderr. SIGHUP,
