@@ -18,7 +18,7 @@ python3 -c "import nats" 2>/dev/null || {
 # The device's processes go first, then the cluster, then the folder.
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; nats_cluster_stop; cleanup' EXIT
 
-say "A NATS cluster of 3 nodes (JetStream) on 127.0.0.1:18222-18224"
+say "A NATS cluster of 3 nodes (JetStream) on loopback"
 nats_cluster_start "$WORK/nats" 18222 19222
 echo "    $NATS_URLS"
 

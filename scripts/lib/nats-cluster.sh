@@ -14,8 +14,10 @@ fi
 # nats_cluster_start DIR CLIENT_BASE CLUSTER_BASE: nodes n1..n3 listen on CLIENT_BASE+0..2
 # (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off. Waits (bounded) until
 # every node answers and JetStream has a meta leader. Sets NATS_URLS.
+# NOTIFBUS_NATS_PORT_OFFSET moves both bases, so that a second run on one machine (a CI
+# run beside a developer's) takes ports of its own.
 nats_cluster_start() {
-    local dir=$1 cbase=$2 rbase=$3 i
+    local dir=$1 cbase=$(($2 + ${NOTIFBUS_NATS_PORT_OFFSET:-0})) rbase=$(($3 + ${NOTIFBUS_NATS_PORT_OFFSET:-0})) i
     NATS_URLS=""
     command -v nats-server >/dev/null || { echo "nats-server is not installed (Debian: apt-get install nats-server)" >&2; return 1; }
     python3 -c "import nats" 2>/dev/null || { echo "nats-py is missing: run scripts/setup.sh (it installs it into .build/venv)" >&2; return 1; }
