@@ -12,15 +12,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages by what they provide. To build (`swift build`, the demo): libevent for the
-# broker, sd-bus and cnats for the bridges, Python for the examples' small scripts.
-build_packages=(pkg-config libevent-dev libsystemd-dev libnats-dev python3)
+# broker, sd-bus and cnats for the bridges, Python for the examples' small scripts, and
+# venv, in which the README installs the Python client.
+build_packages=(pkg-config libevent-dev libsystemd-dev libnats-dev python3 python3-venv)
 # To test as well: the desktop bridge's (a session bus, a fake and two real notification
 # servers, gdbus, a virtual display), the NATS bridge's (nats-server), the benchmark's
 # instruction counts (valgrind) and its D-Bus peers (dbus-broker beside dbus), the shells
 # whose completion scripts the CLI tests load (zsh, fish), and venv with the D-Bus modules
 # the desktop tests import.
 test_packages=(dbus python3-dbusmock dunst xvfb x11-utils imagemagick nats-server valgrind notification-daemon
-    libglib2.0-bin dbus-broker zsh fish python3-venv python3-dbus python3-gi)
+    libglib2.0-bin dbus-broker zsh fish python3-dbus python3-gi)
 case ${1:-} in
     --build) packages=("${build_packages[@]}") ;;
     "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
