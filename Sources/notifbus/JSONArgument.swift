@@ -32,6 +32,12 @@ struct JSONArgument {
         }
     }
 
+    /// The value when it was given as text (known before connecting); nil for a file or stdin.
+    var text: JSONValue? {
+        if case .text(let value) = source { return value }
+        return nil
+    }
+
     /// A file's JSON, `-` for standard input (as `categories set FILE|-` takes it).
     init(file: String, what: String) throws {
         self.what = what
@@ -49,10 +55,7 @@ struct JSONArgument {
     /// holds more than `limit` bytes (the broker's maxFrame: a frame holding it could not be
     /// sent).
     func value(limit: Int) throws -> JSONValue {
-        guard case .descriptor(let fd, let name) = source else {
-            if case .text(let value) = source { return value }
-            preconditionFailure("JSONArgument: a source that is neither text nor a descriptor")
-        }
+        guard case .descriptor(let fd, let name) = source else { return text! }
         defer { if fd != 0 { close(fd) } }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)

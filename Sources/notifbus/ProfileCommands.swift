@@ -70,7 +70,7 @@ enum ProfileCommands {
         switchFlags: ["json", "deliver"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
-            let userInfo = try args.value("user-info").map { try JSONArgument($0, what: "--user-info") }
+            let userInfo = try userInfoArgument(args)
             var notification = try notificationFromFlags(args)
             notification.content.subtitle = args.value("subtitle")
             notification.content.threadIdentifier = args.value("thread")
@@ -125,7 +125,7 @@ enum ProfileCommands {
         switchFlags: ["json"],
         run: { args in
             try CLI.expectPositionals(args, 0...0, "no arguments")
-            let userInfo = try args.value("user-info").map { try JSONArgument($0, what: "--user-info") }
+            let userInfo = try userInfoArgument(args)
             var notification = try notificationFromFlags(args)
             let action: String
             switch args.value("action") ?? "default" {
@@ -161,6 +161,14 @@ enum ProfileCommands {
         }
         let content = NotificationContent(title: args.value("title"), body: args.value("body"), categoryIdentifier: args.value("category"))
         return NotifBusClient.Notification(identifier: id, source: source, content: content)
+    }
+
+    /// `--user-info` as given; given as text, it must be an object already (a usage error).
+    static func userInfoArgument(_ args: Arguments) throws -> JSONArgument? {
+        guard let text = args.value("user-info") else { return nil }
+        let input = try JSONArgument(text, what: "--user-info")
+        if let value = input.text, value.objectValue == nil { throw UsageError("--user-info must be a JSON object") }
+        return input
     }
 
     /// `--user-info`'s object (empty without the flag), read no further than `limit` bytes.

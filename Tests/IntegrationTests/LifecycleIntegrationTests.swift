@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ["--hop-timeout", "5"], ["--hop-timeout", "0ms"], ["--call-timeout", "1h"], ["--max-frame", "0"], ["--max-queue", "-1"],
+        ["--hop-timeout", "5x"], ["--hop-timeout", "0ms"], ["--call-timeout", "1h"], ["--max-frame", "0"], ["--max-queue", "-1"],
         ["--max-clients", "0"], ["--socket-mode", "999"], ["--allow-uid", "bob"], ["--bogus"], ["extra"],
     ])
     func badFlagsExitTwo(_ flags: [String]) throws {

@@ -50,6 +50,8 @@ struct ClosingPipe {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // The test's end: a readability event with nothing left to read must not block (Child.readAvailable).
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
         fileHandleForReading = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
         fileHandleForWriting = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
     }
@@ -84,20 +86,12 @@ final class Child: @unchecked Sendable {
         process.standardError = stderrPipe.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
         stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            if d.isEmpty { h.readabilityHandler = nil }
-            self?.lock.withLock {
-                self?.out.append(d)
-                if d.isEmpty { self?.stdoutClosed = true }
-            }
+            guard let self else { return }
+            if lock.withLock({ drainStdout() }) { h.readabilityHandler = nil }
         }
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            if d.isEmpty { h.readabilityHandler = nil }
-            self?.lock.withLock {
-                self?.err.append(d)
-                if d.isEmpty { self?.stderrClosed = true }
-            }
+            guard let self else { return }
+            if lock.withLock({ drainStderr() }) { h.readabilityHandler = nil }
         }
         try process.run()
         // The child has its own copies; the test's must go, or end of file never comes.
@@ -105,9 +99,43 @@ final class Child: @unchecked Sendable {
         try stderrPipe.fileHandleForWriting.close()
     }
 
+    /// Reads what the pipe holds now into `data`; true once its end was read. Call holding
+    /// `lock`. The readability handlers call it, and so do the readers of the output and
+    /// `waitExit`: an event can come after an earlier read took the data (`availableData`
+    /// answers that with empty data, as it does the end: a 26 KB man page came back cut at
+    /// 16 KB), or late, or not at all (seen with a soft limit of 1024 descriptors).
+    private static func drain(_ pipe: ClosingPipe, into data: inout Data, closed: inout Bool) -> Bool {
+        guard !closed else { return true }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(pipe.fileHandleForReading.fileDescriptor, &buffer, buffer.count)
+            if n > 0 {
+                data.append(contentsOf: buffer[0..<n])
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                if n == 0 || errno != EAGAIN { closed = true }
+                return closed
+            }
+        }
+    }
+
+    private func drainStdout() -> Bool { Child.drain(stdoutPipe, into: &out, closed: &stdoutClosed) }
+    private func drainStderr() -> Bool { Child.drain(stderrPipe, into: &err, closed: &stderrClosed) }
+
     var pid: Int32 { process.processIdentifier }
-    var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
-    var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
+    var stdout: String {
+        lock.withLock {
+            _ = drainStdout()
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
+    var stderr: String {
+        lock.withLock {
+            _ = drainStderr()
+            return String(decoding: err, as: UTF8.self)
+        }
+    }
     var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
     /// Waits until `condition` holds, polling; false on timeout.
@@ -126,7 +154,7 @@ final class Child: @unchecked Sendable {
         guard waitFor(timeout, { !process.isRunning }) else { return nil }
         // Everything the child wrote is read once both pipes reach end of file (a process it
         // left behind may hold them open: then at most a few seconds more).
-        _ = waitFor(.seconds(5)) { lock.withLock { stdoutClosed && stderrClosed } }
+        _ = waitFor(.seconds(5)) { lock.withLock { drainStdout() && drainStderr() } }
         return process.terminationStatus
     }
 

@@ -179,6 +179,8 @@ final class ServerHarness {
     init(_ configure: (inout ServerOptions) -> Void = { _ in }) throws {
         folder = try TempFolder()
         var options = ServerOptions(socketPath: folder.path + "/bus")
+        // As `notifbus broker` does: the broker's own uid is admitted (root is, whoever runs the tests).
+        options.core.brokerUID = getuid()
         configure(&options)
         server = try BrokerServer(options: options)
     }
