@@ -41,35 +41,68 @@ final class TempFolder: @unchecked Sendable {
 /// process that another test starts in parallel could inherit a write end and hold it open:
 /// the reader then waits for an end of file that comes only when that unrelated process
 /// exits. The child given an end as its standard output or error gets it by `dup2`, which
-/// clears the flag on the copy.
+/// clears the flag on the copy. The read end is a plain descriptor: `CapturedOutput` owns it.
 struct ClosingPipe {
-    let fileHandleForReading: FileHandle
+    let readFD: Int32
     let fileHandleForWriting: FileHandle
 
     init() throws {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        // The test's end: a readability event with nothing left to read must not block (Child.readAvailable).
-        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
-        fileHandleForReading = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+        readFD = fds[0]
         fileHandleForWriting = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+    }
+}
+
+/// What a child writes to its standard output and error, read by a thread of its own with
+/// poll and read: no dispatch source, whose events came late or after the data was taken
+/// (a 26 KB man page came back cut at 16 KB, and as a user with a soft limit of 1024
+/// descriptors most ends of file came only after the 5 s bound). The thread owns the read
+/// ends and closes them when both pipes have ended, or when the `Child` is gone.
+final class CapturedOutput: @unchecked Sendable {
+    private let lock = NSLock()
+    private var out = Data()
+    private var err = Data()
+    /// Both pipes reached their end: the child, and whatever it left behind, closed them.
+    private var ended = false
+    /// The `Child` is gone: the reader stops at its next turn.
+    private var abandoned = false
+
+    var stdout: Data { lock.withLock { out } }
+    var stderr: Data { lock.withLock { err } }
+    var hasEnded: Bool { lock.withLock { ended } }
+    func abandon() { lock.withLock { abandoned = true } }
+
+    /// Reads `stdoutFD` and `stderrFD` until both end; polls at most 100 ms at a time, so
+    /// that it sees `abandon()` however long a process left behind holds a pipe.
+    func read(stdoutFD: Int32, stderrFD: Int32) {
+        var fds = [stdoutFD, stderrFD]
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while fds.contains(where: { $0 >= 0 }) && !lock.withLock({ abandoned }) {
+            var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            if poll(&polled, 2, 100) < 0 && errno != EINTR { break }
+            for i in 0..<2 where fds[i] >= 0 && polled[i].revents != 0 {
+                let n = Glibc.read(fds[i], &buffer, buffer.count)
+                if n > 0 {
+                    lock.withLock {
+                        if i == 0 { out.append(contentsOf: buffer[0..<n]) } else { err.append(contentsOf: buffer[0..<n]) }
+                    }
+                } else if n == 0 || errno != EINTR {
+                    close(fds[i])
+                    fds[i] = -1
+                }
+            }
+        }
+        for fd in fds where fd >= 0 { close(fd) }
+        lock.withLock { ended = true }
     }
 }
 
 /// A child process with captured output.
 final class Child: @unchecked Sendable {
     let process = Process()
-    private let stdoutPipe: ClosingPipe
-    private let stderrPipe: ClosingPipe
-    private let lock = NSLock()
-    private var out = Data()
-    private var err = Data()
-    /// Whether each pipe's end of file was read (both, once the child and its children closed
-    /// them). Two flags, not a count: the handler may be called again at end of file before it
-    /// is removed, and a second end of file of one pipe must not stand for the other's.
-    private var stdoutClosed = false
-    private var stderrClosed = false
+    private let output = CapturedOutput()
     private static let spawnLock = NSLock()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
@@ -80,62 +113,28 @@ final class Child: @unchecked Sendable {
         // other child of this process is being started: none can inherit them in between.
         Child.spawnLock.lock()
         defer { Child.spawnLock.unlock() }
-        stdoutPipe = try ClosingPipe()
-        stderrPipe = try ClosingPipe()
+        let stdoutPipe = try ClosingPipe()
+        let stderrPipe = try ClosingPipe()
         process.standardOutput = stdoutPipe.fileHandleForWriting
         process.standardError = stderrPipe.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
-        stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            guard let self else { return }
-            if lock.withLock({ drainStdout() }) { h.readabilityHandler = nil }
+        do {
+            try process.run()
+        } catch {
+            close(stdoutPipe.readFD)
+            close(stderrPipe.readFD)
+            throw error
         }
-        stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            guard let self else { return }
-            if lock.withLock({ drainStderr() }) { h.readabilityHandler = nil }
-        }
-        try process.run()
         // The child has its own copies; the test's must go, or end of file never comes.
         try stdoutPipe.fileHandleForWriting.close()
         try stderrPipe.fileHandleForWriting.close()
+        let output = self.output
+        Thread.detachNewThread { output.read(stdoutFD: stdoutPipe.readFD, stderrFD: stderrPipe.readFD) }
     }
-
-    /// Reads what the pipe holds now into `data`; true once its end was read. Call holding
-    /// `lock`. The readability handlers call it, and so do the readers of the output and
-    /// `waitExit`: an event can come after an earlier read took the data (`availableData`
-    /// answers that with empty data, as it does the end: a 26 KB man page came back cut at
-    /// 16 KB), or late, or not at all (seen with a soft limit of 1024 descriptors).
-    private static func drain(_ pipe: ClosingPipe, into data: inout Data, closed: inout Bool) -> Bool {
-        guard !closed else { return true }
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(pipe.fileHandleForReading.fileDescriptor, &buffer, buffer.count)
-            if n > 0 {
-                data.append(contentsOf: buffer[0..<n])
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                if n == 0 || errno != EAGAIN { closed = true }
-                return closed
-            }
-        }
-    }
-
-    private func drainStdout() -> Bool { Child.drain(stdoutPipe, into: &out, closed: &stdoutClosed) }
-    private func drainStderr() -> Bool { Child.drain(stderrPipe, into: &err, closed: &stderrClosed) }
 
     var pid: Int32 { process.processIdentifier }
-    var stdout: String {
-        lock.withLock {
-            _ = drainStdout()
-            return String(decoding: out, as: UTF8.self)
-        }
-    }
-    var stderr: String {
-        lock.withLock {
-            _ = drainStderr()
-            return String(decoding: err, as: UTF8.self)
-        }
-    }
+    var stdout: String { String(decoding: output.stdout, as: UTF8.self) }
+    var stderr: String { String(decoding: output.stderr, as: UTF8.self) }
     var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
     /// Waits until `condition` holds, polling; false on timeout.
@@ -154,7 +153,7 @@ final class Child: @unchecked Sendable {
         guard waitFor(timeout, { !process.isRunning }) else { return nil }
         // Everything the child wrote is read once both pipes reach end of file (a process it
         // left behind may hold them open: then at most a few seconds more).
-        _ = waitFor(.seconds(5)) { lock.withLock { drainStdout() && drainStderr() } }
+        _ = waitFor(.seconds(5)) { output.hasEnded }
         return process.terminationStatus
     }
 
@@ -175,8 +174,7 @@ final class Child: @unchecked Sendable {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
         }
-        stdoutPipe.fileHandleForReading.readabilityHandler = nil
-        stderrPipe.fileHandleForReading.readabilityHandler = nil
+        output.abandon()
     }
 }
 
