@@ -146,6 +146,7 @@ func appIdentity(_ options: BridgeOptions) -> AppIdentity {
 func openStore(_ options: BridgeOptions) -> (store: DeliveredStore, evicted: [UInt32]) {
     guard let folder = options.stateDir else { return (DeliveredStore(capacity: options.maxDelivered), []) }
     do {
+        _ = try StateFolderLock.claim(folder, name: "desktop", for: "desktop bridge")  // one bridge per folder, before it is read
         let (bytes, file) = try StateFolder.open(folder)
         let loaded = try DeliveredStore.open(bytes, file: file, capacity: options.maxDelivered)
         if let problem = loaded.problem {

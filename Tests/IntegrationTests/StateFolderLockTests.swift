@@ -1,7 +1,8 @@
-// One process per state folder: a second broker, or a second NATS bridge of the same
-// device, on a folder that another holds exits 1 naming the holder's pid, before it reads
-// or writes anything there; the folder is free again once the holder is gone, however it
-// ended. Real processes throughout (the bridge needs no NATS server to hold its folder).
+// One process per state folder: a second broker, a second NATS bridge of the same device or
+// a second desktop bridge on a folder that another holds exits 1 naming the holder's pid,
+// before it reads or writes anything there; the folder is free again once the holder is
+// gone, however it ended. Real processes throughout (the NATS bridge needs no NATS server to
+// hold its folder; the desktop bridges run on a private session bus).
 import Foundation
 import Glibc
 import Testing
@@ -65,5 +66,30 @@ import Testing
         let third = try bridge("laptop")
         defer { third.signal(SIGKILL) }
         #expect(third.waitFor { Self.holder(state + "/nats-laptop.lock") == third.pid }, "\(third.stderr)")
+    }
+
+    @Test func aSecondDesktopBridgeOnTheSameStateFolderIsRefused() throws {
+        let desktop = try PrivateDesktop()
+        let broker = try BrokerUnderTest()
+        let state = broker.folder.path + "/desktop"
+        let exe = URL(fileURLWithPath: Binaries.notifbus).deletingLastPathComponent().appendingPathComponent("notifbus-desktop").path
+        func bridge() throws -> Child {
+            try Child(exe, ["--socket", broker.socket, "--state-dir", state], environment: desktop.environment)
+        }
+        let first = try bridge()
+        defer { first.signal(SIGKILL) }
+        #expect(first.waitFor(.seconds(15)) { first.stderr.contains("serving channel") }, "\(first.stderr)")
+        #expect(Self.holder(state + "/desktop.lock") == first.pid)
+
+        let second = try bridge()
+        #expect(second.waitExit() == 1)
+        #expect(second.stderr.contains("is in use by another desktop bridge (pid \(first.pid)"), "\(second.stderr)")
+
+        first.signal(SIGKILL)
+        #expect(first.waitExit() != nil)
+        let third = try bridge()
+        defer { third.signal(SIGKILL) }
+        #expect(third.waitFor(.seconds(15)) { third.stderr.contains("serving channel") }, "\(third.stderr)")
+        #expect(Self.holder(state + "/desktop.lock") == third.pid)
     }
 }
