@@ -34,6 +34,15 @@ bare = [".".join(s["pathComponents"]) for s in graph["symbols"]
 if bare:
     sys.exit("docs.sh: public symbols of NotifBusClient without documentation: " + ", ".join(sorted(bare)))
 PY
+# docc copies its HTML template (the toolchain's share/docc/render) keeping its files' owner,
+# which fails for anyone but the toolchain's owner (root): every page then "doesn't exist".
+# It is given a copy of the user's own (DOCC_HTML_DIR).
+template=$(dirname "$(dirname "$(readlink -f "$(command -v docc)")")")/share/docc/render
+if [ -d "$template" ]; then
+    rm -rf .build/docs-render
+    cp -R "$template" .build/docs-render
+    export DOCC_HTML_DIR=$PWD/.build/docs-render
+fi
 for module in NotifBusClient NotifBusProtocol; do
     one=.build/docs/graphs-$module
     mkdir -p "$one"
