@@ -160,7 +160,7 @@ extension Session {
     /// and handlers, the slots the persist actions left, and counters that add up.
     func checkStatus(_ value: JSONValue?) {
         guard case .object(let s)? = value,
-            Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "counters"],
+            Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "once", "counters"],
             s["next"] == .null,
             let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
             let handlerList = s["handlers"]?.arrayValue, let slotList = s["slots"]?.arrayValue,

@@ -52,6 +52,8 @@ extension Session {
                 if inFlight.contains(where: { if case .categories = $0.record { true } else { false } }) {
                     violation("two writes of the categories in flight at once")
                 }
+            case .keysOnly:
+                if pending.once.isEmpty { violation("persist \(write) of a record with neither a change nor a key") }
             }
             if let acknowledgement {
                 guard acknowledgement.connection >= 1 && acknowledgement.connection <= peers.count, peers[acknowledgement.connection - 1].open,
@@ -235,6 +237,8 @@ extension Session {
             checkStatus(result.value)
         case .ping, .peek, .getCategories:
             break
+        case .keyed:
+            violation("a keyed request's result judged as an unkeyed one")
         }
     }
 

@@ -321,6 +321,8 @@ final class Session {
                 context.persistedSlots.append((name, value))
             case .categories:
                 context.persistedCategories = true
+            case .keysOnly:
+                break
             }
         }
         broker.persisted(write.write, written: written, now: now, into: &buffer)
@@ -456,6 +458,7 @@ final class Session {
             case .slot(let name, let value)?:
                 return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
             case .categories(let raw)?: return "persist \(write): categories \(String(decoding: raw, as: UTF8.self))"
+            case .keysOnly?: return "persist \(write): keys only"
             case nil: return "persist \(write) of no write in flight"
             }
         }

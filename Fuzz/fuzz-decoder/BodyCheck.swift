@@ -7,14 +7,15 @@ import FuzzJSONView
 import NotifBusProtocol
 
 enum BodyCheck {
-    /// Fields each request op accepts besides `op` and `id` (protocol-v1.md §3, and
+    /// Fields each request op accepts besides `op` and `id` (protocol-v1.md §3 with `once`
+    /// of §3.8, and
     /// status's `page` from Protocol/PROTOCOL.md decision 31), restated here so that the
     /// decoder's own table is checked against the spec, not against itself.
     static let requestFields: [String: Set<String>] = [
         "hello": ["protocol", "name"], "ping": [], "subscribe": ["events", "priority", "key", "resume"],
-        "unsubscribe": ["observer", "key"], "post": ["name", "payload"], "handle": ["channel", "method", "resume"],
-        "unhandle": ["handler"], "invoke": ["channel", "method", "arguments"], "put": ["slot", "value"],
-        "take": ["slot", "wait"], "peek": ["slot"], "setCategories": ["categories"], "getCategories": [],
+        "unsubscribe": ["observer", "key"], "post": ["name", "payload", "once"], "handle": ["channel", "method", "resume"],
+        "unhandle": ["handler"], "invoke": ["channel", "method", "arguments"], "put": ["slot", "value", "once"],
+        "take": ["slot", "wait", "once"], "peek": ["slot"], "setCategories": ["categories", "once"], "getCategories": [],
         "status": ["page"], "monitor": [],
     ]
     /// Fields each answer accepts besides `op`.
@@ -202,10 +203,19 @@ enum BodyCheck {
         case .getCategories: Op.getCategories
         case .status: Op.status
         case .monitor: Op.monitor
+        case .keyed(_, let request): opName(request)
         }
     }
 
     static func checkRequest(_ request: Request, _ view: JSONObjectView) {
+        // The key is checked as a name; the request under it as any other. A key is only
+        // given to the ops that take one.
+        if case .keyed(let key, let inner) = request {
+            expect(Set([Op.post, Op.put, Op.take, Op.setCategories]).contains(opName(inner)), "a key on \(opName(inner))")
+            checkName(key, "once", view)
+            return checkRequest(inner, view)
+        }
+        if view.isGiven("once") { violation("a request with 'once' decoded without its key") }
         switch request {
         case .hello(let version, let name):
             expect(view["protocol"]?.value == .integer(version), "protocol \(version)")
@@ -272,6 +282,8 @@ enum BodyCheck {
             guard let restored = try? CategorySet.parse(set.raw), restored == set else {
                 violation("an accepted category set does not parse back to itself")
             }
+        case .keyed:
+            violation("a key within a key")
         }
     }
 

@@ -72,10 +72,32 @@ extension Broker {
 
     // MARK: Posting
 
+    /// A post with a key (`once`) is answered from the key table when the key is held
+    /// (Broker+Once.swift); otherwise it holds its key from when it is accepted. Kept apart
+    /// from `post`, so that a post without a key pays one test for keys.
+    @inline(never)
+    mutating func post(
+        name: String, payload: JSONBytes?, profile: ProfilePayload?, once key: String, rid: RequestID, from poster: ClientRecord,
+        now: Instant
+    ) {
+        let fingerprint =
+            payload.map { p in p.withUnsafeBytes { Broker.fingerprint(target: name, body: $0) } } ?? Broker.fingerprint(target: name, body: nil)
+        guard admitOnce(key, .post, fingerprint, rid: rid, from: poster.id, now: now) else { return }
+        // Held from here; forgotten again if the post is refused (nothing else can see it
+        // meanwhile): an accepted post is counted.
+        let entry = once.insert(key, op: .post, fingerprint: fingerprint, wallMs: wallMs(now))
+        let posted = counters.posted
+        post(name: name, payload: payload, profile: profile, rid: rid, from: poster, onceEntry: entry, now: now)
+        if counters.posted == posted { once.remove(entry) }
+    }
+
     /// `poster` is the record of the connection that posted (which the sessions hold). The
     /// payload outlives the frame (the queue keeps it): it is copied, into the post's `event`
-    /// frames, once it is accepted.
-    mutating func post(name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, now: Instant) {
+    /// frames, once it is accepted. `onceEntry` is its key's entry in the key table, or -1.
+    mutating func post(
+        name: String, payload: JSONBytes?, profile: ProfilePayload?, rid: RequestID, from poster: ClientRecord, onceEntry entry: Int32 = -1,
+        now: Instant
+    ) {
         let c = poster.id
         if shuttingDown { return refuse(c, rid, .session(.shuttingDown), now: now) }
         // A click the categories refuse is refused as such even when the queue is full:
@@ -110,7 +132,8 @@ extension Broker {
         // Nothing runs and nothing waits: the post starts down its chain at once. Through the
         // queue it would be taken off again straight away (its poster's share and the
         // queue's bytes back where they were), which is all this skips.
-        if !running && events.count == 0 {
+        // (A keyed post takes the queue, where `pump` starts it and records it running.)
+        if !running && events.count == 0 && entry < 0 {
             events.startNow(
                 poster: c, requestID: rid, name: name, payload: payload, isWillPresent: profile == .willPresent,
                 launchesApp: launches, chain: observers.chain(for: name))
@@ -120,7 +143,7 @@ extension Broker {
         poster.queuedBytes += size
         _ = events.enqueue(
             poster: c, requestID: rid, name: name, payload: payload,
-            isWillPresent: profile == .willPresent, launchesApp: launches)
+            isWillPresent: profile == .willPresent, launchesApp: launches, onceEntry: entry)
         pump(now: now)
     }
 
@@ -134,6 +157,7 @@ extension Broker {
             if !events.isRunning {
                 guard !shuttingDown, let event = dequeueEvent() else { return }
                 events.begin(event, chain: observers.chain(for: event.post.name))
+                if event.post.onceEntry >= 0 { startKeyed(event, now: now) }
             } else {
                 // Between hops.
                 var target: (id: Int, client: ConnectionID)? = nil
@@ -177,6 +201,11 @@ extension Broker {
     /// for one hop timeout in all, not one per event.
     mutating func hopTimedOut(now: Instant) {
         guard let hop = events.awaited, hop.deadline <= now else { return }
+        // A keyed event waits on for its "running" record, however long the disk takes.
+        if hop.client == AwaitedHop.journal {
+            events.endRecordWait()
+            return events.awaitRecord(until: now &+ UInt64(configuration.hopTimeoutMs) &* 1_000_000, now: now)
+        }
         counters.hopTimeouts += 1
         sessions[hop.client]?.unresponsive = true
         endHop(.timeout, now: now)
@@ -227,7 +256,7 @@ extension Broker {
         case .stopped: counters.stopped += 1
         case .unhandled: counters.unhandled += 1
         }
-        if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
+        if event.post.endsAside & outcome.bit != 0 { return finishAside(event, outcome, by: by, value: value, now: now) }
         sendPostResult(event, outcome, by: by, value: value, retained: false)
         events.recycle(event)
     }

@@ -142,9 +142,12 @@ extension Broker {
                 w.slot(name)
             }
         }
-        let figures = StatusFigures(
+        var figures = StatusFigures(
             pending: events.count, current: events.running?.post.event, maxPerClient: configuration.queueShare,
             buffers: buffers, counters: counters)
+        figures.once = OnceFigures(
+            keys: once.count, bytes: once.bytes, maxKeys: configuration.once.maxKeys, maxAgeMs: configuration.once.maxAgeMs,
+            maxBytes: configuration.once.maxBytes)
         return w.finish(next: next, figures: figures, into: output)
     }
 

@@ -34,11 +34,13 @@ extension Broker {
             return answerShuttingDown(input, from: c, now: now)
         }
         if client.waiting.isEmpty { held.beganWaiting(c) }
-        if case .request(let rid, .take(let slot, let wait?)) = input, wait > 0, !shuttingDown,
+        if case .request(let rid, let request) = input, case .take(let slot, let wait?) = request.unkeyed, wait > 0, !shuttingDown,
             client.takes.count < configuration.maxTakesPerConnection
         {
+            let key = request.onceKey
             // The take keeps its place among the slot's waiting takers from now on.
-            let id = slots.addWaiter(TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival), deadline: nil)
+            let id = slots.addWaiter(
+                TakeWaiter(client: c, requestID: rid, slot: slot, held: true, arrival: arrival, once: key), deadline: nil)
             client.takes.insert(id)
             return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
@@ -69,9 +71,10 @@ extension Broker {
         case .request(let rid, let request): handle(request, id: rid, from: client, now: now)
         case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, let slot, let waitMs, let place):
-            guard slots[slot] == nil, !shuttingDown else {
+            let key = slots.waiter(place)?.once
+            guard slots[slot] == nil, !shuttingDown, !isHeld(key) else {
                 _ = removeTakeWaiter(place)
-                return take(slot: slot, waitMs: waitMs, rid: rid, from: c, now: now)
+                return take(slot: slot, waitMs: waitMs, once: key, rid: rid, from: c, now: now)
             }
             // It waits where it has stood since it arrived; its wait runs from now, so that it
             // cannot run out before the replies ahead of it.
@@ -103,7 +106,7 @@ extension Broker {
             request = r
             // A value must not pass a take that waits for this slot but is still held behind
             // its own connection's requests: waiting takers are served oldest first.
-            switch r {
+            switch r.unkeyed {
             case .put(let slot, _?), .take(let slot, _):
                 if slots.oldestTakerIsHeld(slot, before: arrival) { return false }
             default: break
@@ -111,7 +114,10 @@ extension Broker {
         }
         guard !writes.isEmpty else { return true }
         if let key = Broker.stateKey(of: request), writes.isBusy(key) { return false }
-        return client.writesInFlight == 0 || willWrite(request) || Broker.answersLater(request)
+        guard client.writesInFlight > 0 else { return true }
+        // A request answered from the key table is answered at once: it waits its turn.
+        if isHeld(request.onceKey) { return false }
+        return willWrite(request) || Broker.answersLater(request)
     }
 
     /// Whether `canStart` must ask the slots about `request`: a value must not pass a take
@@ -119,6 +125,7 @@ extension Broker {
     static func touchesSlot(_ request: Request) -> Bool {
         switch request {
         case .put(_, _?), .take: true
+        case .keyed(_, let request): touchesSlot(request)
         default: false
         }
     }
@@ -128,6 +135,7 @@ extension Broker {
     static func answersLater(_ request: Request) -> Bool {
         switch request {
         case .post, .invoke: return true
+        case .keyed(_, let request): return answersLater(request)
         default: return false
         }
     }
@@ -138,17 +146,24 @@ extension Broker {
         switch request {
         case .put(let slot, _), .take(let slot, _), .peek(let slot): return .slot(slot)
         case .setCategories, .getCategories, .post(_, _, .didReceive?): return .categories
+        case .keyed(_, let request): return stateKey(of: request)
         default: return nil
         }
     }
 
     /// Whether handling `request` now starts a durable write (rather than answering at once).
+    /// A keyed request whose key is held writes nothing (`canStart` asks that first).
     func willWrite(_ request: Request) -> Bool {
-        switch request {
+        let key = request.onceKey
+        switch request.unkeyed {
         case .put(let slot, nil):
-            return slots[slot] != nil
+            return slots[slot] != nil || key != nil
         case .put(let slot, let value?):
-            if slots.hasWaiters(slot) { return false }
+            if let id = slots.firstReadyWaiter(slot) {
+                // Handed over: a write for sure when only the put has a key (a taker's key may
+                // be answered from the table instead; not starting is the safe answer).
+                return configuration.persistsState && key != nil && slots.waiter(id)?.once == nil
+            }
             return slots.limitError(slot, value, maxSlots: configuration.maxSlots, maxBytes: configuration.maxSlotBytes) == nil
         case .take(let slot, _):
             return slots[slot] != nil
@@ -159,24 +174,30 @@ extension Broker {
         }
     }
 
-    /// Starts a durable write at `now`; without `persistsState` the change is applied and
-    /// answered at once.
+    /// Starts a durable write at `now` of `record` and the keys `once` (one journal record);
+    /// without `persistsState` the change is applied and answered at once.
     mutating func beginWrite(
-        _ key: StateKey, _ record: StateRecord, then completion: WriteCompletion,
+        _ key: StateKey?, _ record: StateRecord, once: [OnceRecord] = [], then completion: WriteCompletion,
         reservedSlots: Int = 0, reservedBytes: Int = 0, now: Instant
     ) {
         guard configuration.persistsState else { return complete(completion, written: true, now: now) }
         var acknowledgement: Acknowledgement? = nil
         switch completion {
-        case .put(let c, let rid, _, _, _), .empty(let c, let rid, _), .take(let c, let rid, _), .categories(let c, let rid, _):
+        case .put(let c, let rid, _, _, _, _), .empty(let c, let rid, _, _, _), .take(let c, let rid, _, _), .categories(let c, let rid, _, _):
             sessions[c]?.writesInFlight += 1
             acknowledgement = Acknowledgement(connection: c, requestID: rid)
-        case .retention, .restore:
+        case .handOver(let h):
+            if case .put(let c, let rid, _) = h.source {
+                sessions[c]?.writesInFlight += 1
+                acknowledgement = Acknowledgement(connection: c, requestID: rid)
+            }
+        case .retention, .restore, .running, .ended:
             break
         }
         let id = writes.begin(
             PendingWrite(
-                key: key, completion: completion, record: PendingWriteRecord(record: record, acknowledges: acknowledgement),
+                key: key, completion: completion,
+                record: PendingWriteRecord(record: record, once: once, acknowledges: acknowledgement),
                 reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         actions.append(.persist(id))
@@ -185,26 +206,44 @@ extension Broker {
     /// Applies a finished write (if it was written) and answers for it.
     mutating func complete(_ completion: WriteCompletion, written: Bool, now: Instant) {
         switch completion {
-        case .put(let c, let rid, let slot, let value, let replaced):
+        case .put(let c, let rid, let slot, let value, let replaced, let ticket):
             if written { slots.set(slot, value) }
+            if let ticket { return answerKeyed(c, rid, written, ticket, now: now) }
             answerWrite(c, rid, written, .put(replaced: replaced, delivered: false), now: now)
-        case .empty(let c, let rid, let slot):
+        case .empty(let c, let rid, let slot, let replaced, let ticket):
             if written { _ = slots.remove(slot) }
-            answerWrite(c, rid, written, .put(replaced: true, delivered: false), now: now)
-        case .take(let c, let rid, let slot):
+            if let ticket { return answerKeyed(c, rid, written, ticket, now: now) }
+            answerWrite(c, rid, written, .put(replaced: replaced, delivered: false), now: now)
+        case .take(let c, let rid, let slot, let ticket):
             let value = slots[slot] ?? RawJSON.null
             if written { _ = slots.remove(slot) }
+            // A keyed take's value is its taker's, gone or not: its repeat will get it.
+            if let ticket {
+                let key = once.key(ticket.entry)
+                answerKeyed(c, rid, written, ticket, now: now)
+                if written { answerWaitingRepeats(slot: slot, key: key, ticket.outcome) }
+                return
+            }
             // Its removal is on disk but nobody received the value: it must not be lost.
             if written && sessions[c] == nil { return handBack(slot, value, now: now) }
             answerWrite(c, rid, written, .value(value), now: now)
         case .restore(let slot, let value):
             if written { slots.set(slot, value) }
-        case .categories(let c, let rid, let set):
+        case .categories(let c, let rid, let set, let ticket):
             if written { categories.set = set }
+            if let ticket { return answerKeyed(c, rid, written, ticket, now: now) }
             answerWrite(c, rid, written, .categoryCount(set.categories.count), now: now)
-        case .retention(let event):
+        case .retention(let event, _):
             if written { slots.set(Broker.launchSlot, event.post.payload ?? RawJSON.null) }
-            sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
+            answerRetention(event, written: written, now: now)
+        case .running(let event):
+            recordedRunning(event, written: written, now: now)
+        case .ended(let event, let outcome):
+            // Written or not, the event ran: its poster gets its result (a failed record
+            // leaves the key "running" on disk, so a repeat after a restart hears `interrupted`).
+            endPost(event, outcome, now: now)
+        case .handOver(let h):
+            handedOver(h, written: written, wrote: true, now: now)
         }
     }
 

@@ -50,15 +50,29 @@ public struct Broker {
     /// share it (the transport keeps one broker, and reads frames through this reference).
     public let output = OutputStore()
 
-    /// A broker starting at `now`, with slots and categories restored from disk.
+    /// Idempotency keys and their outcomes (Broker+Once.swift). Kept after the fields of
+    /// the per-frame path, which then stay where they were.
+    var once: OnceTable
+    /// The wall clock when the broker started, in milliseconds since 1970: keys' ages are
+    /// counted from it on the monotonic clock of the inputs (`wallMs(_:)`).
+    let wallAtStart: Int64
+
+    /// A broker starting at `now` (monotonic) and `wallClockMs` (the wall clock, in
+    /// milliseconds since 1970), with slots, categories and idempotency keys restored from
+    /// disk. Restored keys come in the order they were recorded; a key whose post was running
+    /// when the broker stopped answers its repeats `interrupted`.
     public init(
-        configuration: BrokerConfiguration, now: Instant,
-        slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil
+        configuration: BrokerConfiguration, now: Instant, wallClockMs: Int64 = 0,
+        slots restoredSlots: [String: RawJSON] = [:], categories restoredCategories: CategorySet? = nil,
+        once restoredKeys: [OnceRecord] = []
     ) {
         self.configuration = configuration
         self.startedAt = now
+        self.wallAtStart = wallClockMs
         slots = SlotStore(restoring: restoredSlots)
         if let restoredCategories { categories.set = restoredCategories }
+        once = OnceTable(limits: configuration.once, seed: configuration.onceSeed)
+        restore(restoredKeys, now: now)
     }
 
     // MARK: Inputs
@@ -172,9 +186,12 @@ public struct Broker {
             }
             held.arrive()
             invoke(channel: channel, method: method, arguments: arguments, rid: .integer(id), from: client, now: now)
-        case .post(let id, let name, let payload):
+        case .post(let id, let name, let key, let payload):
+            if !key.isEmpty { return receivePost(id: id, name: name, once: key, payload: payload, from: client, startsNow: startsNow, now: now) }
             let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
-            guard startsNow else { return admit(.request(.integer(id), .post(name: name, payload: payload, profile: nil)), from: client, now: now) }
+            guard startsNow else {
+                return admit(.request(.integer(id), .post(name: name, payload: payload, profile: nil)), from: client, now: now)
+            }
             held.arrive()
             post(name: name, payload: payload, profile: nil, rid: .integer(id), from: client, now: now)
         case .callReturn(let call, let result):
@@ -183,6 +200,22 @@ public struct Broker {
         case .stop(let event): handleAnswer(.stop(event: event), from: client.id, now: now)
         case .complete(let event, let value): handleAnswer(.complete(event: event, value: value.map { RawJSON($0) }), from: client.id, now: now)
         }
+    }
+
+    /// A keyed post the direct path decoded: kept out of `receive`, so that the frames of the
+    /// per-event path without keys are decoded and acted on as they were.
+    @inline(never)
+    private mutating func receivePost(
+        id: Int64, name: UnsafeRawBufferPointer, once key: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?,
+        from client: ClientRecord, startsNow: Bool, now: Instant
+    ) {
+        let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
+        let once = String(decoding: key, as: UTF8.self)
+        guard startsNow else {
+            return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)
+        }
+        held.arrive()
+        post(name: name, payload: payload, profile: nil, once: once, rid: .integer(id), from: client, now: now)
     }
 
     /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.
@@ -256,11 +289,15 @@ public struct Broker {
         defer { swap(&self.actions, &actions) }
         guard !shuttingDown else { return }
         shuttingDown = true
+        // A keyed post's key is forgotten in memory: queued, it was never recorded; running,
+        // its "running" record (if written) answers repeats after the restart.
         if let cur = events.finish() {
             refuse(cur.post.poster, cur.post.requestID, .session(.shuttingDown), now: now)
+            forgetKey(of: cur.post, refusal: .session(.shuttingDown), now: now)
         }
         while let post = dequeue() {
             refuse(post.poster, post.requestID, .session(.shuttingDown), now: now)
+            forgetKey(of: post, refusal: .session(.shuttingDown), now: now)
         }
         for call in channels.removeAllCalls() {
             refuse(call.invoker, call.requestID, .session(.shuttingDown), now: now)
@@ -344,21 +381,24 @@ public struct Broker {
         case .invoke(let channel, let method, let arguments):
             invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: client, now: now)
         case .put(let slot, let value):
-            put(slot: slot, value: value, rid: rid, from: c, now: now)
+            put(slot: slot, value: value, once: nil, rid: rid, from: c, now: now)
         case .take(let slot, let wait):
-            take(slot: slot, waitMs: wait, rid: rid, from: c, now: now)
+            take(slot: slot, waitMs: wait, once: nil, rid: rid, from: c, now: now)
         case .peek(let slot):
             replyValue(to: c, rid, slots[slot])
         case .setCategories(let set):
-            beginWrite(.categories, .categories(set.raw), then: .categories(c, rid, set), now: now)
+            setCategories(set, once: nil, rid: rid, from: client, now: now)
         case .getCategories:
             send(.reply(rid, .categories(categories.set.raw)), to: c)
         case .status(let page):
+            once.forgetPastBounds(nowMs: wallMs(now))
             let frame = statusReply(rid, page: page, now: now)
             emit(to: c, frame)
         case .monitor:
             sessions.startMonitoring(c)
             send(.reply(rid, .empty), to: c)
+        case .keyed(let key, let request):
+            handleKeyed(key, request, id: rid, from: client, now: now)
         }
     }
 

@@ -126,6 +126,22 @@ enum CategoryError: Error, Equatable {
     }
 }
 
+/// Refusals about idempotency keys (§3.8).
+enum OnceError: Error, Equatable {
+    /// The key is held by a request of another op, target or body.
+    case conflict(key: String, firstOp: OnceOp)
+    /// A connection has as many repeats waiting for posts as it may.
+    case tooManyRepeats(max: Int)
+
+    var message: String {
+        switch self {
+        case .conflict(let key, let op):
+            "key '\(key)' was first used with a \(op.wireName) of another target or body; nothing was applied"
+        case .tooManyRepeats(let max): "a connection may have at most \(max) repeats waiting for their posts to end"
+        }
+    }
+}
+
 /// Anything the broker answers with an error, by where it was decided.
 enum BrokerError: Error, Equatable {
     case session(SessionError)
@@ -133,6 +149,7 @@ enum BrokerError: Error, Equatable {
     case channel(ChannelError)
     case slot(SlotError)
     case category(CategoryError)
+    case once(OnceError)
     /// A durable write failed: nothing was changed.
     case storageFailed
     /// The frame was not JSON.
@@ -161,6 +178,8 @@ enum BrokerError: Error, Equatable {
         case .channel(.timedOut): .timeout
         case .slot: .badRequest
         case .category: .invalidAction
+        case .once(.conflict): .onceConflict
+        case .once(.tooManyRepeats): .badRequest
         case .storageFailed: .storageFailed
         case .badJSON: .badJSON
         case .rejected(let code, _): code
@@ -174,6 +193,7 @@ enum BrokerError: Error, Equatable {
         case .channel(let e): e.message
         case .slot(let e): e.message
         case .category(let e): e.message
+        case .once(let e): e.message
         case .storageFailed: "the change could not be written to disk; nothing was changed"
         case .badJSON(let reason): reason
         case .rejected(_, let message): message
@@ -186,6 +206,7 @@ enum BrokerError: Error, Equatable {
         switch (self, rid) {
         case (.chain(.keyHeld(_, let holder)), let rid?): .superseded(rid, message: message, by: "o\(holder)")
         case (.channel(.routeHeld(_, _, let holder)), let rid?): .superseded(rid, message: message, by: "h\(holder)")
+        case (.once(.conflict(_, let op)), let rid?): .onceConflict(rid, message: message, op: op.wireName)
         default: .error(rid, code, message: message)
         }
     }

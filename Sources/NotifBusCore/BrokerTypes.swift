@@ -75,6 +75,15 @@ public struct BrokerConfiguration: Sendable {
     /// megabytes, beyond `--max-output`, and building it would hold up every client.
     public var statusPageBytes = 256 << 10
 
+    /// The window of idempotency keys (`--once-keys`, `--once-age`, `--once-bytes`).
+    public var once = OnceLimits()
+    /// Repeats one connection may have waiting for the outcome of a post still queued or
+    /// running; one more is refused, so that repeats cannot grow the broker without bound.
+    public var maxRepeatsWaitingPerConnection = 1024
+    /// The seed of the key table's hash, chosen by the transport for each run, so that keys
+    /// cannot be picked to collide.
+    public var onceSeed: UInt64 = 0
+
     public init() {}
 }
 
@@ -94,6 +103,8 @@ public enum StateRecord: Sendable, Equatable {
     case slot(name: String, value: RawJSON?)
     /// The whole category set.
     case categories(RawJSON)
+    /// No change to slots or categories: the record carries idempotency keys only.
+    case keysOnly
 }
 
 /// What the transport must do, in order.
@@ -110,11 +121,12 @@ public enum BrokerAction: Sendable {
     case persist(WriteID)
 }
 
-/// A durable write in flight: the record to write, and the request it answers (nil for a
-/// launch retention or a value handed back to its slot), for logs and tests; the transport
-/// sends nothing for it.
+/// A durable write in flight: the record to write, the idempotency keys written in the same
+/// record (§3.8), and the request it answers (nil for a launch retention, a value handed
+/// back to its slot, or a post's keys), for logs and tests; the transport sends nothing for it.
 public struct PendingWriteRecord: Sendable {
     public let record: StateRecord
+    public let once: [OnceRecord]
     public let acknowledges: Acknowledgement?
 }
 
@@ -122,7 +134,8 @@ public struct PendingWriteRecord: Sendable {
 enum WaitingInput {
     case request(RequestID, Request)
     case rejected(RequestID?, BrokerError)
-    /// A `take` that may wait, holding its `place` among the slot's waiting takers.
+    /// A `take` that may wait, holding its `place` among the slot's waiting takers (its
+    /// idempotency key is kept with its place).
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
 
     /// The same input with its user data owned, to be kept beyond the frame it came in.

@@ -32,6 +32,8 @@ final class ClientRecord {
     var takes: Set<Int> = []
     /// Durable writes this connection asked for whose outcome is not known yet.
     var writesInFlight = 0
+    /// Its repeats waiting for the outcome of a keyed post still queued or running.
+    var repeatsWaiting = 0
     /// Requests held back, in arrival order, until the writes they depend on are done; each
     /// with its place in the broker-wide order of arrival.
     var waiting = FIFO<(input: WaitingInput, arrival: Int)>()

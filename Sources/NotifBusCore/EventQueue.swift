@@ -14,7 +14,9 @@
 // `between`: the event runs and no answer is awaited; the broker walks the chain
 // (`nextInChain`, `skip`) to the next live observer, or finishes the event as unhandled.
 // `awaiting`: one observer's answer is awaited until its hop deadline; `endHop` records
-// how the hop ended and goes back to `between`.
+// how the hop ended and goes back to `between`. A keyed post's event, with `--state-dir`,
+// first awaits the journal (`awaitRecord`): its "running" record is written before any
+// observer sees it, and `endRecordWait` goes back to `between` (§3.8).
 import NotifBusProtocol
 
 /// What was posted. Its fields are set once, where the post is accepted (field by field when
@@ -27,12 +29,23 @@ struct QueuedPost {
     /// Its `event` frames, the payload among their bytes.
     fileprivate(set) var frame: EventFrame
     fileprivate(set) var isWillPresent: Bool
-    /// Decided when posted, against the categories in force then.
-    fileprivate(set) var launchesApp: Bool
+    /// Its idempotency key's entry in the broker's key table, or -1 without a key.
+    fileprivate(set) var onceEntry: Int32
+    /// The outcomes (`EventOutcome.bit`) after which the event does not simply answer its
+    /// poster: `unhandled` when it launches the app (a launch retention), every outcome when
+    /// it has a key; and `QueuedPost.launches` when it launches the app. One test where the
+    /// event ends, as `launchesApp` alone was, and one field.
+    fileprivate(set) var endsAside: UInt8
+
+    /// Whether the app is launched when it ends unhandled. Decided when posted, against the
+    /// categories in force then.
+    var launchesApp: Bool { endsAside & QueuedPost.launches != 0 }
+
+    static let launches: UInt8 = 8
 
     init(
         event: Int64, poster: ConnectionID, requestID: RequestID, name: String, frame: EventFrame, isWillPresent: Bool,
-        launchesApp: Bool
+        launchesApp: Bool, onceEntry: Int32 = -1
     ) {
         self.event = event
         self.poster = poster
@@ -40,7 +53,13 @@ struct QueuedPost {
         self.name = name
         self.frame = frame
         self.isWillPresent = isWillPresent
-        self.launchesApp = launchesApp
+        self.onceEntry = onceEntry
+        endsAside = QueuedPost.endsAside(launchesApp: launchesApp, onceEntry: onceEntry)
+    }
+
+    @inline(__always)
+    static func endsAside(launchesApp: Bool, onceEntry: Int32) -> UInt8 {
+        (onceEntry >= 0 ? 0b111 : 0) | (launchesApp ? EventOutcome.unhandled.bit | launches : 0)
     }
 
     /// A post with frames of its own made from `payload` (tests).
@@ -101,6 +120,15 @@ struct AwaitedHop: Equatable {
 
     /// The time from the hop's start to `now`; none when the clock reads earlier.
     func duration(until now: Instant) -> UInt64 { now >= startedAt ? now - startedAt : 0 }
+
+    /// The client of no connection: what a keyed event awaits while its "running" record is
+    /// written. No answer comes from it; its deadline only wakes the broker to wait on.
+    static let journal: ConnectionID = -1
+
+    /// The wait for the journal, until `deadline`.
+    static func journalRecord(until deadline: Instant, now: Instant) -> AwaitedHop {
+        AwaitedHop(observer: -1, client: journal, deadline: deadline, startedAt: now)
+    }
 }
 
 enum ChainState {
@@ -154,7 +182,7 @@ struct EventQueue {
     /// frames), so it may be a view of the frame it came in.
     mutating func enqueue(
         poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
-        isWillPresent: Bool, launchesApp: Bool
+        isWillPresent: Bool, launchesApp: Bool, onceEntry: Int32 = -1
     ) -> Int64 {
         let event = nextEventID
         nextEventID += 1
@@ -162,7 +190,7 @@ struct EventQueue {
         waiting.append(
             record(
                 event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
-                launchesApp: launchesApp))
+                launchesApp: launchesApp, onceEntry: onceEntry))
         return event
     }
 
@@ -178,7 +206,7 @@ struct EventQueue {
         begin(
             record(
                 event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
-                launchesApp: launchesApp),
+                launchesApp: launchesApp, onceEntry: -1),
             chain: chain)
     }
 
@@ -186,14 +214,14 @@ struct EventQueue {
     /// its frames' memory written over) when there is one.
     private mutating func record(
         event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
-        isWillPresent: Bool, launchesApp: Bool
+        isWillPresent: Bool, launchesApp: Bool, onceEntry: Int32
     ) -> RunningEvent {
         guard let record = spare.take() else {
             return RunningEvent(
                 post: QueuedPost(
                     event: event, poster: poster, requestID: requestID, name: name,
                     frame: EventFrame(event: event, name: name, payload: payload), isWillPresent: isWillPresent,
-                    launchesApp: launchesApp))
+                    launchesApp: launchesApp, onceEntry: onceEntry))
         }
         record.post.frame.reset(event: event, name: name, payload: payload)
         record.post.event = event
@@ -201,7 +229,8 @@ struct EventQueue {
         record.post.requestID = requestID
         record.post.name = name
         record.post.isWillPresent = isWillPresent
-        record.post.launchesApp = launchesApp
+        record.post.onceEntry = onceEntry
+        record.post.endsAside = QueuedPost.endsAside(launchesApp: launchesApp, onceEntry: onceEntry)
         return record
     }
 
@@ -246,6 +275,21 @@ struct EventQueue {
         }
     }
 
+    /// between → awaiting the journal: the running event's "running" record is being written.
+    mutating func awaitRecord(until deadline: Instant, now: Instant) {
+        guard awaited == nil, running != nil else { preconditionFailure("a record awaited with no event between hops") }
+        awaited = AwaitedHop.journalRecord(until: deadline, now: now)
+    }
+
+    /// Whether the running event awaits the journal rather than an observer.
+    var isAwaitingRecord: Bool { awaited?.client == AwaitedHop.journal }
+
+    /// awaiting the journal → between: the record is written (or failed).
+    mutating func endRecordWait() {
+        guard isAwaitingRecord else { return }
+        awaited = nil
+    }
+
     /// awaiting → between: the awaited hop ended with `reply`. Returns it (the broker charges
     /// its time to its connection), or nil when no answer was awaited.
     mutating func endHop(_ reply: HopReply) -> AwaitedHop? {
@@ -276,5 +320,17 @@ struct EventQueue {
         running = nil
         awaited = nil
         return event
+    }
+}
+
+extension EventOutcome {
+    /// One bit per outcome, for `QueuedPost.endsAside`.
+    @inline(__always)
+    var bit: UInt8 {
+        switch self {
+        case .completed: 1
+        case .stopped: 2
+        case .unhandled: 4
+        }
     }
 }

@@ -12,6 +12,8 @@ struct TakeWaiter {
     var held: Bool
     /// When a held take arrived (`HeldRequests.arrivals`): a value arriving later waits for it.
     let arrival: Int
+    /// Its idempotency key, if any: recorded only once a value is handed to it.
+    var once: String? = nil
 }
 
 /// Slot values and waiting takes.
@@ -103,6 +105,9 @@ struct SlotStore {
         if waiters.isEmpty { deadlines = DeadlineHeap() }  // drop stale deadlines at once
         return waiter
     }
+
+    /// The takes waiting on `slot`, oldest first.
+    func waiterIDs(_ slot: String) -> [Int] { queues[slot] ?? [] }
 
     /// The oldest take on `slot` that is not held, with its id.
     func firstReadyWaiter(_ slot: String) -> Int? {

@@ -10,19 +10,51 @@ enum StateKey: Hashable {
 }
 
 /// What to do once a durable write's outcome is known: apply the change and answer, or
-/// answer `storage_failed` (the post of a launch retention says `"retained":null`).
+/// answer `storage_failed` (the post of a launch retention says `"retained":null`). A
+/// request's idempotency key, when it has one, is recorded (or, if the write failed,
+/// forgotten) with it.
 enum WriteCompletion {
-    case put(ConnectionID, RequestID, slot: String, value: RawJSON, replaced: Bool)
-    case empty(ConnectionID, RequestID, slot: String)
-    case take(ConnectionID, RequestID, slot: String)
-    case categories(ConnectionID, RequestID, CategorySet)
-    case retention(RunningEvent)
+    case put(ConnectionID, RequestID, slot: String, value: RawJSON, replaced: Bool, once: OnceTicket?)
+    /// A slot emptied by a put of null; `replaced` false: it was empty already (a keyed put
+    /// of null writes its key even so).
+    case empty(ConnectionID, RequestID, slot: String, replaced: Bool, once: OnceTicket?)
+    case take(ConnectionID, RequestID, slot: String, once: OnceTicket?)
+    case categories(ConnectionID, RequestID, CategorySet, once: OnceTicket?)
+    /// A launch retention; with the outcome of its post when the post has a key.
+    case retention(RunningEvent, OnceOutcome?)
     /// A taken value whose taker left before the answer: written back into its slot.
     case restore(slot: String, value: RawJSON)
+    /// A keyed post's event starts down its chain once its "running" record is written.
+    case running(RunningEvent)
+    /// A keyed post's event ended without a launch retention: answered once its outcome is written.
+    case ended(RunningEvent, OnceOutcome)
+    /// A value handed to a waiting take, with a key on either side.
+    case handOver(HandOver)
+}
+
+/// A keyed request's entry in the key table and the outcome its write records.
+struct OnceTicket {
+    let entry: Int32
+    let outcome: OnceOutcome
+}
+
+/// A value given straight to a waiting take, by a put or a launch retention, whose keys are
+/// written before either is answered.
+struct HandOver {
+    enum Source {
+        case put(ConnectionID, RequestID, once: OnceTicket?)
+        case retention(RunningEvent, OnceOutcome?)
+    }
+
+    let taker: TakeWaiter
+    let takerOnce: OnceTicket?
+    let value: RawJSON
+    let source: Source
 }
 
 struct PendingWrite {
-    let key: StateKey
+    /// What the write makes busy; nil for a record of keys that nothing else reads.
+    let key: StateKey?
     let completion: WriteCompletion
     /// What the transport writes, and the request it answers.
     let record: PendingWriteRecord
@@ -51,7 +83,7 @@ struct WriteLedger {
         let id = nextID
         nextID += 1
         pending[id] = write
-        busy.insert(write.key)
+        if let key = write.key { busy.insert(key) }
         return id
     }
 
@@ -59,7 +91,7 @@ struct WriteLedger {
     /// not in flight (reported twice, or never asked for).
     mutating func finish(_ id: WriteID) -> PendingWrite? {
         guard let write = pending.removeValue(forKey: id) else { return nil }
-        busy.remove(write.key)
+        if let key = write.key { busy.remove(key) }
         return write
     }
 }

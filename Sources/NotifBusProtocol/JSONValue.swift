@@ -56,7 +56,7 @@ public enum JSONValue: Sendable, Hashable {
         case "channel": 4
         case "method": 5
         case "name": 6
-        case "arguments": 7
+        case "arguments", "once": 7
         case "payload": 8
         case "result": 9
         case "value": 10

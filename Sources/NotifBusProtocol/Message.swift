@@ -184,6 +184,9 @@ public enum Request: Sendable {
     /// `page` nil: the first page.
     case status(page: StatusPage?)
     case monitor
+    /// A `post`, `put`, `take` or `setCategories` with an idempotency key (`once`, §3.8).
+    /// Indirect, so that keys add nothing to the size of every request.
+    indirect case keyed(once: String, Request)
 }
 
 /// Where a `status` page starts: just after this item of the lists `clients`, `observers`,
@@ -290,6 +293,18 @@ public struct CallReturn: Sendable {
 }
 
 extension Request {
+    /// The request's idempotency key (`once`), if it has one.
+    public var onceKey: String? {
+        if case .keyed(let key, _) = self { return key }
+        return nil
+    }
+
+    /// The request without its idempotency key.
+    public var unkeyed: Request {
+        if case .keyed(_, let request) = self { return request }
+        return self
+    }
+
     /// The same request with its user data owned (`JSONBytes.detached`): what to keep when
     /// it must outlive the frame body it was decoded from.
     public func detached() -> Request {
@@ -298,6 +313,8 @@ extension Request {
             .invoke(channel: channel.detached(), method: method.detached(), arguments: arguments?.detached())
         case .post(let name, let payload?, let profile) where payload.isInPlace:
             .post(name: name, payload: payload.detached(), profile: profile)
+        case .keyed(let key, let request):
+            .keyed(once: key, request.detached())
         default: self
         }
     }

@@ -16,8 +16,11 @@ package enum DirectFrame {
     case ping(id: Int64)
     /// `arguments` nil: absent or null.
     case invoke(id: Int64, channel: UnsafeRawBufferPointer, method: UnsafeRawBufferPointer, arguments: UnsafeRawBufferPointer?)
-    /// A post of a name that is not one of the notification profile's. `payload` nil: absent or null.
-    case post(id: Int64, name: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?)
+    /// A post of a name that is not one of the notification profile's. `payload` nil: absent or
+    /// null. `once`: the idempotency key's text (written without escapes), empty when there is
+    /// none (a key has at least one byte); not optional, so that this case is no larger than
+    /// `invoke` (the optional last) and the frame no larger than before keys.
+    case post(id: Int64, name: UnsafeRawBufferPointer, once: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?)
     case callReturn(call: Int64, result: UnsafeRawBufferPointer)
     case next(event: Int64)
     case stop(event: Int64)
@@ -35,12 +38,8 @@ package enum DirectFrame {
                     .invoke(
                         channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })),
                 isHello: false)
-        case .post(let id, let name, let payload):
-            .decoded(
-                .request(
-                    id: .integer(id),
-                    .post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)),
-                isHello: false)
+        case .post(let id, let name, let once, let payload):
+            .decoded(.request(id: .integer(id), DirectFrame.post(name: name, once: once, payload: payload)), isHello: false)
         case .callReturn(let call, let result):
             .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result)))), isHello: false)
         case .next(let event): .decoded(.answer(.next(event: event)), isHello: false)
@@ -63,6 +62,7 @@ private enum DirectField {
     static let result: UInt32 = 1 << 8
     static let event: UInt32 = 1 << 9
     static let value: UInt32 = 1 << 10
+    static let once: UInt32 = 1 << 11
 }
 
 /// A value's bytes in the frame, and whether it is the literal `null`.
@@ -103,7 +103,7 @@ extension DirectFrame {
         var id: Int64 = 0
         var number: Int64 = 0  // `call` or `event`
         var first = DirectSpan()  // channel or name
-        var second = DirectSpan()  // method
+        var second = DirectSpan()  // method, or a post's idempotency key
         var data = DirectSpan()  // arguments, payload, result or value
         // Compact JSON, as the clients write it: whitespace between the frame's own members is
         // the full decoder's (user data may hold any).
@@ -162,6 +162,7 @@ extension DirectFrame {
             case 0x0022_746c_7573_6572: bit = DirectField.result
             case 0x2274_6e65_7665: bit = DirectField.event
             case 0x2265_756c_6176: bit = DirectField.value
+            case 0x0022_6563_6e6f: bit = DirectField.once
             default: return false
             }
             guard present & bit == 0 else { return false }
@@ -196,9 +197,9 @@ extension DirectFrame {
                 guard let (end, value) = s.number(at: p) else { return false }
                 number = value
                 p = end
-            case DirectField.channel, DirectField.method, DirectField.name:
+            case DirectField.channel, DirectField.method, DirectField.name, DirectField.once:
                 guard let name = s.name(at: p) else { return false }
-                if bit == DirectField.method {
+                if bit == DirectField.method || bit == DirectField.once {
                     second = name
                 } else {
                     first = name
@@ -231,11 +232,11 @@ extension DirectFrame {
             self = .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
             return true
         case .post:
-            guard present & ~f.payload == f.op | f.id | f.name else { return false }
+            guard present & ~(f.payload | f.once) == f.op | f.id | f.name else { return false }
             let name = s.bytes(first)
             if DirectFrame.isProfileName(name) { return false }
             let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
-            self = .post(id: id, name: name, payload: payload)
+            self = .post(id: id, name: name, once: present & f.once == 0 ? DirectFrame.noKey : s.bytes(second), payload: payload)
             return true
         case .return:
             guard present == f.op | f.call | f.result else { return false }
@@ -269,7 +270,8 @@ extension DirectFrame {
 
     /// The direct path's first try, for a frame whose members come in the order that the
     /// protocol's examples and the Python, JavaScript and C clients write them: `op` first,
-    /// then the op's fields in the order of their table in PROTOCOL.md. Each key is checked
+    /// then the op's fields in the order of their table in PROTOCOL.md (a post's `once`
+    /// before its `payload`). Each key is checked
     /// against its literal with two or three word compares instead of being read and looked
     /// up; values are read as the general loop reads them. False for anything else (another
     /// order, a missing or extra member, a value the general loop would decline): the general
@@ -289,8 +291,10 @@ extension DirectFrame {
             else { return false }
             let bytes = s.bytes(name)
             if DirectFrame.isProfileName(bytes) { return false }
-            guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else { return false }
-            self = .post(id: id, name: bytes, payload: payload)
+            guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else {
+                return decodeKeyedPost(s, id: id, name: bytes, after: name.end &+ 1)
+            }
+            self = .post(id: id, name: bytes, once: DirectFrame.noKey, payload: payload)
             return true
         case UInt8(ascii: "i"):
             guard s.matches(0, "{\"op\":\"invoke\",\"id\":"), let (p, id) = s.requestID(at: 20), s.matches(p, ",\"channel\":"),
@@ -328,6 +332,27 @@ extension DirectFrame {
 }
 
 extension DirectFrame {
+    /// The request of a post the direct path decoded, its user data in place.
+    package static func post(name: UnsafeRawBufferPointer, once: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?) -> Request {
+        let post = Request.post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)
+        return once.isEmpty ? post : .keyed(once: String(decoding: once, as: UTF8.self), post)
+    }
+
+    /// The rest of a post in the clients' order with a key, from `p` on: `once`, then the
+    /// payload, if any. Kept out of `decodeInOrder`, which stays as it was for posts without.
+    @inline(never)
+    private mutating func decodeKeyedPost(_ s: JSONScanner, id: Int64, name: UnsafeRawBufferPointer, after p: Int) -> Bool {
+        guard s.matches(p, ",\"once\":"), let key = s.name(at: p &+ 8), let payload = s.optionalData(after: key.end &+ 1, ",\"payload\":")
+        else { return false }
+        self = .post(id: id, name: name, once: s.bytes(key), payload: payload)
+        return true
+    }
+
+    /// A post's `once` when it has no key.
+    static var noKey: UnsafeRawBufferPointer {
+        @inline(__always) get { UnsafeRawBufferPointer(start: nil, count: 0) }
+    }
+
     /// Whether a post's name is one of the notification profile's (10 to 12 bytes): their
     /// payloads are the full decoder's to check.
     @inline(__always)

@@ -10,7 +10,7 @@ public enum MessageDecoder {
         let base: FieldSet = [.op, .id]
         switch op {
         case .invoke: return base.union([.channel, .method, .arguments]).rawValue
-        case .post: return base.union([.name, .payload]).rawValue
+        case .post: return base.union([.name, .payload, .once]).rawValue
         case .ping, .getCategories, .monitor: return base.rawValue
         case .status: return base.union([.page]).rawValue
         case .hello: return base.union([.protocolVersion, .name]).rawValue
@@ -18,10 +18,10 @@ public enum MessageDecoder {
         case .unsubscribe: return base.union([.observer, .key]).rawValue
         case .handle: return base.union([.channel, .method, .resume]).rawValue
         case .unhandle: return base.union([.handler]).rawValue
-        case .put: return base.union([.slot, .value]).rawValue
-        case .take: return base.union([.slot, .wait]).rawValue
+        case .put: return base.union([.slot, .value, .once]).rawValue
+        case .take: return base.union([.slot, .wait, .once]).rawValue
         case .peek: return base.union([.slot]).rawValue
-        case .setCategories: return base.union([.categories]).rawValue
+        case .setCategories: return base.union([.categories, .once]).rawValue
         case .next, .stop: return ([.op, .event] as FieldSet).rawValue
         case .complete: return ([.op, .event, .value] as FieldSet).rawValue
         case .return: return ([.op, .call, .result, .error] as FieldSet).rawValue
@@ -201,7 +201,7 @@ public enum MessageDecoder {
                     throw Rejection(id: id, code: .invalidPayload, message: error.message)
                 }
             }
-            return .post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile)
+            return try v.keyed(.post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile))
         case .handle:
             let channel = try v.requiredName(.channel)
             let method = try v.optionalName(.method)
@@ -216,7 +216,7 @@ public enum MessageDecoder {
         case .put:
             let slot = try v.requiredName(.slot)
             guard let f = v.field(.value) else { throw v.bad("missing field 'value'") }
-            return .put(slot: slot, value: f.kind == .null ? nil : v.scanner.raw(of: f))
+            return try v.keyed(.put(slot: slot, value: f.kind == .null ? nil : v.scanner.raw(of: f)))
         case .take:
             let slot = try v.requiredName(.slot)
             var wait: Int64? = nil
@@ -226,16 +226,18 @@ public enum MessageDecoder {
                 }
                 wait = w
             }
-            return .take(slot: slot, waitMs: wait)
+            return try v.keyed(.take(slot: slot, waitMs: wait))
         case .peek:
             return .peek(slot: try v.requiredName(.slot))
         case .setCategories:
             guard let f = v.optional(.categories) else { throw v.bad("missing field 'categories'") }
+            let set: CategorySet
             do {
-                return .setCategories(try CategorySet.parse(f, v.scanner))
+                set = try CategorySet.parse(f, v.scanner)
             } catch {
                 throw v.bad(error.message)
             }
+            return try v.keyed(.setCategories(set))
         case .getCategories: return .getCategories
         case .status:
             guard let text = try v.optionalString(.page) else { return .status(page: nil) }
@@ -262,9 +264,9 @@ public enum Names {
 /// The top-level names the decoder knows, each a bit of a `FieldSet`.
 enum FieldName: Int, CaseIterable {
     case op, id, protocolVersion, name, page, events, priority, key, resume, observer, payload, channel, method
-    case handler, arguments, slot, value, wait, categories, event, call, result, error
+    case handler, arguments, slot, value, wait, categories, event, call, result, error, once
 
-    static let count = 23
+    static let count = 24
 
     /// The name as the wire spells it.
     var text: String {
@@ -292,6 +294,7 @@ enum FieldName: Int, CaseIterable {
         case .call: "call"
         case .result: "result"
         case .error: "error"
+        case .once: "once"
         }
     }
 
@@ -322,6 +325,7 @@ enum FieldName: Int, CaseIterable {
             case 0x0000_0000_6c6c_6163: self = .call
             case 0x0000_746c_7573_6572: self = .result
             case 0x0000_0072_6f72_7265: self = .error
+            case 0x0000_0000_6563_6e6f: self = .once
             default: return nil
             }
         } else if name.low == 0x746e_656d_7567_7261 && name.high == 0x0000_0000_0000_0073 {
@@ -361,6 +365,7 @@ struct FieldSet: OptionSet {
     static let call = FieldSet(rawValue: 1 << 20)
     static let result = FieldSet(rawValue: 1 << 21)
     static let error = FieldSet(rawValue: 1 << 22)
+    static let once = FieldSet(rawValue: 1 << 23)
 }
 
 /// The ops a client may send.
@@ -707,6 +712,13 @@ struct FieldView {
         let n = value.utf8Count
         guard n >= 1 && n <= Limits.maxNameBytes else { throw bad("'\(name.text)' must be 1 to \(Limits.maxNameBytes) bytes") }
         return value
+    }
+
+    /// `request` with the frame's idempotency key (`once`, checked last, as the last of
+    /// the op's fields), if it has one.
+    func keyed(_ request: Request) throws(Rejection) -> Request {
+        guard let key = try optionalName(.once) else { return request }
+        return .keyed(once: key, request)
     }
 
     func requiredName(_ name: FieldName) throws(Rejection) -> String {

@@ -12,6 +12,11 @@ public enum OutboundFrame {
     case error(RequestID?, ErrorCode, message: String)
     /// `superseded`, whose `details.by` names the registration that holds the key or route.
     case superseded(RequestID, message: String, by: String)
+    /// `once_conflict`, whose `details.op` names the op the idempotency key was first used with.
+    case onceConflict(RequestID, message: String, op: String)
+    /// The reply to a repeat of a keyed request: the first outcome, byte for byte, marked
+    /// `"repeat":true` (§3.8).
+    case repeated(RequestID, OnceOutcome)
     /// A handler's `return` with an error, relayed to the invoker as it was written.
     case handlerError(RequestID, JSONBytes)
     /// One hop of a chain: the event sent to an observer.
@@ -41,9 +46,13 @@ public enum OutboundFrame {
         case .reply(let rid, let result):
             return result.encodeReply(rid, into: store)
         case .error(let rid, let code, let message):
-            return OutboundFrame.encodeError(rid, code, message, by: nil, into: store)
+            return OutboundFrame.encodeError(rid, code, message, details: nil, into: store)
         case .superseded(let rid, let message, let by):
-            return OutboundFrame.encodeError(rid, .superseded, message, by: by, into: store)
+            return OutboundFrame.encodeError(rid, .superseded, message, details: ("{\"by\":", by), into: store)
+        case .onceConflict(let rid, let message, let op):
+            return OutboundFrame.encodeError(rid, .onceConflict, message, details: ("{\"op\":", op), into: store)
+        case .repeated(let rid, let outcome):
+            return OutboundFrame.encodeRepeat(rid, outcome, into: store)
         case .handlerError(let rid, let error):
             return error.withUnsafeBytes { OutboundFrame.encodeHandlerError(rid, $0, into: store) }
         case .event(let event, let observer, let name, let payload):
@@ -63,13 +72,17 @@ public enum OutboundFrame {
     /// data, names, messages, string ids, trace entries) is counted on top.
     static let fixedBytes = 256
 
-    /// `{"op":"reply","id":…,"error":{"code":…,"message":…}}`, or with `by` (`superseded`)
-    /// `…,"details":{"by":…}}}`.
+    /// `{"op":"reply","id":…,"error":{"code":…,"message":…}}`, or with `details` (`superseded`,
+    /// `once_conflict`) `…,"details":{"<member>":…}}}`, the member's opening given as a
+    /// literal with its brace.
     @usableFromInline
-    static func encodeError(_ rid: RequestID?, _ code: ErrorCode, _ message: String, by holder: String?, into store: OutputStore) -> OutputRange {
+    static func encodeError(
+        _ rid: RequestID?, _ code: ErrorCode, _ message: String, details: (opening: StaticString, value: String)?,
+        into store: OutputStore
+    ) -> OutputRange {
         let code = code.rawValue
         var room = fixedBytes &+ (rid?.maxBytes ?? 0) &+ FrameCursor.maxStringBytes(code.utf8.count)
-        room &+= FrameCursor.maxStringBytes(message.utf8.count) &+ FrameCursor.maxStringBytes(holder?.utf8.count ?? 0)
+        room &+= FrameCursor.maxStringBytes(message.utf8.count) &+ FrameCursor.maxStringBytes(details?.value.utf8.count ?? 0)
         return store.frame(upTo: room) { w in
             w.literal("{\"op\":\"reply\",\"id\":")
             if let rid { w.requestID(rid) } else { w.literal("null") }
@@ -77,12 +90,27 @@ public enum OutboundFrame {
             w.string(code)
             w.literal(",\"message\":")
             w.string(message)
-            if let holder {
-                w.literal(",\"details\":{\"by\":")
-                w.string(holder)
+            if let details {
+                w.literal(",\"details\":")
+                w.literal(details.opening)
+                w.string(details.value)
                 w.literal("}}}")
             } else {
                 w.literal("}}")
+            }
+        }
+    }
+
+    /// A repeat's reply: `{"op":"reply","id":…,"result":…,"repeat":true}`, or with `error`.
+    @usableFromInline
+    static func encodeRepeat(_ rid: RequestID, _ outcome: OnceOutcome, into store: OutputStore) -> OutputRange {
+        outcome.withBytes { isError, bytes in
+            store.frame(upTo: fixedBytes &+ rid.maxBytes &+ bytes.count) { w in
+                w.literal("{\"op\":\"reply\",\"id\":")
+                w.requestID(rid)
+                w.literal(isError ? ",\"error\":" : ",\"result\":")
+                w.raw(bytes)
+                w.literal(",\"repeat\":true}")
             }
         }
     }
@@ -488,5 +516,98 @@ extension FrameCursor {
     @inline(__always)
     mutating func optionalRaw(_ value: [UInt8]?) {
         if let value { value.withUnsafeBytes { raw($0) } } else { literal("null") }
+    }
+}
+
+/// The first outcome of a keyed request, as its reply carried it: the `result` value, or
+/// the `error` object, in bytes. A repeat is answered with exactly these bytes (§3.8).
+public enum OnceOutcome: Sendable, Equatable {
+    case result(RawJSON)
+    case error(RawJSON)
+
+    /// The error object `{"code":…,"message":…}` of a broker error, as a reply writes it.
+    public static func error(_ code: ErrorCode, message: String) -> OnceOutcome {
+        var f = FrameBuilder(capacity: 64 &+ message.utf8.count, lengthPrefix: false)
+        f.literal("{\"code\":")
+        f.string(code.rawValue)
+        f.literal(",\"message\":")
+        f.string(message)
+        f.byte(UInt8(ascii: "}"))
+        return .error(f.finish())
+    }
+
+    /// Whether it is an error, and its bytes.
+    @inlinable
+    public func withBytes<R>(_ body: (Bool, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch self {
+        case .result(let raw): return try raw.withUnsafeBytes { try body(false, $0) }
+        case .error(let raw): return try raw.withUnsafeBytes { try body(true, $0) }
+        }
+    }
+
+    /// How many bytes it holds.
+    public var count: Int {
+        switch self {
+        case .result(let raw), .error(let raw): raw.count
+        }
+    }
+}
+
+extension ReplyResult {
+    /// The result's JSON alone, as the reply to a request writes it: what a keyed request
+    /// remembers as its outcome.
+    public var resultBytes: RawJSON {
+        switch self {
+        case .value(let raw): return raw ?? .null
+        case .relayed(let raw): return raw.bytes
+        case .posted(let post):
+            return post.trace.withUnsafeBufferPointer { trace in
+                PostReply.resultBytes(
+                    event: post.event, outcome: post.outcome, by: post.by, value: post.value, retained: post.retained, trace: trace)
+            }
+        default:
+            var f = FrameBuilder(capacity: 256, lengthPrefix: false)
+            var room = OutboundFrame.fixedBytes
+            switch self {
+            case .hello(let server, _, _): room &+= FrameCursor.maxStringBytes(server.utf8.count)
+            case .categories(let raw): room &+= raw.count
+            default: break
+            }
+            f.reserving(room) { write(&$0) }
+            return f.finish()
+        }
+    }
+}
+
+extension PostReply {
+    /// A post's result JSON alone, made from its parts as an ended event's record holds them.
+    public static func resultBytes(
+        event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>
+    ) -> RawJSON {
+        let room = OutboundFrame.fixedBytes &+ (value?.count ?? 0) &+ trace.count &* maxTraceEntryBytes
+        var f = FrameBuilder(capacity: room, lengthPrefix: false)
+        f.reserving(room) { write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &$0) }
+        return f.finish()
+    }
+}
+
+extension OutputStore {
+    /// The `result` of a reply frame of this store (`{"op":"reply","id":…,"result":…}`, as
+    /// `ReplyResult` encodes it for request `id`), copied out.
+    public func replyResult(_ range: OutputRange, id: RequestID) -> RawJSON {
+        var idBytes: Int
+        switch id {
+        case .integer(let n):
+            idBytes = 1
+            var rest = n / 10
+            while rest > 0 {
+                idBytes &+= 1
+                rest /= 10
+            }
+        case .string(let s): idBytes = s.utf8.count &+ 2
+        }
+        // The length prefix, `{"op":"reply","id":`, the id and `,"result":`; then `}` ends it.
+        let start = Limits.headerBytes &+ 19 &+ idBytes &+ 10
+        return withBytes(of: range) { RawJSON(UnsafeRawBufferPointer(rebasing: $0[start..<($0.count &- 1)])) }
     }
 }

@@ -15,6 +15,8 @@ public struct StatusFigures: Sendable, Equatable {
     public var buffers = BufferFigures()
     /// The broker-wide counters.
     public var counters = BrokerCounters()
+    /// The idempotency keys held, and their window.
+    public var once = OnceFigures()
 
     /// All zero, no running event.
     public init() {}
@@ -56,6 +58,29 @@ public struct BrokerCounters: Sendable, Equatable {
 
     /// All zero.
     public init() {}
+}
+
+/// The idempotency keys the broker holds and the bounds of their window, as `status`
+/// reports them (§3.8).
+public struct OnceFigures: Sendable, Equatable {
+    /// Keys held now, those of posts still queued or running included.
+    public var keys = 0
+    /// Bytes of the keys and outcomes held (what `--once-bytes` bounds).
+    public var bytes = 0
+    public var maxKeys = 0
+    public var maxAgeMs: Int64 = 0
+    public var maxBytes = 0
+
+    /// All zero.
+    public init() {}
+
+    public init(keys: Int, bytes: Int, maxKeys: Int, maxAgeMs: Int64, maxBytes: Int) {
+        self.keys = keys
+        self.bytes = bytes
+        self.maxKeys = maxKeys
+        self.maxAgeMs = maxAgeMs
+        self.maxBytes = maxBytes
+    }
 }
 
 /// The transport's input and output buffers across all connections, as `status` reports
@@ -202,6 +227,16 @@ public struct StatusPageWriter: ~Copyable {
         f.int(Int64(s.buffers.max))
         f.literal(",\"cutOff\":")
         f.int(Int64(s.buffers.cutOff))
+        f.literal("},\"once\":{\"keys\":")
+        f.int(Int64(s.once.keys))
+        f.literal(",\"bytes\":")
+        f.int(Int64(s.once.bytes))
+        f.literal(",\"maxKeys\":")
+        f.int(Int64(s.once.maxKeys))
+        f.literal(",\"maxAgeMs\":")
+        f.int(s.once.maxAgeMs)
+        f.literal(",\"maxBytes\":")
+        f.int(Int64(s.once.maxBytes))
         f.literal("},\"counters\":{\"posted\":")
         f.int(Int64(s.counters.posted))
         f.literal(",\"completed\":")

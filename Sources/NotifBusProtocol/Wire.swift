@@ -23,6 +23,11 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case invalidPayload = "invalid_payload"
     case invalidAction = "invalid_action"
     case shuttingDown = "shutting_down"
+    /// A request's idempotency key (`once`) is held by a request of another op, target or
+    /// body: nothing is applied (§3.8).
+    case onceConflict = "once_conflict"
+    /// A repeat of a keyed post whose chain was cut when the broker stopped (§3.8).
+    case interrupted = "interrupted"
     /// Not in the contract's list: a write to `--state-dir` failed (disk full, I/O error),
     /// so the `put` or `setCategories` it would have acknowledged is refused.
     case storageFailed = "storage_failed"
@@ -102,6 +107,12 @@ public enum Limits {
     public static let defaultPriority: Int32 = 100
     /// The 4-byte length prefix.
     public static let headerBytes = 4
+    /// Default `--once-keys`: idempotency keys remembered at most.
+    public static let defaultOnceKeys = 100_000
+    /// Default `--once-age`: 24 hours, in milliseconds, of wall-clock time.
+    public static let defaultOnceAgeMs: Int64 = 86_400_000
+    /// Default `--once-bytes`: bytes of remembered keys and outcomes, 64 MiB.
+    public static let defaultOnceBytes = 64 << 20
 }
 
 /// The id a client gave a request, echoed in its reply.

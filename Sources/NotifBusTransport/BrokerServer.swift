@@ -137,16 +137,21 @@ public final class BrokerServer {
         // would leak.
         var restoredSlots: [String: RawJSON] = [:]
         var restoredCategories: CategorySet? = nil
+        var restoredKeys: [OnceRecord] = []
         if let dir = options.stateDirectory {
-            let journal = try StateJournal(directory: dir)
+            let journal = try StateJournal(directory: dir, onceLimits: options.core.once)
             for warning in journal.warnings { logLine("notifbus: \(warning)") }
             restoredSlots = journal.slots
             restoredCategories = journal.categories
+            restoredKeys = journal.once.records
             self.journal = journal
         }
         var configuration = options.core
         configuration.persistsState = journal != nil
-        core = Broker(configuration: configuration, now: monotonicNow(), slots: restoredSlots, categories: restoredCategories)
+        configuration.onceSeed = UInt64.random(in: UInt64.min...UInt64.max)
+        core = Broker(
+            configuration: configuration, now: monotonicNow(), wallClockMs: wallClockMs(), slots: restoredSlots,
+            categories: restoredCategories, once: restoredKeys)
         core.buffers.max = options.maxBufferedBytes
         output = core.output
         if let activated = try ListeningSocket.activated() {
@@ -567,12 +572,8 @@ public final class BrokerServer {
             guard let connection = connections[id] else { return }
             startClosing(connection, thenDrain: true)
         case .persist(let write):
-            let appended: Bool
-            switch core.pendingWrite(write)?.record {
-            case .slot(let name, let value)?: appended = journal?.recordSlot(name: name, value: value) ?? false
-            case .categories(let raw)?: appended = journal?.recordCategories(raw) ?? false
-            case nil: preconditionFailure("write \(write) asked for but not in flight")
-            }
+            guard let pending = core.pendingWrite(write) else { preconditionFailure("write \(write) asked for but not in flight") }
+            let appended = journal?.record(pending.record, once: pending.once) ?? false
             unreported.append((write, appended))
         }
     }

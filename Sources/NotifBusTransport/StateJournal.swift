@@ -1,12 +1,21 @@
-// Durable slots and categories for `--state-dir`: an append-only journal of checksummed
-// records, synced before the changes they carry take effect, and compacted into a fresh
-// file (temp file, fsync, rename, fsync folder) at start and when it grows. It must never
-// let a torn tail or a corrupt record stop the broker from starting, nor a full disk: then
-// compaction waits and the journal is used as it is. Only a regular file is a journal.
+// Durable slots, categories and idempotency keys for `--state-dir`: an append-only journal
+// of checksummed records, synced before the changes they carry take effect, and compacted
+// into a fresh file (temp file, fsync, rename, fsync folder) at start and when it grows. It
+// must never let a torn tail or a corrupt record stop the broker from starting, nor a full
+// disk: then compaction waits and the journal is used as it is. Only a regular file is a
+// journal. A key is written in the same record as the change it belongs to, so that a crash
+// never keeps one without the other; the keys on disk are held in the broker's own window
+// (`OnceTable`), so that compaction keeps what the broker would still remember.
 //
 // File: "NBJRNL01", then records: length u32be | crc32 u32be | body
-// body: kind u8 (1 slot value, 2 slot emptied, 3 categories) | name length u16be | name | value
+// body: kind u8 (1 slot value, 2 slot emptied, 3 categories, 4 keyed) | name length u16be | name | value
+// keyed (kind 4, name empty), value: key count u16be, then per key:
+//     key length u16be | key | op u8 | fingerprint u64be | wall-clock ms i64be |
+//     outcome kind u8 (0 running, 1 result, 2 error) | outcome length u32be | outcome
+//   then the change: kind u8 (0 none, 1 slot value, 2 slot emptied, 3 categories) |
+//     name length u16be | name | value (the rest)
 import Glibc
+import NotifBusCore
 import NotifBusProtocol
 
 public final class StateJournal {
@@ -19,6 +28,7 @@ public final class StateJournal {
         case slotValue = 1
         case slotEmptied = 2
         case categories = 3
+        case keyed = 4
     }
 
     /// After a compaction failed, the next try waits until the file has grown this much
@@ -29,6 +39,11 @@ public final class StateJournal {
     /// The state on disk: every synced record applied.
     public private(set) var slots: [String: RawJSON] = [:]
     public private(set) var categories: CategorySet? = nil
+    /// The idempotency keys on disk, in the broker's window.
+    public private(set) var once: OnceTable
+    /// The newest wall-clock time any key record carries: the window's ages on disk are
+    /// counted to it (never to a later clock, so the journal forgets no key the broker keeps).
+    private var newestKeyMs = Int64.min
     /// Problems found while loading, for the caller to report.
     public private(set) var warnings: [String] = []
 
@@ -49,9 +64,11 @@ public final class StateJournal {
     var path: String { directory + "/" + StateJournal.fileName }
 
     /// Opens (creating it and its missing parents with mode 0700) the folder and loads what
-    /// is valid.
-    public init(directory: String) throws {
+    /// is valid. Keys are held within `onceLimits` (the broker's `--once-*` flags); keys
+    /// whose post was running when the broker stopped are held as `interrupted`.
+    public init(directory: String, onceLimits: OnceLimits = OnceLimits()) throws {
         self.directory = directory
+        once = OnceTable(limits: onceLimits)
         try StateJournal.createParents(of: directory)
         if !makePrivateFolder(directory) {
             throw SystemError("mkdir \(directory)")
@@ -69,6 +86,7 @@ public final class StateJournal {
             throw StateDirectoryError("refusing state folder \(directory): other users can write to it")
         }
         let clean = try load()
+        for r in once.records where r.outcome == nil { applyKey(r.ended(with: .interrupted)) }
         do {
             try compact()
         } catch {
@@ -116,6 +134,17 @@ public final class StateJournal {
         append(.categories, name: "", value: raw)
     }
 
+    /// Appends one write of the broker: its change and its keys in one record (a change
+    /// without keys as the record of its own kind); false when it could not be written.
+    public func record(_ change: StateRecord, once keys: [OnceRecord]) -> Bool {
+        guard keys.isEmpty else { return append(.keyed, name: "", value: StateJournal.encodeKeyed(change, keys)) }
+        switch change {
+        case .slot(let name, let value): return recordSlot(name: name, value: value)
+        case .categories(let raw): return recordCategories(raw)
+        case .keysOnly: return true
+        }
+    }
+
     /// Makes every record appended since the last call durable. Called once per batch,
     /// before the changes take effect; false when they may not be on disk, and then they
     /// are cut off the file again, so that disk and memory keep agreeing.
@@ -134,6 +163,7 @@ public final class StateJournal {
             case .slotValue: slots[r.name] = r.value
             case .slotEmptied: slots[r.name] = nil
             case .categories: categories = try? CategorySet.parse(r.value)
+            case .keyed: _ = applyKeyed(r.value)
             }
         }
         liveBytes = currentLiveBytes()
@@ -185,7 +215,8 @@ public final class StateJournal {
     private func currentLiveBytes() -> Int {
         var n = StateJournal.magic.count + (categories?.raw.count ?? 0)
         for (k, v) in slots { n += 9 + k.utf8.count + v.count }
-        return n
+        // A key's record: its text and outcome, and about 48 bytes of framing and fields.
+        return n + once.bytes + once.count * 48
     }
 
     static func encode(_ kind: Kind, name: String, value: [UInt8]) -> [UInt8] {
@@ -333,6 +364,8 @@ public final class StateJournal {
             case .categories?:
                 guard let set = try? CategorySet.parse(value) else { return "bad categories record at byte \(offset)" }
                 categories = set
+            case .keyed?:
+                guard applyKeyed(value) else { return "bad keyed record at byte \(offset)" }
             case nil:
                 return "unknown record kind \(body[0]) at byte \(offset)"
             }
@@ -347,6 +380,10 @@ public final class StateJournal {
         if let categories { data += StateJournal.encode(.categories, name: "", value: categories.raw) }
         for name in slots.keys.sorted() {
             data += StateJournal.encode(.slotValue, name: name, value: slots[name]!)
+        }
+        // Oldest first, as the window forgets them.
+        for key in once.records {
+            data += StateJournal.encode(.keyed, name: "", value: StateJournal.encodeKeyed(.keysOnly, [key]))
         }
         let tmp = path + ".tmp"
         // A fresh file, never through a link someone planted.
@@ -378,6 +415,134 @@ public final class StateJournal {
         syncedBytes = data.count
         liveBytes = data.count
         compactionRetryAt = 0
+    }
+}
+
+extension StateJournal {
+    // MARK: Keyed records
+
+    /// The value of a keyed record: the keys, then the change.
+    static func encodeKeyed(_ change: StateRecord, _ keys: [OnceRecord]) -> [UInt8] {
+        var out: [UInt8] = []
+        func u16(_ n: Int) { out += [UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)] }
+        func u64(_ n: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: n >> UInt64(shift))) } }
+        u16(keys.count)
+        for k in keys {
+            u16(k.key.utf8.count)
+            out += Array(k.key.utf8)
+            out.append(k.op.rawValue)
+            u64(k.fingerprint)
+            u64(UInt64(bitPattern: k.wallMs))
+            switch k.outcome {
+            case nil:
+                out += [0, 0, 0, 0, 0]  // running: no outcome, of length 0
+            case .result(let raw)?, .error(let raw)?:
+                if case .error = k.outcome { out.append(2) } else { out.append(1) }
+                for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: raw.count >> shift)) }
+                out += raw
+            }
+        }
+        switch change {
+        case .keysOnly: out += [0, 0, 0]
+        case .slot(let name, let value):
+            out.append(value == nil ? Kind.slotEmptied.rawValue : Kind.slotValue.rawValue)
+            u16(name.utf8.count)
+            out += Array(name.utf8)
+            out += value ?? []
+        case .categories(let raw):
+            out.append(Kind.categories.rawValue)
+            u16(0)
+            out += raw
+        }
+        return out
+    }
+
+    /// A keyed record's value read back, each part checked as the wire checks it; nil when
+    /// it is not one the broker writes.
+    static func decodeKeyed(_ value: [UInt8]) -> (keys: [OnceRecord], change: StateRecord)? {
+        var p = 0
+        func take(_ n: Int) -> ArraySlice<UInt8>? {
+            guard n >= 0, value.count - p >= n else { return nil }
+            defer { p += n }
+            return value[p..<(p + n)]
+        }
+        func uint(_ n: Int) -> UInt64? {
+            guard let bytes = take(n) else { return nil }
+            return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        guard let count = uint(2) else { return nil }
+        var keys: [OnceRecord] = []
+        for _ in 0..<count {
+            guard let keyLength = uint(2), let keyBytes = take(Int(keyLength)), let opByte = uint(1),
+                let op = OnceOp(rawValue: UInt8(opByte)), let fingerprint = uint(8), let wall = uint(8), let outcomeKind = uint(1),
+                let outcomeLength = uint(4), let outcomeBytes = take(Int(outcomeLength))
+            else { return nil }
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            guard Names.isValid(key), Array(key.utf8) == Array(keyBytes) else { return nil }
+            let outcome: OnceOutcome?
+            switch outcomeKind {
+            case 0:
+                guard outcomeLength == 0 else { return nil }
+                outcome = nil
+            case 1, 2:
+                let raw = Array(outcomeBytes)
+                guard JSONScanner.isValidDocument(raw) else { return nil }
+                outcome = outcomeKind == 1 ? .result(raw) : .error(raw)
+            default: return nil
+            }
+            keys.append(OnceRecord(key: key, op: op, fingerprint: fingerprint, wallMs: Int64(bitPattern: wall), outcome: outcome))
+        }
+        guard let kind = uint(1), let nameLength = uint(2), let nameBytes = take(Int(nameLength)) else { return nil }
+        let name = String(decoding: nameBytes, as: UTF8.self)
+        let rest = Array(value[p...])
+        switch kind {
+        case 0:
+            guard nameLength == 0, rest.isEmpty else { return nil }
+            return (keys, .keysOnly)
+        case UInt64(Kind.slotValue.rawValue):
+            guard Names.isValid(name), JSONScanner.isValidDocument(rest) else { return nil }
+            return (keys, .slot(name: name, value: rest))
+        case UInt64(Kind.slotEmptied.rawValue):
+            guard Names.isValid(name), rest.isEmpty else { return nil }
+            return (keys, .slot(name: name, value: nil))
+        case UInt64(Kind.categories.rawValue):
+            guard nameLength == 0, (try? CategorySet.parse(rest)) != nil else { return nil }
+            return (keys, .categories(rest))
+        default:
+            return nil
+        }
+    }
+
+    /// Applies a keyed record's change and keys to the state on disk; false when it is not
+    /// one the broker writes.
+    func applyKeyed(_ value: [UInt8]) -> Bool {
+        guard let (keys, change) = StateJournal.decodeKeyed(value) else { return false }
+        switch change {
+        case .keysOnly: break
+        case .slot(let name, let value): slots[name] = value
+        case .categories(let raw): categories = try? CategorySet.parse(raw)
+        }
+        for key in keys { applyKey(key) }
+        return true
+    }
+
+    /// One key's record, held as the broker holds it: running, or ended with its outcome.
+    func applyKey(_ r: OnceRecord) {
+        newestKeyMs = Swift.max(newestKeyMs, r.wallMs)
+        if let i = once.index(of: r.key), once.op(i) != r.op || once.fingerprint(i) != r.fingerprint || r.outcome == nil {
+            // The broker forgot the key and it came back for another request (or runs again).
+            once.remove(i)
+        }
+        let i = once.index(of: r.key) ?? once.insert(r.key, op: r.op, fingerprint: r.fingerprint, state: .running, wallMs: r.wallMs)
+        if let outcome = r.outcome { once.end(i, outcome: outcome, wallMs: r.wallMs) }
+        once.forgetPastBounds(nowMs: newestKeyMs)
+    }
+}
+
+extension OnceRecord {
+    /// The same key, ended with `outcome`.
+    func ended(with outcome: OnceOutcome) -> OnceRecord {
+        OnceRecord(key: key, op: op, fingerprint: fingerprint, wallMs: wallMs, outcome: outcome)
     }
 }
 

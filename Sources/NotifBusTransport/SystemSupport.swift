@@ -11,6 +11,13 @@ func monotonicNow() -> UInt64 {
     return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
 }
 
+/// The wall clock in milliseconds since 1970: where the ages of idempotency keys start.
+func wallClockMs() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) &* 1000 &+ Int64(ts.tv_nsec / 1_000_000)
+}
+
 /// Writes one line to stderr. Glibc's `stderr` global is off limits under strict
 /// concurrency, so this writes to descriptor 2 directly.
 public func logLine(_ text: String) {

@@ -92,20 +92,23 @@ struct Arguments {
         return n
     }
 
-    func duration(_ name: String) throws(UsageError) -> Int64? {
+    /// A duration in milliseconds; `hours` admits `h` too (a window of a day, not a timeout).
+    func duration(_ name: String, hours: Bool = false) throws(UsageError) -> Int64? {
         guard let text = value(name) else { return nil }
-        guard let ms = Arguments.parseDuration(text) else {
-            throw UsageError("--\(name) needs a duration such as 250ms, 2s, 1m or 1.5 (seconds), at least 1ms, not '\(text)'")
+        guard let ms = Arguments.parseDuration(text, hours: hours) else {
+            let examples = hours ? "250ms, 2s, 1m, 24h or 1.5 (seconds)" : "250ms, 2s, 1m or 1.5 (seconds)"
+            throw UsageError("--\(name) needs a duration such as \(examples), at least 1ms, not '\(text)'")
         }
         return ms
     }
 
-    /// A number followed by `ms`, `s` or `m`, or alone for seconds as busctl takes them
-    /// (`1.5`), rounded to the millisecond and at least 1 ms; milliseconds.
-    static func parseDuration(_ text: String) -> Int64? {
+    /// A number followed by `ms`, `s` or `m` (or, with `hours`, `h`), or alone for seconds
+    /// as busctl takes them (`1.5`), rounded to the millisecond and at least 1 ms; milliseconds.
+    static func parseDuration(_ text: String, hours: Bool = false) -> Int64? {
         var number = Substring(text)
         var factor: Int64 = 1000
-        for (suffix, unit) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000)] where text.hasSuffix(suffix) {
+        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000)] + (hours ? [("h", 3_600_000)] : [])
+        for (suffix, unit) in units where text.hasSuffix(suffix) {
             number = text.dropLast(suffix.count)
             factor = unit
             break

@@ -18,6 +18,7 @@ enum BrokerCommand {
                                    [--state-dir DIR] [--socket-mode OCTAL] [--allow-uid UID]...
                                    [--max-queue-bytes BYTES] [--max-output BYTES]
                                    [--max-buffered-bytes BYTES] [--max-queue-per-client N]
+                                   [--once-keys N] [--once-age DUR] [--once-bytes BYTES]
 
             Runs the broker on a Unix socket until SIGINT or SIGTERM.
 
@@ -42,6 +43,12 @@ enum BrokerCommand {
                                    input and output buffered across all clients; beyond
                                    it the biggest holders are cut off (default 268435456,
                                    or --max-frame when that is larger; at least --max-frame)
+              --once-keys N        idempotency keys ('once') remembered at most, oldest
+                                   forgotten first (default 100000)
+              --once-age DUR       how long a key's outcome is remembered, in wall-clock
+                                   time, across restarts with --state-dir (default 24h;
+                                   hours are written with h)
+              --once-bytes BYTES   bytes of keys and outcomes remembered (default 67108864)
 
             DUR is a number followed by ms, s or m (250ms, 2s, 1m), or plain seconds (1.5).
 
@@ -53,7 +60,7 @@ enum BrokerCommand {
         valueFlags: [
             "hop-timeout", "call-timeout", "max-frame", "max-queue", "max-clients", "state-dir",
             "socket-mode", "allow-uid", "max-output", "max-queue-bytes", "max-buffered-bytes",
-            "max-queue-per-client",
+            "max-queue-per-client", "once-keys", "once-age", "once-bytes",
         ],
         switchFlags: [],
         run: { args in try run(args) },
@@ -82,6 +89,13 @@ enum BrokerCommand {
         }
         if let n = try args.integer("max-queue-bytes", min: 0, max: Int64.max / 2) { options.core.maxQueueBytes = Int(n) }
         if let n = try args.integer("max-queue-per-client", min: 1, max: Int64(Int32.max)) { options.core.maxQueuePerClient = Int(n) }
+        if let n = try args.integer("once-keys", min: 0, max: Int64(Int32.max)) { options.core.once.maxKeys = Int(n) }
+        if let ms = try args.duration("once-age", hours: true) {
+            // A hundred years: an age beyond any clock the broker will see.
+            guard ms <= 3_155_760_000_000 else { throw UsageError("--once-age must be at most 876000h, not \(ms) ms") }
+            options.core.once.maxAgeMs = ms
+        }
+        if let n = try args.integer("once-bytes", min: 0, max: Int64.max / 2) { options.core.once.maxBytes = Int(n) }
         if let dir = args.value("state-dir") {
             guard !dir.isEmpty else { throw UsageError("--state-dir needs a folder") }
             options.stateDirectory = dir

@@ -50,6 +50,7 @@ import Testing
     @Test(arguments: [
         ["--hop-timeout", "5x"], ["--hop-timeout", "0ms"], ["--call-timeout", "1h"], ["--max-frame", "0"], ["--max-queue", "-1"],
         ["--max-clients", "0"], ["--socket-mode", "999"], ["--allow-uid", "bob"], ["--bogus"], ["extra"],
+        ["--once-keys", "-1"], ["--once-age", "0h"], ["--once-age", "1d"], ["--once-bytes", "many"],
     ])
     func badFlagsExitTwo(_ flags: [String]) throws {
         let folder = TempFolder()

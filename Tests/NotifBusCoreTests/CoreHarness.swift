@@ -20,8 +20,8 @@ struct CoreHarness {
     var closed: [ConnectionID] = []
     /// Sends and closes in the order the broker asked for them (`send cN`, `close cN`).
     var order: [String] = []
-    /// Every durable write asked for, in order.
-    var persisted: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?)] = []
+    /// Every durable write asked for, in order, with the keys its record carries.
+    var persisted: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?, once: [OnceRecord])] = []
     /// Writes not yet reported; unless `holdWrites`, each is reported written at once.
     var inFlight: [WriteID] = []
     var holdWrites = false
@@ -29,15 +29,16 @@ struct CoreHarness {
     private var buffer: [BrokerAction] = []
 
     /// A broker that keeps its state "on disk" (`persistsState`): the harness plays the
-    /// transport's part, reporting each write as written unless told to hold them.
-    init(configure: (inout BrokerConfiguration) -> Void = { _ in }) {
+    /// transport's part, reporting each write as written unless told to hold them. It starts
+    /// at wall-clock time `wallClockMs`, with `once` keys restored.
+    init(wallClockMs: Int64 = 1_700_000_000_000, once: [OnceRecord] = [], configure: (inout BrokerConfiguration) -> Void = { _ in }) {
         var configuration = BrokerConfiguration()
         configuration.persistsState = true
         configuration.brokerUID = 1000
         configuration.hopTimeoutMs = 1000
         configuration.callTimeoutMs = 2000
         configure(&configuration)
-        broker = Broker(configuration: configuration, now: now)
+        broker = Broker(configuration: configuration, now: now, wallClockMs: wallClockMs, once: once)
     }
 
     /// Accepts a connection from `uid` and, unless told not to, greets it.
@@ -116,7 +117,7 @@ struct CoreHarness {
                 order.append("close c\(c)")
             case .persist(let write):
                 let pending = broker.pendingWrite(write)!
-                persisted.append((write, pending.record, pending.acknowledges))
+                persisted.append((write, pending.record, pending.acknowledges, pending.once))
                 inFlight.append(write)
             }
         }

@@ -9,7 +9,8 @@ struct WriteLedgerTests {
     static func write(_ key: StateKey) -> PendingWrite {
         PendingWrite(
             key: key, completion: .restore(slot: "s", value: Array("1".utf8)),
-            record: PendingWriteRecord(record: .slot(name: "s", value: Array("1".utf8)), acknowledges: nil), reservedSlots: 1, reservedBytes: 1)
+            record: PendingWriteRecord(record: .slot(name: "s", value: Array("1".utf8)), once: [], acknowledges: nil), reservedSlots: 1,
+            reservedBytes: 1)
     }
 
     @Test func aKeyIsBusyWhileItsWriteIsInFlight() {
@@ -22,6 +23,20 @@ struct WriteLedgerTests {
         #expect(ledger.finish(a)?.key == .slot("a"))
         #expect(!ledger.isBusy(.slot("a")) && !ledger.isEmpty)
         #expect(ledger.finish(c)?.reservedSlots == 1)
+        #expect(ledger.isEmpty)
+    }
+
+    @Test func aRecordOfKeysMakesNothingBusy() {
+        var ledger = WriteLedger()
+        let keys = ledger.begin(
+            PendingWrite(
+                key: nil, completion: .restore(slot: "s", value: Array("1".utf8)),
+                record: PendingWriteRecord(record: .keysOnly, once: [], acknowledges: nil), reservedSlots: 0, reservedBytes: 0))
+        let a = ledger.begin(WriteLedgerTests.write(.slot("a")))
+        #expect(ledger.isBusy(.slot("a")) && !ledger.isBusy(.categories))
+        #expect(ledger.finish(keys)?.key == nil)
+        #expect(ledger.isBusy(.slot("a")))
+        _ = ledger.finish(a)
         #expect(ledger.isEmpty)
     }
 

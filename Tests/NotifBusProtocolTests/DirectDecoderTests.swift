@@ -19,6 +19,10 @@ import Testing
         #"{"op":"return","call":-4,"result":null}"#, #"{"event":5,"op":"next"}"#, #"{"op":"stop","event":123456789012345678}"#,
         #"{"event":5,"op":"complete","value":["badge","sound"]}"#, #"{"op":"complete","event":5}"#,
         #"{"op":"complete","event":5,"value":null}"#, #"{"op":"complete","event":5,"value":[ 1 , {"a" : 2} ]}"#,
+        #"{"op":"post","id":3,"name":"mail","once":"nats/dev-1/42","payload":\#(arguments)}"#,
+        #"{"op":"post","id":3,"name":"mail","once":"k"}"#, #"{"op":"post","id":3,"name":"mail","once":"k","payload":null}"#,
+        #"{"id":3,"name":"mail","once":"k","op":"post","payload":\#(arguments)}"#,
+        #"{"name":"mail","op":"post","id":3,"payload":[1],"once":"k"}"#,
     ]
 
     /// Frames the direct path leaves to the full decoder, which accepts or rejects them.
@@ -37,6 +41,10 @@ import Testing
         #"{"op":"next","event":5}x"#, #" { "op" : "next" , "event" : 5 } "#, #"{"op":"next","event":5} "#,
         #"{"op":"next","event":[5]}"#, #"{"op":"completed","event":5}"#,
         #"{"op":"complete"}"#, #"{"op":"","event":5}"#, #"{"op":"next","event":5,}"#, #"{}"#, #"[1]"#, #"{"op":"next","event":5"#,
+        #"{"op":"post","id":3,"name":"n","once":"k\u0041"}"#, #"{"op":"post","id":3,"name":"n","once":""}"#,
+        #"{"op":"post","id":3,"name":"n","once":null}"#, #"{"op":"post","id":3,"name":"n","once":1}"#,
+        #"{"op":"ping","id":1,"once":"k"}"#, #"{"op":"invoke","id":2,"channel":"c","method":"m","once":"k"}"#,
+        #"{"op":"post","id":3,"name":"n","once":"k","once":"k"}"#, #"{"op":"next","event":5,"once":"k"}"#,
     ]
 
     static func full(_ text: String) -> DecodeResult {
@@ -83,6 +91,7 @@ import Testing
             .object(["id": .integer(1), "op": .string("ping")]),
             .object(["method": .string("m"), "arguments": arguments, "op": .string("invoke"), "channel": .string("c"), "id": .integer(2)]),
             .object(["payload": arguments, "name": .string("n"), "id": .integer(3), "op": .string("post")]),
+            .object(["payload": arguments, "once": .string("k"), "name": .string("n"), "id": .integer(3), "op": .string("post")]),
             .object(["result": arguments, "call": .integer(4), "op": .string("return")]),
             .object(["event": .integer(5), "op": .string("next")]), .object(["op": .string("stop"), "event": .integer(6)]),
             .object(["value": .array([]), "event": .integer(7), "op": .string("complete")]),

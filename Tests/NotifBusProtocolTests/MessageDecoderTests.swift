@@ -25,6 +25,27 @@ func decode(_ text: String) -> DecodeResult {
             return
         }
         #expect(name == "e" && profile == nil)
+        guard
+            case .decoded(.request(_, .keyed("k-1", .post("e", nil, nil))), false) =
+                decode(#"{"op":"post","id":1,"name":"e","once":"k-1"}"#),
+            case .decoded(.request(_, .keyed("t", .take("s", 5))), false) = decode(#"{"op":"take","id":1,"slot":"s","wait":5,"once":"t"}"#),
+            case .decoded(.request(_, .put("s", nil)), false) = decode(#"{"op":"put","id":1,"slot":"s","value":null,"once":null}"#)
+        else {
+            Issue.record("keyed requests did not decode")
+            return
+        }
+        for (text, message) in [
+            (#"{"op":"ping","id":1,"once":"k"}"#, "unknown field 'once'"),
+            (#"{"op":"post","id":1,"name":"e","once":""}"#, "'once' must be 1 to 256 bytes"),
+            (#"{"op":"post","id":1,"name":"e","once":7}"#, "'once' must be a string"),
+            (#"{"op":"put","id":1,"slot":"s","value":1,"once":"\#(String(repeating: "k", count: 257))"}"#, "'once' must be 1 to 256 bytes"),
+        ] {
+            guard case .rejected(let r, false) = decode(text) else {
+                Issue.record("accepted: \(text)")
+                continue
+            }
+            #expect(r.code == .badRequest && r.message == message, "\(text)")
+        }
         #expect(payload.map { String(decoding: $0.bytes, as: UTF8.self) } == #"[1, {"a":2}]"#)
         guard case .decoded(.request(_, .hello(1, nil)), true) = decode(#"{"op":"hello","id":0,"protocol":1,"name":null}"#) else {
             Issue.record("hello did not decode")
@@ -102,13 +123,17 @@ let decoderTemplates: [Members] = [
         ("payload", #"{"notification":{"identifier":"n1","content":{"title":"t","categoryIdentifier":"C"}}}"#),
     ],
     [("op", #""post""#), ("id", "3"), ("name", #""openSettings""#)],
+    [("op", #""post""#), ("id", "3"), ("name", #""e""#), ("once", #""k-1""#), ("payload", #"{"a":1}"#)],
     [("op", #""handle""#), ("id", "4"), ("channel", #""mail""#), ("method", #""open""#), ("resume", "false")],
     [("op", #""unhandle""#), ("id", "5"), ("handler", #""h1""#)],
     [("op", #""invoke""#), ("id", "6"), ("channel", #""mail""#), ("method", #""open""#), ("arguments", #"{"id":"e-1"}"#)],
     [("op", #""put""#), ("id", "7"), ("slot", #""s""#), ("value", #"[1]"#)],
+    [("op", #""put""#), ("id", "7"), ("slot", #""s""#), ("value", #"[1]"#), ("once", #""nats/d/42""#)],
     [("op", #""take""#), ("id", "8"), ("slot", #""s""#), ("wait", "100")],
+    [("op", #""take""#), ("id", "8"), ("slot", #""s""#), ("wait", "100"), ("once", #""t""#)],
     [("op", #""peek""#), ("id", "9"), ("slot", #""s""#)],
     [("op", #""setCategories""#), ("id", "10"), ("categories", #"[{"identifier":"A","actions":[],"options":[]}]"#)],
+    [("op", #""setCategories""#), ("id", "10"), ("categories", "[]"), ("once", #""c""#)],
     [("op", #""getCategories""#), ("id", "11")],
     [("op", #""monitor""#), ("id", "12")],
     [("op", #""next""#), ("event", "13")],
@@ -131,7 +156,8 @@ let decoderValues = [
 
 /// Keys a mutation adds or renames to: unknown names, known names of other ops, escaped spellings.
 let decoderKeys = [
-    "x", "opx", "o", "ids", "id", "op", "event", "call", "name", "payload", "value", "arguments", "categories",
+    "x", "opx", "o", "ids", "id", "op", "event", "call", "name", "payload", "value", "arguments", "categories", "once", "onc",
+    "\\u006fnce",
     "\\u006fp", "i\\u0064", "\\u0063hannel", "n\\u0061me", "argumentsX", "categorie", "protocol", "protocolX",
     "a-very-long-key-of-more-than-sixteen-bytes", "é", "\\ud800",
 ]
@@ -198,7 +224,7 @@ func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8
     @Test func keysNearEveryKnownName() {
         let names = [
             "op", "id", "protocol", "name", "page", "events", "priority", "key", "resume", "observer", "payload", "channel",
-            "method", "handler", "arguments", "slot", "value", "wait", "categories", "event", "call", "result", "error",
+            "method", "handler", "arguments", "slot", "value", "wait", "categories", "event", "call", "result", "error", "once",
         ]
         for name in names {
             let bytes = Array(name.utf8)

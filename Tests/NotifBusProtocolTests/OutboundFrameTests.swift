@@ -107,10 +107,11 @@ struct OutboundFrameTests {
         figures.current = 9
         figures.maxPerClient = 1250
         figures.counters.posted = 3
+        figures.once = OnceFigures(keys: 2, bytes: 90, maxKeys: 100, maxAgeMs: 60_000, maxBytes: 4096)
         let text = OutboundFrameTests.body(w.finish(next: .slot("y"), figures: figures))
         #expect(
             text
-                == #"{"op":"reply","id":4,"result":{"server":"s","uptimeMs":12,"clients":[{"client":"c1","name":null,"pid":10,"uid":1000,"queued":0,"unresponsive":false},{"client":"c2","name":"n","pid":11,"uid":1000,"queued":1,"unresponsive":true}],"observers":[{"observer":"o3","client":"c1","events":["a","b"],"priority":-5,"key":"k"}],"handlers":[{"handler":"h1","client":"c2","channel":"ch","method":null}],"slots":["x","y"],"next":"sy","queue":{"pending":2,"current":9,"maxPerClient":1250},"buffers":{"bytes":0,"max":0,"cutOff":0},"counters":{"posted":3,"completed":0,"stopped":0,"unhandled":0,"hopTimeouts":0,"gone":0,"invalid":0,"skipped":0,"invokes":0,"callTimeouts":0}}}"#
+                == #"{"op":"reply","id":4,"result":{"server":"s","uptimeMs":12,"clients":[{"client":"c1","name":null,"pid":10,"uid":1000,"queued":0,"unresponsive":false},{"client":"c2","name":"n","pid":11,"uid":1000,"queued":1,"unresponsive":true}],"observers":[{"observer":"o3","client":"c1","events":["a","b"],"priority":-5,"key":"k"}],"handlers":[{"handler":"h1","client":"c2","channel":"ch","method":null}],"slots":["x","y"],"next":"sy","queue":{"pending":2,"current":9,"maxPerClient":1250},"buffers":{"bytes":0,"max":0,"cutOff":0},"once":{"keys":2,"bytes":90,"maxKeys":100,"maxAgeMs":60000,"maxBytes":4096},"counters":{"posted":3,"completed":0,"stopped":0,"unhandled":0,"hopTimeouts":0,"gone":0,"invalid":0,"skipped":0,"invokes":0,"callTimeouts":0}}}"#
         )
         var empty = StatusPageWriter(.integer(5), server: "s", uptimeMs: 0, capacity: 16)
         empty.beginObservers()

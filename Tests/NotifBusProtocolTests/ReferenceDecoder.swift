@@ -10,14 +10,14 @@ enum ReferenceDecoder {
     static let statusFields: [StaticString] = ["op", "id", "page"]
     static let subscribeFields: [StaticString] = ["op", "id", "events", "priority", "key", "resume"]
     static let unsubscribeFields: [StaticString] = ["op", "id", "observer", "key"]
-    static let postFields: [StaticString] = ["op", "id", "name", "payload"]
+    static let postFields: [StaticString] = ["op", "id", "name", "payload", "once"]
     static let handleFields: [StaticString] = ["op", "id", "channel", "method", "resume"]
     static let unhandleFields: [StaticString] = ["op", "id", "handler"]
     static let invokeFields: [StaticString] = ["op", "id", "channel", "method", "arguments"]
-    static let putFields: [StaticString] = ["op", "id", "slot", "value"]
-    static let takeFields: [StaticString] = ["op", "id", "slot", "wait"]
+    static let putFields: [StaticString] = ["op", "id", "slot", "value", "once"]
+    static let takeFields: [StaticString] = ["op", "id", "slot", "wait", "once"]
     static let peekFields: [StaticString] = ["op", "id", "slot"]
-    static let setCategoriesFields: [StaticString] = ["op", "id", "categories"]
+    static let setCategoriesFields: [StaticString] = ["op", "id", "categories", "once"]
     static let nextFields: [StaticString] = ["op", "event"]
     static let completeFields: [StaticString] = ["op", "event", "value"]
     static let returnFields: [StaticString] = ["op", "call", "result", "error"]
@@ -142,6 +142,12 @@ enum ReferenceDecoder {
         guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
+    /// `request` with the frame's idempotency key, checked after the op's other fields.
+    static func keyed(_ request: Request, _ v: ReferenceFieldView) throws(Rejection) -> Request {
+        guard let key = try v.optionalName("once") else { return request }
+        return .keyed(once: key, request)
+    }
+
     static func decodeRequest(op: String, id: RequestID, _ v: ReferenceFieldView) throws(Rejection) -> Request {
         switch op {
         case Op.hello:
@@ -193,7 +199,7 @@ enum ReferenceDecoder {
                     throw Rejection(id: id, code: .invalidPayload, message: error.message)
                 }
             }
-            return .post(name: name, payload: payloadField.map { JSONBytes(v.scanner.raw(of: $0)) }, profile: profile)
+            return try keyed(.post(name: name, payload: payloadField.map { JSONBytes(v.scanner.raw(of: $0)) }, profile: profile), v)
         case Op.handle:
             let channel = try v.requiredName("channel")
             let method = try v.optionalName("method")
@@ -209,7 +215,7 @@ enum ReferenceDecoder {
         case Op.put:
             let slot = try v.requiredName("slot")
             guard let f = v.field("value") else { throw v.bad("missing field 'value'") }
-            return .put(slot: slot, value: f.kind == .null ? nil : v.scanner.raw(of: f))
+            return try keyed(.put(slot: slot, value: f.kind == .null ? nil : v.scanner.raw(of: f)), v)
         case Op.take:
             let slot = try v.requiredName("slot")
             var wait: Int64? = nil
@@ -219,16 +225,18 @@ enum ReferenceDecoder {
                 }
                 wait = w
             }
-            return .take(slot: slot, waitMs: wait)
+            return try keyed(.take(slot: slot, waitMs: wait), v)
         case Op.peek:
             return .peek(slot: try v.requiredName("slot"))
         case Op.setCategories:
             guard let f = v.optional("categories") else { throw v.bad("missing field 'categories'") }
+            let set: CategorySet
             do {
-                return .setCategories(try CategorySet.parse(f, v.scanner))
+                set = try CategorySet.parse(f, v.scanner)
             } catch {
                 throw v.bad(error.message)
             }
+            return try keyed(.setCategories(set), v)
         case Op.getCategories: return .getCategories
         case Op.status:
             guard let text = try v.optionalString("page") else { return .status(page: nil) }

@@ -25,6 +25,8 @@ export const ERROR_CODES = Object.freeze({
   "invalid_payload": Object.freeze({ closes: false, contract: true, meaning: "A notification profile event's payload breaks the profile's rules." }),
   "invalid_action": Object.freeze({ closes: false, contract: true, meaning: "A didReceive action is not one the categories in force allow (or its userText does not match)." }),
   "shutting_down": Object.freeze({ closes: false, contract: true, meaning: "The broker is stopping; it answers queued and running posts, pending invokes and waiting takes, then closes every connection anyway." }),
+  "once_conflict": Object.freeze({ closes: false, contract: true, meaning: "A request's idempotency key (once) is held by a request of another op, target or body; nothing was applied." }),
+  "interrupted": Object.freeze({ closes: false, contract: true, meaning: "A repeat of a keyed post whose chain was cut when the broker stopped; it will not run again." }),
   "storage_failed": Object.freeze({ closes: false, contract: false, meaning: "A journal write to --state-dir failed, so the put, take or setCategories it would have acknowledged changed nothing." }),
   "overloaded": Object.freeze({ closes: true, contract: false, meaning: "The bytes buffered across all connections passed --max-buffered-bytes and this connection held the most." }),
   "superseded": Object.freeze({ closes: false, contract: false, meaning: "A subscribe or handle marked resume found its key or route held by a live registration, which it leaves alone." }),

@@ -36,6 +36,8 @@ ERROR_CODES: Dict[str, ErrorCodeInfo] = {
     "invalid_payload": ErrorCodeInfo(closes=False, contract=True, meaning="A notification profile event's payload breaks the profile's rules."),
     "invalid_action": ErrorCodeInfo(closes=False, contract=True, meaning="A didReceive action is not one the categories in force allow (or its userText does not match)."),
     "shutting_down": ErrorCodeInfo(closes=False, contract=True, meaning="The broker is stopping; it answers queued and running posts, pending invokes and waiting takes, then closes every connection anyway."),
+    "once_conflict": ErrorCodeInfo(closes=False, contract=True, meaning="A request's idempotency key (once) is held by a request of another op, target or body; nothing was applied."),
+    "interrupted": ErrorCodeInfo(closes=False, contract=True, meaning="A repeat of a keyed post whose chain was cut when the broker stopped; it will not run again."),
     "storage_failed": ErrorCodeInfo(closes=False, contract=False, meaning="A journal write to --state-dir failed, so the put, take or setCategories it would have acknowledged changed nothing."),
     "overloaded": ErrorCodeInfo(closes=True, contract=False, meaning="The bytes buffered across all connections passed --max-buffered-bytes and this connection held the most."),
     "superseded": ErrorCodeInfo(closes=False, contract=False, meaning="A subscribe or handle marked resume found its key or route held by a live registration, which it leaves alone."),
