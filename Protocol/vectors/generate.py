@@ -55,6 +55,8 @@ VALID_BODIES: List[tuple] = [
     ("put", b'{"op":"put","id":9,"slot":"launch","value":{"emailId":"e-1"}}'),
     ("take with wait", b'{"op":"take","id":10,"slot":"launch","wait":5000}'),
     ("peek", b'{"op":"peek","id":12,"slot":"launch"}'),
+    ("post with an idempotency key", b'{"op":"post","id":5,"name":"mail.arrived","once":"nats/dev-1/42","payload":{"n":1}}'),
+    ("put with an idempotency key", b'{"op":"put","id":9,"slot":"launch","value":1,"once":"launch-1"}'),
     ("setCategories",
      b'{"op":"setCategories","id":13,"categories":[{"identifier":"INVITE","options":[],"actions":['
      b'{"identifier":"ACCEPT","title":"Accept","options":["foreground"]},'
@@ -76,6 +78,11 @@ VALID_BODIES: List[tuple] = [
     ("reply to hello",
      b'{"op":"reply","id":1,"result":{"protocol":1,"server":"notifbus/0.1.0","client":"c7","maxFrame":1048576}}'),
     ("error frame", b'{"op":"reply","id":null,"error":{"code":"bad_json","message":"unexpected byte at byte 0"}}'),
+    ("reply to a repeat", b'{"op":"reply","id":9,"result":{"replaced":false,"delivered":false},"repeat":true}'),
+    ("interrupted repeat",
+     b'{"op":"reply","id":"r","error":{"code":"interrupted","message":"the event\'s chain was cut when the broker stopped; '
+     b'the observers before the cut saw it; it will not run again"},"repeat":true}'),
+    ("once_conflict", b'{"op":"reply","id":10,"error":{"code":"once_conflict","message":"m","details":{"op":"put"}}}'),
     ("event", b'{"op":"event","event":12,"observer":"o2","name":"didReceive","payload":null}'),
     ("evicted observer", b'{"op":"evicted","observer":"o1","by":"o4"}'),
     ("evicted handler", b'{"op":"evicted","handler":"h1","by":"h2"}'),
@@ -619,6 +626,33 @@ def build_cases() -> None:
     bad("return with a duplicate error field",
         text='{"op":"return","call":1,"error":{"code":"x","code":"y","message":"z"}}', id=None)
     bad("return with unknown field", {"op": "return", "call": 1, "result": 1, "handler": "h1"}, id=None)
+
+    # -- Idempotency keys (once, protocol-v1.md section 3.8) --------------------------------
+    # Each key is used once across all cases: a case that repeated one would get a repeat.
+    case("put with a key", {"op": "put", "id": 30, "slot": "vec-once-put", "value": {"n": 1}, "once": "vec-once-put-1"},
+         result={"replaced": False, "delivered": False})
+    case("put with once null", {"op": "put", "id": 30, "slot": "vec-once-null", "value": 1, "once": None},
+         result={"replaced": False, "delivered": False})
+    case("put of null into an unused slot with a key",
+         {"op": "put", "id": 30, "slot": "vec-once-empty", "value": None, "once": "vec-once-empty-1"},
+         result={"replaced": False, "delivered": False})
+    case("take from an unused slot with a key records nothing",
+         {"op": "take", "id": 31, "slot": "vec-once-unused", "once": "vec-once-take-1"}, result=None)
+    case("setCategories with a key", dict(categories([]), once="vec-once-cats-1"), result={"count": 0})
+    case("a key of 256 bytes", {"op": "put", "id": 30, "slot": "vec-once-256", "value": 1, "once": "k" * 256},
+         result={"replaced": False, "delivered": False})
+    bad("a key of 0 bytes", {"op": "put", "id": 30, "slot": "vec-once-bad", "value": 1, "once": ""})
+    bad("a key of 257 bytes", {"op": "put", "id": 30, "slot": "vec-once-bad", "value": 1, "once": "k" * 257})
+    bad("a numeric key", {"op": "post", "id": 30, "name": "vec-once", "once": 7})
+    bad("a key that is an object", {"op": "take", "id": 31, "slot": "vec-once-bad", "once": {"k": 1}})
+    bad("a key on ping", {"op": "ping", "id": 32, "once": "vec-once-ping"})
+    bad("a key on invoke", {"op": "invoke", "id": 32, "channel": "vec-c", "method": "m", "once": "vec-once-invoke"})
+    bad("a key on peek", {"op": "peek", "id": 32, "slot": "vec-once-bad", "once": "vec-once-peek"})
+    bad("a key on subscribe", {"op": "subscribe", "id": 32, "events": ["e"], "once": "vec-once-sub"})
+    bad("a key is checked after the op's own fields", {"op": "put", "id": 30, "slot": "", "value": 1, "once": 7})
+    case("a bad key after a bad profile payload", {"op": "post", "id": 30, "name": "willPresent", "once": 7},
+         error="invalid_payload")
+    bad("a duplicate key", text='{"op":"put","id":30,"slot":"vec-once-dup","value":1,"once":"a","once":"b"}')
 
     # -- Framing errors on a live connection ----------------------------------------------
     case("zero-length frame", text="", id=None, error="frame_too_large", closes=True)
