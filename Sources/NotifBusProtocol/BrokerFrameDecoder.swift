@@ -30,11 +30,14 @@ public enum BrokerFrame: Sendable, Equatable {
         public let id: ID?
         /// The `result`, or the `error`.
         public let outcome: Outcome
+        /// `"repeat": true`: the stored outcome of an earlier request with the same `once` key.
+        public let isRepeat: Bool
 
         /// A reply to `id` (nil: an error frame).
-        public init(id: ID?, outcome: Outcome) {
+        public init(id: ID?, outcome: Outcome, isRepeat: Bool = false) {
             self.id = id
             self.outcome = outcome
+            self.isRepeat = isRepeat
         }
     }
 
@@ -247,7 +250,7 @@ public struct BrokerFrameDecoder: Sendable {
     }
 
     // The members each op carries (§3: exactly these), `op` first.
-    static let replyMembers: [StaticString] = ["op", "id", "result", "error"]
+    static let replyMembers: [StaticString] = ["op", "id", "result", "error", "repeat"]
     static let errorMembers: [StaticString] = ["code", "message", "details"]
     static let eventMembers: [StaticString] = ["op", "event", "observer", "name", "payload"]
     static let callMembers: [StaticString] = ["op", "call", "handler", "channel", "method", "arguments", "from"]
@@ -267,10 +270,17 @@ public struct BrokerFrameDecoder: Sendable {
         case nil: throw .missingMember(op: m.op, member: "id")
         default: throw .invalidMember(op: m.op, member: "id", expected: "an integer from 0 to 2^53-1, a string or null")
         }
+        var isRepeat = false
+        if let field = m.field(4) {
+            guard field.kind == .bool, id != nil else {
+                throw .invalidMember(op: m.op, member: "repeat", expected: "true or false, in a reply to a request")
+            }
+            isRepeat = m.scanner.bytes[field.start] == UInt8(ascii: "t")
+        }
         switch (m.field(2), m.field(3)) {
         case (let result?, nil):
             guard id != nil else { throw .conflictingMembers(op: m.op, members: "'id' null and a 'result'") }
-            return BrokerFrame.Reply(id: id, outcome: .result(m.scanner.raw(of: result)))
+            return BrokerFrame.Reply(id: id, outcome: .result(m.scanner.raw(of: result)), isRepeat: isRepeat)
         case (nil, let error?):
             guard let members = m.scanner.members(of: error) else {
                 throw .invalidMember(op: m.op, member: "error", expected: "an object")
@@ -279,7 +289,7 @@ public struct BrokerFrameDecoder: Sendable {
             let failure = BrokerFrame.Failure(
                 code: try e.string(0), message: try e.string(1),
                 details: e.field(2).map { e.scanner.raw(of: $0) })
-            return BrokerFrame.Reply(id: id, outcome: .error(failure))
+            return BrokerFrame.Reply(id: id, outcome: .error(failure), isRepeat: isRepeat)
         case (nil, nil): throw .conflictingMembers(op: m.op, members: "neither 'result' nor 'error'")
         case (_?, _?): throw .conflictingMembers(op: m.op, members: "both 'result' and 'error'")
         }

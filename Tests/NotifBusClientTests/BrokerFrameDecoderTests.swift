@@ -77,6 +77,7 @@ func tree(of frame: BrokerFrame) -> JSONValue {
             if let d = f.details { e["details"] = raw(d) }
             o["error"] = .object(e)
         }
+        if r.isRepeat { o["repeat"] = true }
         return .object(o)
     case .event(let e):
         return [
@@ -250,6 +251,14 @@ func deepObject(_ depth: Int) -> [UInt8] {
             (#"{"op":"reply","id":1,"error":{"message":"m"}}"#, .missingMember(op: "reply error", member: "code")),
             (#"{"op":"reply","id":1,"error":{"code":"c","message":"m","hint":1}}"#, .unknownMember(op: "reply error", member: "hint")),
             (#"{"op":"reply","id":1,"result":1,"extra":null}"#, .unknownMember(op: "reply", member: "extra")),
+            (
+                #"{"op":"reply","id":1,"result":1,"repeat":1}"#,
+                .invalidMember(op: "reply", member: "repeat", expected: "true or false, in a reply to a request")
+            ),
+            (
+                #"{"op":"reply","id":null,"error":{"code":"c","message":"m"},"repeat":true}"#,
+                .invalidMember(op: "reply", member: "repeat", expected: "true or false, in a reply to a request")
+            ),
             (#"{"op":"reply","id":1,"id":2,"result":1}"#, .duplicateMember(op: "reply", member: "id")),
             (#"{"op":"reply","op":"reply","id":1,"result":1}"#, .duplicateMember(op: "reply", member: "op")),
             (
