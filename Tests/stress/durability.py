@@ -16,6 +16,14 @@ records before the damage, and keep the damaged file as state.journal.corrupt-*.
 full disk, where no fresh journal can be written, the damaged one stays in place, so that
 a crash does not make the next start empty.
 
+Idempotency keys (`--keyed-rounds`, default 5): a client pipelines keyed posts (to an
+observer that answers after a few milliseconds, in another thread) and keyed puts to one
+slot; the broker is SIGKILLed at a random moment and restarted, and every request is sent
+again with its key. A request answered before the kill must come back as a repeat with the
+same result; a post is answered a repeat (it ended), `interrupted` (its chain was cut) or
+runs as new (it was only queued); the puts come back as repeats up to some point and are
+applied as new after it, in order; and no post reaches the observer twice, in either life.
+
 What the wire accepted is read back: slot values and a retained `didReceive` payload
 nested 600 deep survive SIGKILL and SIGTERM. Anything but a regular file at the journal's
 path (FIFO, socket, device, symbolic link) is refused at once with exit 1.
@@ -52,7 +60,7 @@ import stresslib as sl  # noqa: E402
 
 SLOTS = [f"s{i}" for i in range(40)]
 MAGIC = b"NBJRNL01"
-KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES = 1, 2, 3
+KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES, KIND_KEYED = 1, 2, 3, 4
 WINDOW = 32
 
 
@@ -80,12 +88,39 @@ def parse_journal(data: bytes) -> Tuple[List[Dict[str, Any]], Optional[str]]:
         kind, name_length = body[0], struct.unpack(">H", body[1:3])[0]
         if 3 + name_length > len(body):
             return records, f"bad name length at byte {offset}"
-        if kind not in (KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES):
+        if kind not in (KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES, KIND_KEYED):
             return records, f"unknown record kind {kind} at byte {offset}"
-        records.append({"offset": offset, "size": 8 + length, "kind": kind,
-                        "name": body[3:3 + name_length].decode(), "value": body[3 + name_length:]})
+        record = {"offset": offset, "size": 8 + length, "kind": kind,
+                  "name": body[3:3 + name_length].decode(), "value": body[3 + name_length:]}
+        if kind == KIND_KEYED:
+            keyed = parse_keyed(record["value"])
+            if keyed is None:
+                return records, f"bad keyed record at byte {offset}"
+            record["keys"], (record["kind"], record["name"], record["value"]) = keyed
+        records.append(record)
         offset += 8 + length
     return records, None
+
+
+def parse_keyed(value: bytes) -> Optional[Tuple[List[Dict[str, Any]], Tuple[int, str, bytes]]]:
+    """A keyed record's keys, and its change as (kind, name, value); kind 0: none."""
+    try:
+        (count,), p, keys = struct.unpack(">H", value[:2]), 2, []
+        for _ in range(count):
+            (key_length,) = struct.unpack(">H", value[p:p + 2])
+            key = value[p + 2:p + 2 + key_length].decode()
+            p += 2 + key_length
+            op, fingerprint, wall_ms, outcome_kind, outcome_length = struct.unpack(">BQqBI", value[p:p + 22])
+            p += 22
+            outcome = value[p:p + outcome_length]
+            p += outcome_length
+            keys.append({"key": key, "op": op, "fingerprint": fingerprint, "wallMs": wall_ms,
+                         "outcome": None if outcome_kind == 0 else (outcome_kind, json.loads(outcome))})
+        kind, (name_length,) = value[p], struct.unpack(">H", value[p + 1:p + 3])
+        name = value[p + 3:p + 3 + name_length].decode()
+        return keys, (kind, name, value[p + 3 + name_length:])
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def replay(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], Optional[list]]:
@@ -96,7 +131,7 @@ def replay(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], Optional[list
             slots[r["name"]] = json.loads(r["value"])
         elif r["kind"] == KIND_EMPTIED:
             slots.pop(r["name"], None)
-        else:
+        elif r["kind"] == KIND_CATEGORIES:
             categories = json.loads(r["value"])
     return slots, categories
 
@@ -285,6 +320,167 @@ def describe_diff(stream: Stream, got_slots: Dict[str, Any], got_categories: lis
     if want_categories != got_categories:
         diffs.append(f"categories want {want_categories[:1]} got {got_categories[:1]}")
     return "; ".join(diffs[:5])
+
+
+# MARK: idempotency keys under SIGKILL
+
+KEYED_EVENT = "once.e"
+KEYED_SLOT = "once-slot"
+
+
+class KeyedObserver:
+    """Observes KEYED_EVENT on a raw connection in a thread of its own, answering `next`
+    after 0 to 6 ms; `seen` gets (life, i) for every event frame, i from the payload."""
+
+    def __init__(self, path: str, life: int, seen: List[Tuple[int, int]], rng: random.Random) -> None:
+        self.conn = sl.Conn(path, timeout=10)
+        self.conn.hello(f"observer-{life}")
+        reply = self.conn.request("subscribe", events=[KEYED_EVENT])
+        if "result" not in reply:
+            raise RuntimeError(f"subscribe refused: {reply}")
+        self.life, self.seen, self.delays = life, seen, [rng.uniform(0, 0.006) for _ in range(64)]
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        n = 0
+        try:
+            while True:
+                frame = self.conn.recv(timeout=60)
+                if frame.get("op") != "event":
+                    continue
+                self.seen.append((self.life, frame["payload"]["i"]))
+                time.sleep(self.delays[n % len(self.delays)])
+                n += 1
+                self.conn.send({"op": "next", "event": frame["event"]})
+        except (sl.Closed, sl.Timeout, OSError):
+            pass
+
+    def close(self) -> None:
+        self.conn.close()
+        self.thread.join(5)
+
+
+def keyed_requests(tag: int, count: int) -> List[Dict[str, Any]]:
+    """Posts and puts, interleaved, each with a key of its own."""
+    out = []
+    for i in range(count):
+        if i % 2 == 0:
+            out.append({"op": "post", "name": KEYED_EVENT, "once": f"r{tag}-post-{i}", "payload": {"i": i}})
+        else:
+            out.append({"op": "put", "slot": KEYED_SLOT, "value": {"r": tag, "i": i}, "once": f"r{tag}-put-{i}"})
+    return out
+
+
+def keyed_round(checks: sl.Checks, binary: str, folder: str, tag: int, rng: random.Random, figures: Dict[str, int]) -> None:
+    state_dir = os.path.join(folder, "state-keyed")
+    args = ["--state-dir", state_dir, "--hop-timeout", "5s"]
+    broker = sl.Broker(binary, folder, args, log_name=f"keyed-{tag}.log").start()
+    seen: List[Tuple[int, int]] = []
+    observer = KeyedObserver(broker.socket, 1, seen, rng)
+    requests = keyed_requests(tag, 400)
+    first: Dict[int, Dict[str, Any]] = {}
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(broker.socket)
+    writer = sl.Conn(broker.socket, connect=False)
+    writer.sock = sock
+    writer.hello(f"writer-{tag}")
+    kill_after = rng.uniform(0.05, 0.6)
+    timer = threading.Timer(kill_after, lambda b=broker: os.kill(b.pid, signal.SIGKILL))
+    timer.start()
+    sent = 0
+    try:
+        while sent < len(requests) or len(first) < sent:
+            while sent < len(requests) and sent - len(first) < 16:
+                writer.send({**requests[sent], "id": sent})
+                sent += 1
+            frame = writer.recv(timeout=15)
+            if frame.get("op") == "reply" and isinstance(frame.get("id"), int):
+                first[frame["id"]] = frame
+    except (sl.Closed, sl.Timeout, OSError):
+        pass
+    timer.join()
+    broker.wait_exit(5)
+    writer.close()
+    observer.close()
+    killed_mid = len(first) < len(requests)
+
+    broker = sl.Broker(binary, folder, args, log_name=f"keyed-{tag}-again.log").start()
+    observer = KeyedObserver(broker.socket, 2, seen, rng)
+    again: Dict[int, Dict[str, Any]] = {}
+    with sl.Conn(broker.socket, timeout=30) as c:
+        c.hello(f"writer-{tag}-again")
+        for n in range(sent):
+            c.send({**requests[n], "id": f"again-{n}"})
+        while len(again) < sent:
+            frame = c.recv(timeout=30)
+            if frame.get("op") == "reply" and str(frame.get("id", "")).startswith("again-"):
+                again[int(frame["id"][6:])] = frame
+        final = c.request("peek", slot=KEYED_SLOT)["result"]
+    observer.close()
+    broker.terminate()
+
+    problems: List[str] = []
+    counts: Dict[int, List[int]] = {}
+    for life, i in seen:
+        counts.setdefault(i, [0, 0, 0])[life] += 1
+    applied_puts: List[int] = []
+    for n in range(sent):
+        before, after = first.get(n), again[n]
+        repeat = after.get("repeat") is True
+        if before is not None and not (repeat and after.get("result") == before.get("result")):
+            problems.append(f"{requests[n]['once']}: answered {str(before)[:120]} before the kill, then {str(after)[:160]}")
+        if requests[n]["op"] == "post":
+            c1, c2 = counts.get(n, [0, 0, 0])[1:]
+            code = (after.get("error") or {}).get("code")
+            if c1 + c2 > 1:
+                problems.append(f"{requests[n]['once']}: reached the observer {c1 + c2} times")
+            if repeat and code == "interrupted":
+                figures["interrupted"] += 1
+                if c2:
+                    problems.append(f"{requests[n]['once']}: interrupted, yet it ran after the restart")
+            elif repeat and "result" in after:
+                figures["post_repeats"] += 1
+                if c2 or c1 != len(after["result"]["trace"]):
+                    problems.append(f"{requests[n]['once']}: a repeat of a post seen {c1} + {c2} times, trace {after['result']['trace']}")
+            elif not repeat and "result" in after:
+                figures["post_fresh"] += 1
+                if c1:
+                    problems.append(f"{requests[n]['once']}: seen before the kill, yet applied as new after it")
+            else:
+                problems.append(f"{requests[n]['once']}: answered {str(after)[:160]}")
+        else:
+            if "result" not in after:
+                problems.append(f"{requests[n]['once']}: answered {str(after)[:160]}")
+            elif repeat:
+                figures["put_repeats"] += 1
+                if applied_puts:
+                    problems.append(f"{requests[n]['once']}: a repeat after put {applied_puts[-1]} was applied as new")
+            else:
+                figures["put_fresh"] += 1
+                applied_puts.append(n)
+    last_put = max(n for n in range(sent) if requests[n]["op"] == "put") if sent > 1 else None
+    if last_put is not None and final != requests[last_put]["value"]:
+        problems.append(f"the slot holds {final}, not the last put {requests[last_put]['value']}")
+    figures["answered_before"] += len(first)
+    figures["sent"] += sent
+    checks.check(f"keyed round {tag}: the broker was killed with requests in flight", killed_mid and sent > 0,
+                 f"{sent} sent, {len(first)} answered before the kill at {kill_after:.2f} s")
+    checks.check(f"keyed round {tag}: after the restart every repeat gets the first outcome, never a second application",
+                 not problems, "; ".join(problems[:4]))
+
+
+def keyed_rounds(checks: sl.Checks, binary: str, folder: str, rounds: int, rng: random.Random) -> Dict[str, int]:
+    figures = {"sent": 0, "answered_before": 0, "interrupted": 0, "post_repeats": 0, "post_fresh": 0,
+               "put_repeats": 0, "put_fresh": 0}
+    for tag in range(1, rounds + 1):
+        keyed_round(checks, binary, folder, tag, rng, figures)
+    records, problem = parse_journal(open(os.path.join(folder, "state-keyed", "state.journal"), "rb").read())
+    keys = [k for r in records for k in r.get("keys", [])]
+    checks.check("keyed rounds: the journal's keyed records parse with the documented format",
+                 problem is None and len(keys) > 0, f"{len(records)} records, {len(keys)} keys, problem {problem}")
+    return figures
 
 
 # MARK: damaged journals
@@ -717,6 +913,7 @@ def start_on_full_disk(checks: sl.Checks, binary: str, folder: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="SIGKILL rounds (default 5)")
+    parser.add_argument("--keyed-rounds", type=int, default=5, help="SIGKILL rounds with idempotency keys (default 5)")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else int(time.time())
@@ -727,6 +924,7 @@ def main() -> int:
     binary = sl.snapshot_binary(folder)
     print(f"durability: {args.rounds} SIGKILL rounds, seed {seed}", flush=True)
     figures = kill_rounds(checks, binary, folder, args.rounds, rng)
+    keyed = keyed_rounds(checks, binary, folder, args.keyed_rounds, rng)
     damaged_journal(checks, binary, folder, "truncated", cut_last_record, "truncated")
     damaged_journal(checks, binary, folder, "corrupt", flip_middle_record, "checksum")
     damaged_journal(checks, binary, folder, "bad-header", bad_header, "header")
@@ -741,6 +939,9 @@ def main() -> int:
     print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
           f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
           f"{figures['torn_tails']} torn tails after SIGKILL")
+    print(f"keyed rounds {args.keyed_rounds}: {keyed['sent']} keyed requests sent, {keyed['answered_before']} answered "
+          f"before the kill; after it, posts: {keyed['post_repeats']} repeats, {keyed['interrupted']} interrupted, "
+          f"{keyed['post_fresh']} applied as new; puts: {keyed['put_repeats']} repeats, {keyed['put_fresh']} applied as new")
     return sl.finish_run(checks, folder, binary, kept="state folders and logs")
 
 
