@@ -48,5 +48,12 @@ public enum FuzzDriver {
 
 /// Reports a broken invariant and stops; libFuzzer keeps the input as a crash artifact.
 public func violation(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
+    FuzzDriver.beforeViolation?()
     fatalError("invariant broken: \(message)", file: file, line: line)
+}
+
+extension FuzzDriver {
+    /// Called before a broken invariant stops the program: a driver of its own (a seeded
+    /// explorer) says there which input it was.
+    nonisolated(unsafe) public static var beforeViolation: (() -> Void)? = nil
 }

@@ -1,7 +1,8 @@
 // fuzz-core: programs of client inputs against the broker's state machine (Session.swift),
 // checking after every step what the protocol promises. Built with -sanitize=fuzzer it is a
 // libFuzzer target; otherwise it replays corpus files, so the corpus runs in every build.
-// `fuzz-core --write-seeds DIR` writes the seed programs of SeedPrograms.swift.
+// `fuzz-core --write-seeds DIR` writes the seed programs of SeedPrograms.swift;
+// `fuzz-core --explore N [--seed S]` runs N programs of the seeded explorer (Explorer.swift).
 import CFuzzerSupport
 import FuzzDriver
 
@@ -29,6 +30,10 @@ enum CoreFuzzer {
         let arguments = CommandLine.arguments
         if arguments.count == 3 && arguments[1] == "--write-seeds" {
             exit(SeedPrograms.write(to: arguments[2]) ? 0 : 1)
+        }
+        if arguments.count >= 3 && arguments[1] == "--explore", let count = Int(arguments[2]) {
+            let seed = arguments.count == 5 && arguments[3] == "--seed" ? UInt64(arguments[4]) : nil
+            Explorer.run(count: count, seed: seed ?? UInt64(time(nil)))
         }
         // A few seeds first, so that the runtime's one-time caches (type metadata, protocol
         // conformances) are not charged to the first measured input; not while tracing.

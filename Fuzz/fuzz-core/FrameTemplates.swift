@@ -19,6 +19,17 @@ enum FrameTemplates {
     static let methods: [String?] = [nil, nil, "m", "n"]
     static let slots = ["launch", "s1", "s2"]
     static let categoryIDs = ["INVITE", "MESSAGE", "NONE"]
+    /// Idempotency keys: few, so that requests repeat one another and collide.
+    static let onceKeys = ["q0", "q1", "q2"]
+
+    /// The `once` member (JSON text) a request's template byte picks: none for `t / 16`
+    /// below 8, an empty key (refused) for 15, else one of `onceKeys`.
+    static func onceKey(_ template: UInt8) -> String? {
+        let k = template / 16
+        if k < 8 { return nil }
+        if k == 15 { return "\"\"" }
+        return "\"\(onceKeys[Int(k) % onceKeys.count])\""
+    }
     static let defaultAction = "com.apple.UNNotificationDefaultActionIdentifier"
     static let dismissAction = "com.apple.UNNotificationDismissActionIdentifier"
 
@@ -53,6 +64,7 @@ enum FrameTemplates {
         func add(_ key: String, _ json: String?) { if let json { fields.append("\"\(key)\":\(json)") } }
         func string(_ s: String?) -> String? { s.map { "\"\($0)\"" } }
 
+        let once = onceKey(template)
         switch Template(rawValue: template % 16)! {
         case .hello:
             op("hello")
@@ -81,7 +93,10 @@ enum FrameTemplates {
             op("post")
             let name = postNames[Int(a) % postNames.count]
             add("name", string(name))
+            // The key before the payload, as the clients write it, or after it.
+            if template & 16 == 0 { add("once", once) }
             add("payload", payload(b, c))
+            if template & 16 != 0 { add("once", once) }
         case .handle:
             op("handle")
             add("channel", string(channels[Int(a % 2)]))
@@ -104,16 +119,19 @@ enum FrameTemplates {
             case 3: add("value", string(String(repeating: "v", count: Int(c))))
             default: break
             }
+            add("once", once)
         case .take:
             op("take")
             add("slot", string(slots[Int(a % 3)]))
             add("wait", [nil, "0", "10", "100", "600000", "600001"][Int(b % 6)])
+            add("once", once)
         case .peek:
             op("peek")
             add("slot", string(slots[Int(a % 3)]))
         case .setCategories:
             op("setCategories")
             add("categories", categorySets[Int(a) % categorySets.count])
+            add("once", once)
         case .getCategories:
             op("getCategories")
         case .status:

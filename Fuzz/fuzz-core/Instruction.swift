@@ -30,7 +30,9 @@ struct ProgramReader {
 enum Instruction: Equatable {
     /// Accept a socket from uid `Session.uids[uid % 4]`; flag bit 0 greets it at once.
     case connect(uid: UInt8, flags: UInt8)
-    /// A request built from template `template % 16` with id choice `id` and operands.
+    /// A request built from template `template % 16` with id choice `id` and operands; for
+    /// post, put, take and setCategories `template / 16` picks an idempotency key
+    /// (`FrameTemplates.onceKey`).
     case send(connection: UInt8, template: UInt8, id: UInt8, a: UInt8, b: UInt8, c: UInt8)
     /// A frame body of raw fuzz bytes.
     case raw(connection: UInt8, body: [UInt8])
@@ -52,13 +54,17 @@ enum Instruction: Equatable {
     /// steps (else each is reported after the step that asked for it), bit 1 reports them
     /// failed, bit 2 reports the oldest one in flight now.
     case storage(flags: UInt8)
+    /// The broker is SIGKILLed and started again on what is on disk: every connection is
+    /// gone; writes in flight are lost, or with flag bit 0 landed (synced, never reported).
+    case restart(flags: UInt8)
 
     /// Opcodes are a byte modulo 32; several values map to the common instructions so that
     /// random programs are mostly traffic, and shutdown, which ends the traffic, is rare.
     static func decode(_ r: inout ProgramReader) -> Instruction {
         switch r.byte() % 32 {
-        case 0...11, 30:
+        case 0...11:
             return .send(connection: r.byte(), template: r.byte(), id: r.byte(), a: r.byte(), b: r.byte(), c: r.byte())
+        case 30: return .restart(flags: r.byte())
         case 12, 13: return .connect(uid: r.byte(), flags: r.byte())
         case 14, 15:
             let connection = r.byte()
@@ -89,6 +95,7 @@ enum Instruction: Equatable {
         case .oversized(let connection, let choice): return [28, connection, choice]
         case .shutdown: return [29]
         case .storage(let flags): return [31, flags]
+        case .restart(let flags): return [30, flags]
         }
     }
 }

@@ -28,6 +28,13 @@ struct ProgramBuilder {
         add(.send(connection: c, template: t.rawValue, id: id, a: a, b: b, c: d))
     }
 
+    /// A request from template `t` with idempotency key `FrameTemplates.onceKeys[key]`.
+    mutating func send(_ c: UInt8, _ t: Template, once key: UInt8, id: UInt8 = 0, _ a: UInt8 = 0, _ b: UInt8 = 0, _ d: UInt8 = 0) {
+        // Template bytes 0x90, 0xA0, 0x80 pick q0, q1, q2 (FrameTemplates.onceKey).
+        let nibble: UInt8 = [9, 10, 8][Int(key % 3)]
+        add(.send(connection: c, template: t.rawValue | nibble << 4, id: id, a: a, b: b, c: d))
+    }
+
     mutating func answer(_ c: UInt8, kind: UInt8, pick: UInt8 = 0) { add(.answer(connection: c, pick: pick, kind: kind)) }
     mutating func callReturn(_ c: UInt8, kind: UInt8, pick: UInt8 = 0) { add(.return(connection: c, pick: pick, kind: kind)) }
     mutating func raw(_ c: UInt8, _ text: String) { add(.raw(connection: c, body: Array(text.utf8))) }
@@ -442,6 +449,112 @@ enum SeedPrograms {
             p.send(1, .peek, 1)  // waits for the write-back
             p.send(1, .put, 1, 1, 2)
             p.add(.shutdown)  // the put waiting behind the write-back: shutting_down
+            p.add(.storage(flags: 0))
+        },
+        // Idempotency keys (decision 43).
+        program("keyed-post-repeated-while-running-and-after") { p in
+            p.connect(); p.connect(); p.connect()
+            p.send(0, .subscribe, 1)  // "a"
+            p.send(1, .post, once: 0, 0, 2, 5)  // post "a" with payload 5 and key q0: runs
+            p.send(2, .post, once: 0, 0, 2, 5)  // the same from another connection: waits
+            p.send(1, .post, once: 0, 0, 2, 5)  // and again from the first
+            p.answer(0, kind: next)  // all three get the one result
+            p.send(2, .post, once: 0, 0, 2, 5)  // answered at once
+            p.send(2, .post, once: 0, 0, 2, 6)  // another payload: once_conflict
+            p.send(2, .put, once: 0, 1, 1, 5)  // another op: once_conflict
+            p.send(0, .status)
+        },
+        program("keyed-put-take-categories-repeated") { p in
+            p.connect(); p.connect()
+            p.send(0, .put, once: 1, 1, 1, 7)  // s1 = 7, key q1
+            p.send(1, .put, once: 1, 1, 1, 7)  // a repeat: s1 is not written again
+            p.send(1, .put, 1, 1, 8)  // s1 = 8
+            p.send(0, .put, once: 1, 1, 1, 7)  // still a repeat: s1 stays 8
+            p.send(0, .take, once: 2, 1)  // takes 8, key q2
+            p.send(1, .take, once: 2, 1, 3)  // a repeat with a wait: 8 again, nothing taken
+            p.send(1, .put, once: 2, 1, 1, 1)  // q2 is a take's: once_conflict
+            p.send(0, .setCategories, once: 0, 1)
+            p.send(1, .setCategories, once: 0, 1)
+            p.send(1, .peek, 1)
+        },
+        program("keyed-takes-waiting-then-handed-a-value") { p in
+            p.connect(); p.connect(); p.connect()
+            p.send(0, .take, once: 0, 2, 3)  // waits on s2, key q0
+            p.send(1, .take, once: 0, 2, 3)  // the same take again, waiting beside it
+            p.send(2, .put, 2, 1, 9)  // handed to the first; the second gets it as a repeat
+            p.send(2, .put, 2, 1, 4)  // stays in s2
+            p.send(1, .take, once: 0, 2)  // a repeat: 9
+            p.send(2, .peek, 2)
+        },
+        program("keyed-hand-over-written-failed-and-held") { p in
+            p.connect(); p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .take, once: 1, 2, 3)  // waits on s2, key q1
+            p.send(1, .put, once: 2, 2, 1, 9)  // handed over: both keys written first
+            p.send(2, .take, 2, 2)  // waits for the slot's write
+            p.add(.storage(flags: 7))  // the write fails: both refused, nothing held
+            p.send(1, .put, once: 2, 2, 1, 9)  // applied as new: s2 = 9
+            p.add(.storage(flags: 5))
+            p.send(0, .take, once: 1, 2, 3)  // takes 9 under q1, written
+            p.add(.storage(flags: 0))
+        },
+        program("keyed-post-cut-by-a-restart") { p in
+            p.connect(); p.connect()
+            p.send(0, .subscribe, 1)
+            p.send(1, .post, once: 1, 0, 2, 3)  // its "running" record written, then its event
+            p.add(.restart(flags: 0))  // cut mid-chain
+            p.connect(); p.connect()
+            p.send(0, .post, once: 1, 0, 2, 3)  // interrupted, as a repeat
+            p.send(1, .post, once: 1, 0, 2, 4)  // another payload: once_conflict
+            p.send(0, .status)
+        },
+        program("keyed-writes-lost-and-landed-in-restarts") { p in
+            p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, once: 0, 1, 1, 5)  // in flight...
+            p.add(.restart(flags: 0))  // ...and lost: q0 was never held
+            p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .put, once: 0, 1, 1, 5)  // applied as new, in flight...
+            p.send(0, .post, once: 2, 5)  // a post with no observer: its "ended" record in flight
+            p.add(.restart(flags: 1))  // ...and landed, never answered
+            p.connect()
+            p.add(.storage(flags: 0))
+            p.send(0, .put, once: 0, 1, 1, 5)  // a repeat
+            p.send(0, .post, once: 2, 5)  // a repeat of the post's result
+            p.send(0, .peek, 1)
+        },
+        // What the seeded explorer found (Explorer.swift), kept as programs one can read.
+        program("keyed-held-take-keeps-its-place") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(1, .setCategories, 1)  // c1 has a write in flight
+            p.send(1, .take, once: 2, 2, 2)  // so its keyed take of s2 is held, in place
+            p.send(0, .take, 2, 3)  // a later take of s2 waits behind it
+            p.add(.storage(flags: 0))
+        },
+        program("keyed-take-null-after-another-op-took-the-key") { p in
+            p.connect(); p.connect()
+            p.send(0, .take, once: 2, 0, 2)  // waits on launch, key q2
+            p.send(1, .setCategories, once: 2, 1)  // q2 is a setCategories' now
+            p.advance(ms: 20)  // the take's wait runs out: null, nothing applied
+        },
+        program("keyed-hand-over-keeps-its-slot-busy") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(0, .take, once: 2, 0, 5)  // waits on launch, key q2
+            p.send(0, .put, 0, 1, 58)  // handed over: the key is written, launch is busy
+            p.send(1, .take, 0, 2)  // waits for that write
+            p.add(.storage(flags: 0))
+        },
+        program("keyed-hand-over-frees-the-takers-place") { p in
+            p.connect(); p.connect()
+            p.add(.storage(flags: 1))
+            p.send(1, .take, 0, 2)  // waits on launch
+            p.send(0, .put, once: 1, 0, 2, 1)  // handed over with q1: written first
+            p.send(1, .take, 1, 2)
+            p.send(1, .take, 1, 2)  // the one handed a value waits no more
+            p.disconnect(0)
             p.add(.storage(flags: 0))
         },
     ]

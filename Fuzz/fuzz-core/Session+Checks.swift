@@ -35,15 +35,28 @@ extension Session {
         }
         checkHeldBack()
         var waitingPosts = 0
+        // Slots whose value is being handed to a waiting take while keys are written: that
+        // take waits no more (it holds no place among its connection's waiting takes).
+        let handOvers = Set(
+            inFlight.compactMap { write -> String? in
+                guard case .slot(let name, nil) = write.record, !write.once.isEmpty else { return nil }
+                return name
+            })
         for peer in peers where peer.open {
             var takes = 0
+            var handedOver: Set<String> = []
             var invokes = 0
             for pending in peer.outstanding {
-                switch pending.request {
-                case .post?: if !peer.admitted.contains(where: { $0.id == pending.id }) { waitingPosts += 1 }
-                case .take?:
-                    // One whose removal is being written is not waiting either.
-                    if !peer.admitted.contains(where: { $0.id == pending.id }) && !isInFlight(pending.id, of: peer.id) { takes += 1 }
+                switch pending.request?.unkeyed {
+                case .post?:
+                    // A keyed one may be a repeat waiting for its post, which holds no place.
+                    if pending.request?.onceKey == nil && !peer.admitted.contains(where: { $0.id == pending.id }) { waitingPosts += 1 }
+                case .take(let slot, _)?:
+                    // One whose removal is being written is not waiting either, nor one a value
+                    // is being handed to (one per slot at most).
+                    guard !peer.admitted.contains(where: { $0.id == pending.id }) && !isInFlight(pending.id, of: peer.id) else { break }
+                    if handOvers.contains(slot) && handedOver.insert(slot).inserted { break }
+                    takes += 1
                 case .invoke?: if !peer.admitted.contains(where: { $0.id == pending.id }) { invokes += 1 }
                 default:
                     // Answered at once, unless it is a write in flight or held behind one.
@@ -115,6 +128,10 @@ extension Session {
     func mayBeHeld(_ pending: Pending, of c: ConnectionID) -> Bool {
         let ownWrites = inFlight.contains { $0.acknowledges?.connection == c }
         guard let request = pending.request else { return ownWrites }
+        // A keyed request waits as its request does, and a repeat also for its own writes.
+        if case .keyed(_, let inner) = request {
+            return ownWrites || mayBeHeld(Pending(id: pending.id, request: inner, step: pending.step, sentAt: pending.sentAt), of: c)
+        }
         func slotBusy(_ slot: String) -> Bool {
             inFlight.contains { if case .slot(slot, _) = $0.record { true } else { false } }
         }
@@ -124,7 +141,7 @@ extension Session {
             peers.contains { peer in
                 peer.open
                     && peer.admitted.contains { other in
-                        guard other.id != pending.id || peer.id != c, case .take(slot, let wait?)? = other.request else { return false }
+                        guard other.id != pending.id || peer.id != c, case .take(slot, let wait?)? = other.request?.unkeyed else { return false }
                         return wait > 0 && other.step <= pending.step
                     }
             }
@@ -150,7 +167,7 @@ extension Session {
     /// Requests whose reply may come in a later step: posts, takes that wait, invokes.
     static func mayWait(_ request: Request?) -> Bool {
         switch request {
-        case .post?, .invoke?: return true
+        case .post?, .invoke?, .keyed?: return true
         case .take(_, let wait)?: return (wait ?? 0) > 0
         default: return false
         }
@@ -159,7 +176,7 @@ extension Session {
     /// `status` agrees with the model: the same greeted clients, observers (in chain order)
     /// and handlers, the slots the persist actions left, and counters that add up.
     func checkStatus(_ value: JSONValue?) {
-        guard case .object(let s)? = value,
+        guard case .object(let s)? = value, case .object(let once)? = s["once"],
             Set(s.keys) == ["server", "uptimeMs", "clients", "observers", "handlers", "queue", "slots", "next", "buffers", "once", "counters"],
             s["next"] == .null,
             let clients = s["clients"]?.arrayValue, let observerList = s["observers"]?.arrayValue,
@@ -226,7 +243,14 @@ extension Session {
             guard context.afterWrite else { return 0 }
             return Int64(peers.filter(\.open).reduce(0) { $0 + $1.admitted.filter { isKind($0.request) }.count })
         }
-        let heldPosts = heldBack { if case .post? = $0 { true } else { false } }
+        // Keyed posts are counted as accepted when their first result arrives: those still
+        // awaited, and those whose connection left, may be counted already.
+        let keyedPosts = Int64(
+            keyedPostsUnknown
+                + peers.filter(\.open).reduce(0) {
+                    $0 + $1.outstanding.filter { if case .keyed(_, .post)? = $0.request { true } else { false } }.count
+                })
+        let heldPosts = heldBack { if case .post? = $0 { true } else { false } } + keyedPosts
         let heldInvokes = heldBack { if case .invoke? = $0 { true } else { false } }
         let posted = count("posted")
         if posted < Int64(acceptedPosts) || posted > Int64(acceptedPosts) + heldPosts {
@@ -242,7 +266,20 @@ extension Session {
         if count("hopTimeouts") < seenHopTimeouts || count("gone") < seenGone || count("invalid") < seenInvalid {
             violation("status counters \(counters) below the traces seen (\(seenHopTimeouts) timeouts, \(seenGone) gone, \(seenInvalid) invalid)")
         }
-        if s["uptimeMs"]?.intValue != Int64((now - Session.start) / 1_000_000) { violation("uptime \(String(describing: s["uptimeMs"]))") }
+        if s["uptimeMs"]?.intValue != Int64((now - brokerStart) / 1_000_000) { violation("uptime \(String(describing: s["uptimeMs"]))") }
+        // Every key the model knows held is held (nothing is forgotten), and no more than
+        // those, those whose fate is unknown, and those of requests awaiting replies.
+        let outstandingKeys = Set(peers.filter(\.open).flatMap { $0.outstanding.compactMap { $0.request?.onceKey } })
+        let held = once["keys"]?.intValue ?? -1
+        let most = Set(onceKeys.keys).union(onceUnsure).union(outstandingKeys).count
+        if held < Int64(onceKeys.count) || held > Int64(most) {
+            violation("status holds \(held) keys; the model knows \(onceKeys.count), at most \(most)")
+        }
+        if once["maxKeys"]?.intValue != Int64(configuration.once.maxKeys) || once["maxAgeMs"]?.intValue != configuration.once.maxAgeMs
+            || once["maxBytes"]?.intValue != Int64(configuration.once.maxBytes)
+        {
+            violation("status once \(once) does not name the window")
+        }
     }
 
     /// The end of a program: every deadline runs out, every request is answered, everyone

@@ -60,7 +60,7 @@ extension Session {
                     peers[acknowledgement.connection - 1].outstanding.contains(where: { $0.id == Session.json(acknowledgement.requestID) })
                 else { violation("write \(write) answers \(acknowledgement), which no open connection awaits") }
             }
-            inFlight.append((write, record, acknowledgement))
+            inFlight.append((write, record, acknowledgement, pending.once))
         }
     }
 
@@ -96,7 +96,11 @@ extension Session {
 
     func checkReply(_ view: FrameView, to id: ConnectionID) {
         let isError = view["error"] != nil
-        guard view.hasExactly(["op", "id", isError ? "error" : "result"]) else { violation("reply fields \(view.keys)") }
+        let isRepeat = view["repeat"] != nil
+        guard view.hasExactly(Set(["op", "id", isError ? "error" : "result"] + (isRepeat ? ["repeat"] : []))) else {
+            violation("reply fields \(view.keys)")
+        }
+        if isRepeat && view["repeat"]?.value != .bool(true) { violation("repeat is \(Session.text(view["repeat"]?.raw ?? []))") }
         var code: String? = nil
         if isError {
             guard case .object(let error)? = view["error"]?.value, let c = error["code"]?.stringValue,
@@ -127,10 +131,106 @@ extension Session {
             violation("the reply to \(rid) on c\(id) overtook an earlier request's write in flight")
         }
         context.replies.append((id, rid, code))
+        if case .keyed(let key, let inner)? = pending.request {
+            return checkKeyedReply(view, key: key, inner: inner, isRepeat: isRepeat, code: code, pending, to: id)
+        }
+        if isRepeat { violation("a reply marked repeat to \(String(describing: pending.request)), which has no key") }
         if let code {
             checkErrorReply(code, view["error"]?.raw ?? [], pending, to: id)
         } else if let result = view["result"] {
             checkResult(result, pending, to: id)
+        }
+    }
+
+    // MARK: Keyed replies
+
+    /// The op and fingerprint of a keyed request (`Broker.fingerprint`: its target and its
+    /// body's bytes as sent).
+    static func onceFingerprint(_ request: Request) -> (op: OnceOp, fingerprint: UInt64) {
+        func fingerprint(_ target: String, _ body: [UInt8]?) -> UInt64 {
+            ContentHash.combine(ContentHash.hash(target), ContentHash.hash(body ?? []))
+        }
+        switch request {
+        case .post(let name, let payload, _): return (.post, fingerprint(name, payload?.bytes))
+        case .put(let slot, let value): return (.put, fingerprint(slot, value))
+        case .take(let slot, _): return (.take, fingerprint(slot, nil))
+        case .setCategories(let set): return (.setCategories, fingerprint("", set.raw))
+        default: violation("a key on \(request)")
+        }
+    }
+
+    /// Whether another request with `key` awaits its reply: it may hold the key now.
+    func keyOutstanding(_ key: String, except pending: Pending, on c: ConnectionID) -> Bool {
+        peers.contains { peer in
+            peer.open && peer.outstanding.contains { $0.request?.onceKey == key && !(peer.id == c && $0.id == pending.id) }
+        }
+    }
+
+    /// A reply to a keyed request (decision 43): a repeat has the first outcome byte for byte
+    /// (or `interrupted`, for a post cut by a restart); another use of a held key is a
+    /// conflict naming the first op; a result that is not a repeat is a first application,
+    /// and no key is applied twice; a refusal holds nothing.
+    func checkKeyedReply(
+        _ view: FrameView, key: String, inner: Request, isRepeat: Bool, code: String?, _ pending: Pending, to id: ConnectionID
+    ) {
+        let (op, fingerprint) = Session.onceFingerprint(inner)
+        let outcome = (code == nil ? view["result"] : view["error"])?.raw ?? []
+        let innerPending = Pending(id: pending.id, request: inner, step: pending.step, sentAt: pending.sentAt)
+        if isRepeat {
+            let unknown = onceUnsure.contains(key) || keyOutstanding(key, except: pending, on: id)
+            guard var model = onceKeys[key] ?? (unknown ? OnceModel(op: op, fingerprint: fingerprint) : nil) else {
+                violation("key \(key) answered as a repeat, but no request holds it: \(Session.text(outcome))")
+            }
+            guard model.op == op && model.fingerprint == fingerprint else {
+                violation("key \(key) of a \(model.op.wireName) answered a \(op.wireName) of another body as its repeat")
+            }
+            if code == "interrupted" {
+                if !model.interrupted { violation("key \(key) answered interrupted, but its post was not cut by a restart") }
+                return
+            }
+            if model.interrupted { violation("key \(key) was cut by a restart, but its repeat got \(Session.text(outcome))") }
+            if let first = model.outcome {
+                if first != outcome || model.isError != (code != nil) {
+                    violation("key \(key): the repeat got \(Session.text(outcome)), the first outcome was \(Session.text(first))")
+                }
+            } else {
+                model.outcome = outcome
+                model.isError = code != nil
+            }
+            if code != nil { violation("key \(key): a repeat of a refusal (\(code!)), which records nothing") }
+            onceKeys[key] = model
+            return
+        }
+        switch code {
+        case "once_conflict"?:
+            let first = FrameView(outcome)?["details"]?.value?["op"]?.stringValue
+            if let model = onceKeys[key] {
+                if model.op == op && model.fingerprint == fingerprint { violation("key \(key): its own repeat refused once_conflict") }
+                if first != model.op.wireName { violation("key \(key) of a \(model.op.wireName): once_conflict names \(first ?? "nothing")") }
+            } else if !(onceUnsure.contains(key) || keyOutstanding(key, except: pending, on: id)) {
+                violation("once_conflict for key \(key), which no request holds")
+            }
+        case nil:
+            // A take that answers null (at once, or when its wait ran out) applied nothing
+            // and holds nothing.
+            if case .take = inner, outcome == Array("null".utf8) {
+            } else {
+                if let model = onceKeys[key] {
+                    violation("key \(key), held by a \(model.op.wireName), applied again: \(Session.text(outcome))")
+                }
+                onceUnsure.remove(key)
+                onceKeys[key] = OnceModel(op: op, fingerprint: fingerprint, outcome: outcome)
+            }
+            if case .post = inner { acceptedPosts += 1 }
+            if let result = view["result"] { checkResult(result, innerPending, to: id) }
+        case "interrupted"?:
+            violation("key \(key) answered interrupted without repeat")
+        case "storage_failed"? where context.writeFailed:
+            // A keyed post's "running" or "ended" record, a hand-over, or a repeat waiting
+            // for either: refused, it holds nothing.
+            break
+        case let code?:
+            checkErrorReply(code, outcome, innerPending, to: id)
         }
     }
 
@@ -157,6 +257,8 @@ extension Session {
             // Posts and waiting takes, and any request still waiting behind a write.
             if !context.shuttingDown { violation("\(String(describing: pending.request)) got shutting_down outside shutdown") }
         case (.put?, "storage_failed"), (.take?, "storage_failed"), (.setCategories?, "storage_failed"):
+            // A waiting take handed a value by a keyed put shares that put's write.
+            if case .take(_, let wait?)? = pending.request, wait > 0, context.writeFailed { break }
             guard let resolved = context.resolved, resolved.connection == id, resolved.id == pending.id, !resolved.written else {
                 violation("\(String(describing: pending.request)) got storage_failed without a failed write")
             }
@@ -258,7 +360,7 @@ extension Session {
             // The calls it has in flight (invokes held back behind a write are none yet).
             return calls.values.filter { $0.invoker == id }.count >= configuration.maxCallsPerConnection
         case .take:
-            return outstanding.filter { if case .take? = $0.request { true } else { false } }.count >= configuration.maxTakesPerConnection
+            return outstanding.filter { if case .take? = $0.request?.unkeyed { true } else { false } }.count >= configuration.maxTakesPerConnection
         case .put(let slot, let value?):
             // Puts in flight hold their places and bytes until they are reported, and so does
             // a value handed back to its slot after its taker left (a write that answers no

@@ -61,6 +61,17 @@ struct CallRecord {
     var open = true
 }
 
+/// What the model knows of one idempotency key (decision 43): the op and fingerprint of the
+/// request that holds it and, once seen, its first outcome's bytes.
+struct OnceModel {
+    let op: OnceOp
+    let fingerprint: UInt64
+    var outcome: [UInt8]?
+    var isError = false
+    /// Restored "running" after a restart: every repeat hears `interrupted`.
+    var interrupted = false
+}
+
 /// What one broker input did, gathered while its actions are checked.
 struct StepContext {
     /// The connection whose input this is (nil for ticks, shutdown and hang-ups).
@@ -87,6 +98,9 @@ struct StepContext {
     /// Set in a step that reports a write or drops a connection: requests held back may
     /// start and be answered now.
     var afterWrite = false
+    /// Set in a step that reports a write failed: a keyed post whose "running" record it was,
+    /// the repeats waiting for it, and both sides of a hand-over may be refused storage_failed.
+    var writeFailed = false
     /// The request this step sent.
     var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
     /// Replies sent in this step to requests: connection, id, error code (nil: a result).
@@ -127,8 +141,22 @@ final class Session {
     var finishedEvents: Set<Int64> = []
     /// Slots as the written persist actions describe them: what a restarted broker would restore.
     var slots: [String: RawJSON] = [:]
+    /// The category set and the idempotency keys the written persist actions carry.
+    var diskCategories: RawJSON? = nil
+    var diskKeys: [OnceRecord] = []
+    /// Keys with an ended record on disk: a second one would be a second application.
+    var diskEnded: Set<String> = []
+    /// Keys the model knows held, and those whose first request's fate it cannot know (its
+    /// reply was lost with its connection). Nothing is forgotten: the window is wide.
+    var onceKeys: [String: OnceModel] = [:]
+    var onceUnsure: Set<String> = []
+    /// Keyed posts whose connection closed before their reply: accepted or refused, the
+    /// model cannot tell, so they widen the bound on `posted`.
+    var keyedPostsUnknown = 0
+    /// When the running broker started (it restarts).
+    var brokerStart = Session.start
     /// Durable writes asked for and not yet reported, oldest first.
-    var inFlight: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?)] = []
+    var inFlight: [(write: WriteID, record: StateRecord, acknowledges: Acknowledgement?, once: [OnceRecord])] = []
     /// How writes are reported (`Instruction.storage`).
     var holdWrites = false
     var failWrites = false
@@ -168,6 +196,9 @@ final class Session {
         c.maxQueueBytes = 200
         c.maxQueueBytesPerClient = 100
         c.persistsState = true
+        // Keys are never forgotten within a program, so that any second application shows;
+        // the window has tests of its own (OnceTests).
+        c.once.maxAgeMs = Int64.max / 4
         configuration = c
         broker = Broker(configuration: c, now: Session.start)
     }
@@ -188,7 +219,7 @@ final class Session {
         if shutDown {
             // The transport has stopped reading and accepting; only its timer still fires.
             switch instruction {
-            case .advance, .tickAtDeadline, .storage: break
+            case .advance, .tickAtDeadline, .storage, .restart: break
             default: return
             }
         }
@@ -251,6 +282,8 @@ final class Session {
             failWrites = flags & 2 != 0
             if flags & 4 != 0, !inFlight.isEmpty { reportWrite() }
             if !holdWrites { reportAllWrites() }
+        case .restart(let flags):
+            restart(landing: flags & 1 != 0)
         }
     }
 
@@ -308,24 +341,89 @@ final class Session {
         begin(input: nil)
         context.shuttingDown = shutDown
         context.afterWrite = true
+        context.writeFailed = !written
         trace("write \(write.write) \(written ? "written" : "failed")")
         if let ack = write.acknowledges, peers[ack.connection - 1].open {
             let id = Session.json(ack.requestID)
             context.resolved = (ack.connection, id, written)
             context.acknowledgements[ack.connection] = id
         }
-        if written {
-            switch write.record {
-            case .slot(let name, let value):
-                if let value { slots[name] = value } else { slots[name] = nil }
-                context.persistedSlots.append((name, value))
-            case .categories:
-                context.persistedCategories = true
-            case .keysOnly:
-                break
-            }
-        }
+        if written { land(write.record, write.once, stepped: true) }
         broker.persisted(write.write, written: written, now: now, into: &buffer)
+        end()
+    }
+
+    /// A record on disk: its change, and its keys, each key ended at most once on disk.
+    func land(_ record: StateRecord, _ keys: [OnceRecord], stepped: Bool) {
+        switch record {
+        case .slot(let name, let value):
+            if let value { slots[name] = value } else { slots[name] = nil }
+            if stepped { context.persistedSlots.append((name, value)) }
+        case .categories(let raw):
+            diskCategories = raw
+            if stepped { context.persistedCategories = true }
+        case .keysOnly:
+            break
+        }
+        for key in keys {
+            if diskEnded.contains(key.key) { violation("key \(key.key) written again after its outcome was on disk: applied twice") }
+            if key.outcome != nil { diskEnded.insert(key.key) }
+            diskKeys.append(key)
+        }
+    }
+
+    /// SIGKILL and a start on what is on disk: the writes in flight are lost (or landed,
+    /// synced but never reported), every connection is gone, and a fresh broker restores the
+    /// slots, the categories and the keys. Every key answered before must be back, with the
+    /// same outcome; a post recorded running and never ended answers `interrupted`.
+    func restart(landing: Bool) {
+        begin(input: nil)
+        trace("restart (writes in flight \(landing ? "landed" : "lost"))")
+        if landing { for write in inFlight { land(write.record, write.once, stepped: false) } }
+        inFlight.removeAll()
+        for peer in peers where peer.open { markClosed(peer.id) }
+        // The keys as the journal holds them: each at its last record.
+        var last: [String: (index: Int, record: OnceRecord)] = [:]
+        for (i, record) in diskKeys.enumerated() { last[record.key] = (i, record) }
+        let restored = last.values.sorted { $0.index < $1.index }.map(\.record)
+        for (key, model) in onceKeys where last[key] == nil {
+            violation("key \(key), a \(model.op.wireName) answered before the restart, is not on disk")
+        }
+        var known: [String: OnceModel] = [:]
+        for record in restored {
+            var model = OnceModel(op: record.op, fingerprint: record.fingerprint, interrupted: record.outcome == nil)
+            record.outcome?.withBytes { isError, bytes in
+                model.outcome = Array(bytes)
+                model.isError = isError
+            }
+            if let before = onceKeys[record.key], let seen = before.outcome, !model.interrupted,
+                seen != model.outcome || before.isError != model.isError || before.op != model.op
+            {
+                violation("key \(record.key) answered \(Session.text(seen)) before the restart, restored as \(Session.text(model.outcome ?? []))")
+            }
+            known[record.key] = model
+        }
+        onceKeys = known
+        onceUnsure.removeAll()
+        keyedPostsUnknown = 0
+        observers.removeAll()
+        observerHolders.removeAll()
+        handlers.removeAll()
+        hops.removeAll()
+        ticks.removeAll()
+        answers.removeAll()
+        calls.removeAll()
+        finishedEvents.removeAll()
+        acceptedPosts = 0
+        acceptedInvokes = 0
+        seenHopTimeouts = 0
+        seenGone = 0
+        seenInvalid = 0
+        shutDown = false
+        brokerStart = now
+        broker = Broker(
+            configuration: configuration, now: now, wallClockMs: Int64((now - Session.start) / 1_000_000), slots: slots,
+            categories: diskCategories.flatMap { try? CategorySet.parse($0) }, once: restored)
         end()
     }
 
@@ -438,6 +536,12 @@ final class Session {
     /// The transport will deliver nothing more for `id`, and the broker must send nothing more.
     func markClosed(_ id: ConnectionID) {
         guard peers[id - 1].open else { return }
+        for pending in peers[id - 1].outstanding {
+            guard case .keyed(let key, let inner)? = pending.request else { continue }
+            // Its fate is unknown: applied or not, the model cannot tell from here.
+            onceUnsure.insert(key)
+            if case .post = inner { keyedPostsUnknown += 1 }
+        }
         peers[id - 1].open = false
         peers[id - 1].outstanding.removeAll()
         peers[id - 1].admitted.removeAll()
@@ -458,7 +562,7 @@ final class Session {
             case .slot(let name, let value)?:
                 return "persist \(write): slot \(name) = \(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")"
             case .categories(let raw)?: return "persist \(write): categories \(String(decoding: raw, as: UTF8.self))"
-            case .keysOnly?: return "persist \(write): keys only"
+            case .keysOnly?: return "persist \(write): keys \(broker.pendingWrite(write)?.once.map(\.key) ?? [])"
             case nil: return "persist \(write) of no write in flight"
             }
         }

@@ -169,7 +169,7 @@ extension Broker {
         if configuration.persistsState {
             let result = OnceOutcome.result(resultBytes(event, outcome, by: by, value: value, retained: false))
             return beginWrite(
-                nil, .keysOnly, once: [onceRecord(event.post.onceEntry, outcome: result, now: now)], then: .ended(event, result),
+                nil, .keysOnly, once: [onceRecord(event.post.onceEntry, outcome: result, now: now)], then: .ended(event, outcome, result),
                 now: now)
         }
         // Encoded as the reply, and its result copied out of it: one copy, no second encoding.
@@ -200,6 +200,23 @@ extension Broker {
         endKey(event.post.onceEntry, outcome, now: now)
     }
 
+    /// A keyed post whose "ended" record failed and whose event no observer was sent (no
+    /// chain, or only observers passed over): nothing happened and nothing of it is on disk,
+    /// so it is refused `storage_failed` like a request whose write failed, and not counted.
+    /// True when it was.
+    mutating func refuseUnseen(_ event: RunningEvent, _ outcome: EventOutcome, now: Instant) -> Bool {
+        guard !event.trace.contains(where: { $0.reply != .skipped }) else { return false }
+        counters.posted -= 1
+        switch outcome {
+        case .completed: counters.completed -= 1
+        case .stopped: counters.stopped -= 1
+        case .unhandled: counters.unhandled -= 1
+        }
+        refuse(event.post.poster, event.post.requestID, .storageFailed, now: now)
+        forgetKey(of: event.post, refusal: .storageFailed, now: now)
+        return true
+    }
+
     /// The outcome of a keyed post that ends `unhandled` and retains its payload.
     func retentionOutcome(_ event: RunningEvent, retained: Bool) -> OnceOutcome? {
         guard event.post.onceEntry >= 0 else { return nil }
@@ -212,6 +229,7 @@ extension Broker {
         guard event.post.onceEntry >= 0, let outcome = retentionOutcome(event, retained: written) else {
             return sendPostResult(event, .unhandled, by: nil, value: nil, retained: written)
         }
+        if !written && refuseUnseen(event, .unhandled, now: now) { return }
         endPost(event, outcome, now: now)
     }
 
@@ -262,8 +280,8 @@ extension Broker {
     /// Gives `value` to the oldest ready take waiting on `slot`, for `source` (a put or a
     /// launch retention), and answers both; false when no take waits. A waiting take whose
     /// key is held meanwhile is answered from the table and the value goes on to the next.
-    /// With `--state-dir`, when either side has a key, the keys are written first (the slot
-    /// stays empty on disk) and both are answered once that is done; should the write fail,
+    /// With `--state-dir`, when either side has a key, the keys are written first, in a
+    /// record of the slot left empty and both are answered once that is done; should the write fail,
     /// both are refused `storage_failed` (a retention says `"retained":null`) and nothing
     /// changed.
     mutating func handOver(slot: String, value: RawJSON, from source: HandOver.Source, now: Instant) -> Bool {
@@ -283,7 +301,10 @@ extension Broker {
             }
             let handOver = HandOver(taker: taker, takerOnce: takerOnce, value: value, source: source)
             if configuration.persistsState && (takerOnce != nil || sourceOnce != nil) {
-                beginWrite(.slot(slot), .keysOnly, once: records(takerOnce, sourceOnce, now: now), then: .handOver(handOver), now: now)
+                // The slot stays empty on disk: its record says so, beside the keys.
+                beginWrite(
+                    .slot(slot), .slot(name: slot, value: nil), once: records(takerOnce, sourceOnce, now: now), then: .handOver(handOver),
+                    now: now)
             } else {
                 handedOver(handOver, written: true, wrote: false, now: now)
             }
@@ -293,8 +314,11 @@ extension Broker {
     }
 
     /// A hand-over's keys were written (`wrote`), or there were none to write, or the write
-    /// failed.
+    /// failed. After a write the put is answered first (its reply is the one the write
+    /// acknowledges, and comes first on its connection, decision 29), then the taker; without
+    /// one, the taker first, as a value handed over always was.
     mutating func handedOver(_ h: HandOver, written: Bool, wrote: Bool, now: Instant) {
+        if wrote { answerSource(h, written: written, wrote: wrote, now: now) }
         let slot = h.taker.slot
         if written {
             if let ticket = h.takerOnce, let key = h.taker.once {
@@ -311,6 +335,11 @@ extension Broker {
             if let ticket = h.takerOnce { dropKey(ticket.entry, refusal: .storageFailed, now: now) }
             refuse(h.taker.client, h.taker.requestID, .storageFailed, now: now)
         }
+        if !wrote { answerSource(h, written: written, wrote: wrote, now: now) }
+    }
+
+    /// The put or the launch retention that handed a value over is answered.
+    mutating func answerSource(_ h: HandOver, written: Bool, wrote: Bool, now: Instant) {
         switch h.source {
         case .put(let c, let rid, let ticket?):
             answerKeyed(c, rid, written, ticket, now: now)

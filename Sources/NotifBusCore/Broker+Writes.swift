@@ -238,9 +238,11 @@ extension Broker {
             answerRetention(event, written: written, now: now)
         case .running(let event):
             recordedRunning(event, written: written, now: now)
-        case .ended(let event, let outcome):
+        case .ended(let event, let how, let outcome):
             // Written or not, the event ran: its poster gets its result (a failed record
-            // leaves the key "running" on disk, so a repeat after a restart hears `interrupted`).
+            // leaves the key "running" on disk, so a repeat after a restart hears
+            // `interrupted`), unless no observer was sent it.
+            if !written && refuseUnseen(event, how, now: now) { return }
             endPost(event, outcome, now: now)
         case .handOver(let h):
             handedOver(h, written: written, wrote: true, now: now)

@@ -27,7 +27,7 @@ enum WriteCompletion {
     /// A keyed post's event starts down its chain once its "running" record is written.
     case running(RunningEvent)
     /// A keyed post's event ended without a launch retention: answered once its outcome is written.
-    case ended(RunningEvent, OnceOutcome)
+    case ended(RunningEvent, EventOutcome, OnceOutcome)
     /// A value handed to a waiting take, with a key on either side.
     case handOver(HandOver)
 }

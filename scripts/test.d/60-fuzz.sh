@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # slow
 # Fuzzing: first replays the checked-in corpora with the ordinary build's fuzz programs (no
-# libFuzzer: a regression run of every seed), then fuzzes each target for a minute with
+# libFuzzer: a regression run of every seed), runs fuzz-core's seeded explorer (FUZZ_SEED
+# repeats a run), then fuzzes each target for a minute with
 # libFuzzer and AddressSanitizer (scripts/fuzz.sh). FUZZ_SECONDS overrides the minute.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,5 +17,10 @@ done
 echo "==> corpus replay (ordinary build)"
 timeout 300 "$bin/fuzz-decoder" Fuzz/corpus/decoder
 timeout 300 "$bin/fuzz-core" Fuzz/corpus/core
+# fuzz-core's seeded explorer: random programs leaning on idempotency keys, held and failed
+# writes and restarts (Fuzz/fuzz-core/Explorer.swift); a failure prints the seed and the program.
+seed=${FUZZ_SEED:-$(date +%s)}
+echo "==> fuzz-core --explore 2000 --seed $seed"
+timeout 600 "$bin/fuzz-core" --explore 2000 --seed "$seed"
 
 timeout 1800 scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
