@@ -40,7 +40,7 @@ total() {
 
 printf '%-12s %10s %14s %14s %12s %10s\n' mode N 'total(N)' 'total(0)' 'instr/op' target
 # mode, count, target (0: none), bytes per operation (0: none)
-rows=("core-invoke $n 4000" "ping $n 800" "chain3 $n 8000" "validate64k $((n / 400)) 0")
+rows=("core-invoke $n 4000" "ping $n 800" "chain3 $n 8000" "chain3-once $n 8000" "validate64k $((n / 400)) 0")
 for row in "${rows[@]}"; do
     read -r mode count target <<<"$row"
     a=$(total "$mode" "$count")

@@ -30,6 +30,8 @@ let usage = """
       ping N          a ping in, its reply out
       chain3 N        a post through a chain of 3 observers: post in, event out, next in,
                       event out, next in, event out, complete in, result out
+      chain3-once N   chain3 with an idempotency key of its own on every post (`once`),
+                      the broker keeping 1024 keys, so that each post also forgets one
       validate64k N   decode (validate) a post frame with a 64 KiB payload; prints GiB/s
     """
 
@@ -99,9 +101,10 @@ struct CoreDriver {
     /// Feeds whose action count was not the expected one.
     var mismatches = 0
 
-    init(connections: Int) {
+    init(connections: Int, configure: (inout BrokerConfiguration) -> Void = { _ in }) {
         var configuration = BrokerConfiguration()
         configuration.brokerUID = 0
+        configure(&configuration)
         broker = Broker(configuration: configuration, now: 1)
         for c in 1...connections {
             broker.connect(c, credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), now: 1, into: &actions)
@@ -183,13 +186,20 @@ func runPing(_ n: Int) {
     report("ping", n, elapsed, "pings (1 frame in, 1 out)")
 }
 
-func runChain3(_ n: Int) {
-    // Connections 1-3 observe in priority order; 4 posts.
-    var core = CoreDriver(connections: 4)
+func runChain3(_ n: Int) { runChain3(n, keyed: false) }
+func runChain3Once(_ n: Int) { runChain3(n, keyed: true) }
+
+func runChain3(_ n: Int, keyed: Bool) {
+    // Connections 1-3 observe in priority order; 4 posts. With keys, the window holds 1024:
+    // past it every post forgets the oldest key, as a broker in its steady state does.
+    var core = CoreDriver(connections: 4) { $0.once.maxKeys = 1024 }
     for c in 1...3 {
         core.feed(Array("{\"op\":\"subscribe\",\"id\":1,\"events\":[\"bench\"],\"priority\":\(c)}".utf8), c, expecting: 1)
     }
-    let post = frames[3].1
+    // A post with a key of its own: the key's number is advanced in place like an answer's.
+    var post = CountingFrame(
+        keyed ? "{\"op\":\"post\",\"id\":12345,\"name\":\"bench\",\"once\":\"bench-" : "{\"op\":\"post\",\"id\":", keyed ? 1 : 12345,
+        keyed ? "\",\"payload\":\(arguments)}" : ",\"name\":\"bench\",\"payload\":\(arguments)}")
     func answers(_ event: Int) -> [CountingFrame] {
         [
             CountingFrame("{\"op\":\"next\",\"event\":", event, "}"),
@@ -199,7 +209,8 @@ func runChain3(_ n: Int) {
     }
     var event = 0
     for _ in 0..<warmupRounds {
-        core.feed(post, 4, expecting: 1)
+        core.feed(post.bytes, 4, expecting: 1)
+        if keyed { post.increment() }
         guard let id = core.sentInteger("event") else { fail("chain3: no event id in \(core.sentText())") }
         event = id
         let a = answers(id)
@@ -210,7 +221,8 @@ func runChain3(_ n: Int) {
     var a = answers(event + 1)
     let start = now()
     for _ in 0..<n {
-        core.feed(post, 4, expecting: 1)
+        core.feed(post.bytes, 4, expecting: 1)
+        if keyed { post.increment() }
         core.feed(a[0].bytes, 1, expecting: 1)
         core.feed(a[1].bytes, 2, expecting: 1)
         core.feed(a[2].bytes, 3, expecting: 1)
@@ -219,8 +231,8 @@ func runChain3(_ n: Int) {
         a[2].increment()
     }
     let elapsed = now() - start
-    core.verify("chain3", lastSent: #""outcome":"completed""#)
-    report("chain3", n, elapsed, "posts through a chain of 3 (4 frames in, 4 out)")
+    core.verify(keyed ? "chain3-once" : "chain3", lastSent: #""outcome":"completed""#)
+    report(keyed ? "chain3-once" : "chain3", n, elapsed, "posts through a chain of 3 (4 frames in, 4 out)")
 }
 
 /// A post whose payload is 64 KiB of varied JSON (objects, strings with escapes, numbers, arrays).
@@ -302,7 +314,8 @@ extension String {
 
 let argv = Array(CommandLine.arguments.dropFirst())
 let modes: [String: (Int) -> Void] = [
-    "core-invoke": runCoreInvoke, "ping": runPing, "chain3": runChain3, "validate64k": runValidate64k,
+    "core-invoke": runCoreInvoke, "ping": runPing, "chain3": runChain3, "chain3-once": runChain3Once,
+    "validate64k": runValidate64k,
 ]
 if argv.first == "-h" || argv.first == "--help" {
     print(usage)

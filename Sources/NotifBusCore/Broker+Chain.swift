@@ -80,12 +80,26 @@ extension Broker {
         name: String, payload: JSONBytes?, profile: ProfilePayload?, once key: String, rid: RequestID, from poster: ClientRecord,
         now: Instant
     ) {
-        let fingerprint =
-            payload.map { p in p.withUnsafeBytes { Broker.fingerprint(target: name, body: $0) } } ?? Broker.fingerprint(target: name, body: nil)
-        guard admitOnce(key, .post, fingerprint, rid: rid, from: poster.id, now: now) else { return }
+        let fingerprint: UInt64
+        if let payload {
+            fingerprint = payload.withUnsafeBytes { Broker.fingerprint(target: name, body: $0) }
+        } else {
+            fingerprint = Broker.fingerprint(target: name, body: nil)
+        }
+        post(
+            name: name, payload: payload, profile: profile, once: key, hash: once.hash(key), fingerprint: fingerprint, rid: rid,
+            from: poster, now: now)
+    }
+
+    /// `post` with a key whose table hash and whose request's fingerprint are known.
+    mutating func post(
+        name: String, payload: JSONBytes?, profile: ProfilePayload?, once key: String, hash: UInt64, fingerprint: UInt64,
+        rid: RequestID, from poster: ClientRecord, now: Instant
+    ) {
+        guard admitOnce(key, hash: hash, .post, fingerprint, rid: rid, from: poster.id, now: now) else { return }
         // Held from here; forgotten again if the post is refused (nothing else can see it
         // meanwhile): an accepted post is counted.
-        let entry = once.insert(key, op: .post, fingerprint: fingerprint, wallMs: wallMs(now))
+        let entry = once.insert(key, hash: hash, op: .post, fingerprint: fingerprint, wallMs: wallMs(now))
         let posted = counters.posted
         post(name: name, payload: payload, profile: profile, rid: rid, from: poster, onceEntry: entry, now: now)
         if counters.posted == posted { once.remove(entry) }
@@ -132,11 +146,12 @@ extension Broker {
         // Nothing runs and nothing waits: the post starts down its chain at once. Through the
         // queue it would be taken off again straight away (its poster's share and the
         // queue's bytes back where they were), which is all this skips.
-        // (A keyed post takes the queue, where `pump` starts it and records it running.)
-        if !running && events.count == 0 && entry < 0 {
+        if !running && events.count == 0 {
             events.startNow(
                 poster: c, requestID: rid, name: name, payload: payload, isWillPresent: profile == .willPresent,
-                launchesApp: launches, chain: observers.chain(for: name))
+                launchesApp: launches, onceEntry: entry, chain: observers.chain(for: name))
+            // A keyed post is recorded running before it goes down its chain.
+            if entry >= 0 { startKeyed(now: now) }
             return pump(now: now)
         }
         poster.queuedPosts += 1
@@ -151,7 +166,7 @@ extension Broker {
 
     /// Advances the queue until an answer is awaited or nothing is left.
     mutating func pump(now: Instant) {
-        let budget = UInt64(configuration.hopTimeoutMs) * 1_000_000
+        let budget = hopBudget
         while true {
             if events.awaited != nil { return }
             if !events.isRunning {
@@ -204,7 +219,7 @@ extension Broker {
         // A keyed event waits on for its "running" record, however long the disk takes.
         if hop.client == AwaitedHop.journal {
             events.endRecordWait()
-            return events.awaitRecord(until: now &+ UInt64(configuration.hopTimeoutMs) &* 1_000_000, now: now)
+            return events.awaitRecord(until: now &+ hopBudget, now: now)
         }
         counters.hopTimeouts += 1
         sessions[hop.client]?.unresponsive = true

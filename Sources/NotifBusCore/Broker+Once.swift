@@ -25,9 +25,13 @@ extension Broker {
     /// The fingerprint of a request: its target (event name, slot; empty for the categories)
     /// and the bytes of its body as sent (`payload`, `value`, `categories`; none for `take`).
     static func fingerprint(target: String, body: UnsafeRawBufferPointer?) -> UInt64 {
-        let t = ContentHash.hash(target)
-        guard let body else { return ContentHash.combine(t, ContentHash.hash(UnsafeRawBufferPointer(start: nil, count: 0))) }
-        return ContentHash.combine(t, ContentHash.hash(body))
+        var target = target
+        return target.withUTF8 { fingerprint(target: UnsafeRawBufferPointer($0), body: body) }
+    }
+
+    /// The same from the target's UTF-8 where it lies.
+    static func fingerprint(target: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer?) -> UInt64 {
+        ContentHash.combine(ContentHash.hash(target), ContentHash.hash(body ?? UnsafeRawBufferPointer(start: nil, count: 0)))
     }
 
     static func fingerprint(target: String, raw: RawJSON?) -> UInt64 {
@@ -38,14 +42,18 @@ extension Broker {
     /// Looks `key` up for a request of `op` with `fingerprint`. A repeat is answered now (its
     /// key ended) or once its post ends; another use of the key is refused. True when the key
     /// is not held: the request goes on as a new one.
-    mutating func admitOnce(_ key: String, _ op: OnceOp, _ fingerprint: UInt64, rid: RequestID, from c: ConnectionID, now: Instant) -> Bool {
-        guard let i = once.find(key, nowMs: wallMs(now)) else { return true }
+    /// `hash` is the key's in the table, when the caller has it already.
+    mutating func admitOnce(
+        _ key: String, hash: UInt64? = nil, _ op: OnceOp, _ fingerprint: UInt64, rid: RequestID, from c: ConnectionID, now: Instant
+    ) -> Bool {
+        guard let i = once.find(key, hash: hash ?? once.hash(key), nowMs: wallMs(now)) else { return true }
         guard once.op(i) == op && once.fingerprint(i) == fingerprint else {
             refuse(c, rid, .once(.conflict(key: key, firstOp: once.op(i))), now: now)
             return false
         }
-        if once.state(i) == .ended, let outcome = once.outcome(i) {
-            send(.repeated(rid, outcome), to: c)
+        if once.state(i) == .ended {
+            let frame = once.withOutcome(i) { isError, bytes in OutboundFrame.repeatReply(rid, isError: isError, bytes, into: output) }
+            emit(to: c, frame)
             return false
         }
         guard let client = sessions[c] else { return false }
@@ -82,11 +90,11 @@ extension Broker {
     }
 
     /// The repeats that waited for a key's first outcome get it, each marked as a repeat.
-    mutating func answerRepeats(_ waiters: [OnceWaiter], _ outcome: OnceOutcome) {
+    mutating func answerRepeats(_ waiters: [OnceWaiter], isError: Bool, _ outcome: UnsafeRawBufferPointer) {
         for w in waiters {
             guard let client = sessions[w.connection] else { continue }
             client.repeatsWaiting -= 1
-            send(.repeated(w.requestID, outcome), to: w.connection)
+            emit(to: w.connection, OutboundFrame.repeatReply(w.requestID, isError: isError, outcome, into: output))
         }
     }
 
@@ -102,7 +110,13 @@ extension Broker {
 
     /// Records the outcome of a keyed request's entry and answers the repeats waiting for it.
     mutating func endKey(_ entry: Int32, _ outcome: OnceOutcome, now: Instant) {
-        answerRepeats(once.end(entry, outcome: outcome, wallMs: wallMs(now)), outcome)
+        outcome.withBytes { isError, bytes in endKey(entry, isError: isError, bytes, now: now) }
+    }
+
+    /// `endKey` with the outcome's bytes lent (not memory of the output store).
+    mutating func endKey(_ entry: Int32, isError: Bool, _ outcome: UnsafeRawBufferPointer, now: Instant) {
+        let waiters = once.end(entry, isError: isError, outcome: outcome, wallMs: wallMs(now))
+        if !waiters.isEmpty { answerRepeats(waiters, isError: isError, outcome) }
     }
 
     /// Forgets a keyed request's entry that took no effect; its waiting repeats get `error`.
@@ -137,12 +151,17 @@ extension Broker {
     /// A keyed post's event has just started down `event`'s chain: with `--state-dir` and
     /// observers to see it, its "running" record is written before the first `event` frame.
     @inline(never)
+    mutating func startKeyed(now: Instant) {
+        guard let event = events.running else { return }
+        startKeyed(event, now: now)
+    }
+
     mutating func startKeyed(_ event: RunningEvent, now: Instant) {
         let entry = event.post.onceEntry
         once.setRunning(entry)
         guard configuration.persistsState, !event.chain.isEmpty else { return }
         beginWrite(nil, .keysOnly, once: [onceRecord(entry, outcome: nil, now: now)], then: .running(event), now: now)
-        events.awaitRecord(until: now &+ UInt64(configuration.hopTimeoutMs) &* 1_000_000, now: now)
+        events.awaitRecord(until: now &+ hopBudget, now: now)
     }
 
     /// The "running" record of the running keyed event is written (the chain goes on) or
@@ -164,7 +183,7 @@ extension Broker {
     /// outcome is recorded (with `--state-dir`, written first) before it and its waiting
     /// repeats are answered. Kept out of `finish`, which stays as short as it was.
     @inline(never)
-    mutating func finishAside(_ event: RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
+    mutating func finishAside(_ event: consuming RunningEvent, _ outcome: EventOutcome, by: Int?, value: RawJSON?, now: Instant) {
         if outcome == .unhandled && event.post.launchesApp { return retainLaunchPayload(event, now: now) }
         if configuration.persistsState {
             let result = OnceOutcome.result(resultBytes(event, outcome, by: by, value: value, retained: false))
@@ -178,9 +197,15 @@ extension Broker {
                 event.post.requestID, event: event.post.event, outcome: outcome, by: by, value: value, retained: false, trace: trace,
                 into: output)
         }
-        let result = OnceOutcome.result(output.replyResult(frame, id: event.post.requestID))
         if sessions.contains(event.post.poster) { emit(to: event.post.poster, frame) }
-        endKey(event.post.onceEntry, result, now: now)
+        // Recorded from where the reply holds it: copied into the table, and out of the
+        // output store first when repeats are answered from it (which may move the store).
+        let entry = event.post.onceEntry, wall = wallMs(now)
+        let waiters = output.withReplyResult(frame, id: event.post.requestID) { once.end(entry, isError: false, outcome: $0, wallMs: wall) }
+        if !waiters.isEmpty {
+            let result = output.replyResult(frame, id: event.post.requestID)
+            result.withUnsafeBytes { answerRepeats(waiters, isError: false, $0) }
+        }
         events.recycle(event)
     }
 

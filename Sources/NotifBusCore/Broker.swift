@@ -22,6 +22,8 @@ import NotifBusProtocol
 public struct Broker {
     public let configuration: BrokerConfiguration
     let startedAt: Instant
+    /// `--hop-timeout` in nanoseconds, reckoned once: every step of a chain asks it.
+    let hopBudget: UInt64
 
     var sessions = ClientSessions()
     var observers = ObserverRegistry()
@@ -68,6 +70,7 @@ public struct Broker {
     ) {
         self.configuration = configuration
         self.startedAt = now
+        hopBudget = UInt64(configuration.hopTimeoutMs) * 1_000_000
         self.wallAtStart = wallClockMs
         slots = SlotStore(restoring: restoredSlots)
         if let restoredCategories { categories.set = restoredCategories }
@@ -209,13 +212,14 @@ public struct Broker {
         id: Int64, name: UnsafeRawBufferPointer, once key: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?,
         from client: ClientRecord, startsNow: Bool, now: Instant
     ) {
+        let hash = self.once.hash(utf8: key), fingerprint = Broker.fingerprint(target: name, body: payload)
         let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
         let once = String(decoding: key, as: UTF8.self)
         guard startsNow else {
             return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)
         }
         held.arrive()
-        post(name: name, payload: payload, profile: nil, once: once, rid: .integer(id), from: client, now: now)
+        post(name: name, payload: payload, profile: nil, once: once, hash: hash, fingerprint: fingerprint, rid: .integer(id), from: client, now: now)
     }
 
     /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.

@@ -161,7 +161,13 @@ struct FIFO<Element> {
         let e = storage[head]
         head += 1
         if head == storage.count {
-            storage.removeAll(keepingCapacity: storage.count < 4096)
+            // The one element of a queue that holds one at a time (a post that waits for no
+            // other), dropped without the generic path of `removeAll`.
+            if head == 1 {
+                storage.removeLast()
+            } else {
+                storage.removeAll(keepingCapacity: storage.count < 4096)
+            }
             head = 0
         } else if head >= 1024 && head * 2 >= storage.count {
             storage.removeFirst(head)

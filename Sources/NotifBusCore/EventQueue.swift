@@ -198,7 +198,7 @@ struct EventQueue {
     /// through the queue (it gets the event id it would have had there).
     mutating func startNow(
         poster: ConnectionID, requestID: RequestID, name: String, payload: JSONBytes?,
-        isWillPresent: Bool, launchesApp: Bool, chain: [Int]
+        isWillPresent: Bool, launchesApp: Bool, onceEntry: Int32 = -1, chain: [Int]
     ) {
         guard waiting.count == 0 else { preconditionFailure("a post started ahead of the waiting ones") }
         let event = nextEventID
@@ -206,7 +206,7 @@ struct EventQueue {
         begin(
             record(
                 event: event, poster: poster, requestID: requestID, name: name, payload: payload, isWillPresent: isWillPresent,
-                launchesApp: launchesApp, onceEntry: -1),
+                launchesApp: launchesApp, onceEntry: onceEntry),
             chain: chain)
     }
 

@@ -4,38 +4,38 @@
 // sends two different bodies under one key is told so unless the two collide.
 
 /// Hashes bytes a word at a time: each 8-byte little-endian word is mixed in with one
-/// multiplication, and the result is finished with SplitMix64's finalizer.
+/// multiplication, the last few bytes as one more word, and the result is finished with
+/// SplitMix64's finalizer.
 public enum ContentHash {
     /// The hash of `bytes`, starting from `seed`.
     @inlinable
     public static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         var h = seed ^ UInt64(truncatingIfNeeded: bytes.count) &* 0xBF58_476D_1CE4_E5B9
-        guard let base = bytes.baseAddress else { return finish(h) }
         let n = bytes.count
+        guard n > 0, let base = bytes.baseAddress else { return finish(h) }
         var p = 0
         while p &+ 8 <= n {
-            let w = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p, as: UInt64.self))
-            h = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
-            h ^= h &>> 29
+            h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p, as: UInt64.self)))
             p &+= 8
         }
-        if p < n {
-            var w: UInt64 = 0
-            var shift: UInt64 = 0
-            while p < n {
-                w |= UInt64(base.load(fromByteOffset: p, as: UInt8.self)) &<< shift
-                shift &+= 8
-                p &+= 1
-            }
-            h = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
-            h ^= h &>> 29
+        let rest = n &- p
+        guard rest > 0 else { return finish(h) }
+        var w: UInt64 = 0
+        if n >= 8 {
+            // The last word, read where it ends with the buffer, its bytes already mixed in
+            // shifted out.
+            w = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)) &>> UInt64((8 &- rest) &* 8)
+        } else {
+            withUnsafeMutableBytes(of: &w) { $0.baseAddress.unsafelyUnwrapped.copyMemory(from: base, byteCount: rest) }
+            w = UInt64(littleEndian: w)
         }
-        return finish(h)
+        return finish(mix(h, w))
     }
 
     /// The hash of a string's UTF-8.
     @inlinable
     public static func hash(_ text: String, seed: UInt64 = 0) -> UInt64 {
+        if let h = text.utf8.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0), seed: seed) }) { return h }
         var text = text
         return text.withUTF8 { hash(UnsafeRawBufferPointer($0), seed: seed) }
     }
@@ -51,6 +51,12 @@ public enum ContentHash {
     @inlinable
     public static func combine(_ a: UInt64, _ b: UInt64) -> UInt64 {
         finish(a &* 0x9E37_79B9_7F4A_7C15 ^ b)
+    }
+
+    @usableFromInline @inline(__always)
+    static func mix(_ h: UInt64, _ w: UInt64) -> UInt64 {
+        let m = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
+        return m ^ (m &>> 29)
     }
 
     @usableFromInline @inline(__always)

@@ -40,6 +40,8 @@ public struct JSONBytes: @unchecked Sendable {
         return false
     }
 
+    /// Inlinable: the queue's limits ask it of every post.
+    @inlinable
     public var count: Int {
         switch storage {
         case .inPlace(let bytes): bytes.count

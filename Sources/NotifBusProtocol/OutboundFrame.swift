@@ -104,14 +104,18 @@ public enum OutboundFrame {
     /// A repeat's reply: `{"op":"reply","id":…,"result":…,"repeat":true}`, or with `error`.
     @usableFromInline
     static func encodeRepeat(_ rid: RequestID, _ outcome: OnceOutcome, into store: OutputStore) -> OutputRange {
-        outcome.withBytes { isError, bytes in
-            store.frame(upTo: fixedBytes &+ rid.maxBytes &+ bytes.count) { w in
-                w.literal("{\"op\":\"reply\",\"id\":")
-                w.requestID(rid)
-                w.literal(isError ? ",\"error\":" : ",\"result\":")
-                w.raw(bytes)
-                w.literal(",\"repeat\":true}")
-            }
+        outcome.withBytes { isError, bytes in repeatReply(rid, isError: isError, bytes, into: store) }
+    }
+
+    /// A repeat's reply made from the first outcome's bytes where they lie (`bytes` are not
+    /// memory of `store`).
+    public static func repeatReply(_ rid: RequestID, isError: Bool, _ bytes: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
+        store.frame(upTo: fixedBytes &+ rid.maxBytes &+ bytes.count) { w in
+            w.literal("{\"op\":\"reply\",\"id\":")
+            w.requestID(rid)
+            w.literal(isError ? ",\"error\":" : ",\"result\":")
+            w.raw(bytes)
+            w.literal(",\"repeat\":true}")
         }
     }
 
@@ -595,6 +599,11 @@ extension OutputStore {
     /// The `result` of a reply frame of this store (`{"op":"reply","id":…,"result":…}`, as
     /// `ReplyResult` encodes it for request `id`), copied out.
     public func replyResult(_ range: OutputRange, id: RequestID) -> RawJSON {
+        withReplyResult(range, id: id) { RawJSON($0) }
+    }
+
+    /// Lends the `result` of a reply frame of this store, where it lies.
+    public func withReplyResult<R>(_ range: OutputRange, id: RequestID, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         var idBytes: Int
         switch id {
         case .integer(let n):
@@ -608,6 +617,6 @@ extension OutputStore {
         }
         // The length prefix, `{"op":"reply","id":`, the id and `,"result":`; then `}` ends it.
         let start = Limits.headerBytes &+ 19 &+ idBytes &+ 10
-        return withBytes(of: range) { RawJSON(UnsafeRawBufferPointer(rebasing: $0[start..<($0.count &- 1)])) }
+        return withBytes(of: range) { body(UnsafeRawBufferPointer(rebasing: $0[start..<($0.count &- 1)])) }
     }
 }

@@ -192,6 +192,11 @@ struct OutboundFrameTests {
             return nil
         case "reply":
             let rid = requestID(json["id"])
+            if json["repeat"] == true, let rid {
+                // The first outcome sent again: its bytes, then `"repeat":true`.
+                let outcome: OnceOutcome? = json["error"].map { .error($0.encoded) } ?? json["result"].map { .result($0.encoded) }
+                return outcome.map { .repeated(rid, $0) }
+            }
             if let error = json["error"] {
                 guard let codeText = error["code"]?.stringValue, let code = ErrorCode(rawValue: codeText),
                     let message = error["message"]?.stringValue
@@ -199,6 +204,7 @@ struct OutboundFrameTests {
                     return rid.map { .handlerError($0, JSONBytes(error.encoded)) }
                 }
                 if let by = error["details"]?["by"]?.stringValue, let rid { return .superseded(rid, message: message, by: by) }
+                if let op = error["details"]?["op"]?.stringValue, let rid { return .onceConflict(rid, message: message, op: op) }
                 return .error(rid, code, message: message)
             }
             guard let rid, let result = json["result"] else { return nil }
