@@ -85,10 +85,12 @@ public struct PostResult: Sendable {
     public let retained: String?
     /// Every hop in chain order: who was asked and how it answered.
     public let trace: [TraceEntry]
-    /// The reply as received.
+    /// The result of an earlier post with the same `once` key, not of a new event.
+    public let isRepeat: Bool
+    /// The reply's `result` as received.
     public let raw: JSONValue
 
-    init(_ json: JSONValue) throws(NotifBusError) {
+    init(_ json: JSONValue, isRepeat: Bool = false) throws(NotifBusError) {
         guard let event = json["event"]?.intValue,
             let outcome = json["outcome"]?.stringValue.flatMap(PostOutcome.init(rawValue:)),
             let trace = json["trace"]?.arrayValue
@@ -99,6 +101,7 @@ public struct PostResult: Sendable {
         value = json["value"] ?? .null
         retained = json["retained"]?.stringValue
         self.trace = trace.map { TraceEntry(observer: $0["observer"]?.stringValue ?? "", reply: $0["reply"]?.stringValue ?? "") }
+        self.isRepeat = isRepeat
         raw = json
     }
 }

@@ -55,10 +55,19 @@ extension NotifBusConnection {
 
     /// Posts an event and waits for its outcome. `timeout` bounds the whole chain,
     /// including the time spent queued behind other events.
-    public func post(_ name: String, payload: JSONValue = .null, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
+    ///
+    /// With a `once` key (§3.8) the event runs at most once for that key: sent again with
+    /// the same key and payload (by this client after a reconnect, or by another), it
+    /// answers with the first post's result, `isRepeat` set; with another payload it throws
+    /// `once_conflict`. A post whose chain a broker crash cut throws `interrupted`.
+    public func post(
+        _ name: String, payload: JSONValue = .null, once: String? = nil, timeout: Duration? = nil
+    ) async throws(NotifBusError) -> PostResult {
         var fields: [String: JSONValue] = ["name": .string(name)]
         if payload != .null { fields["payload"] = payload }
-        return try PostResult(try await request(Op.post, fields, timeout: timeout))
+        if let once { fields["once"] = .string(once) }
+        let answer = try await answeredRequest(Op.post, fields, timeout: timeout, onReply: nil)
+        return try PostResult(JSONValue(validated: answer.result), isRepeat: answer.isRepeat)
     }
 
     /// The broker's `status`. A large status comes in pages (each reply's `next` names the

@@ -96,7 +96,7 @@ extension NotifBusConnection {
                 nextRequestID += 1
                 ids.append(id)
                 registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(requests[index].op)' within \(bound.readable)") { result in
-                    replies.fill(index, result.map { JSONValue(validated: $0) })
+                    replies.fill(index, result.map { JSONValue(validated: $0.result) })
                 }
             }
             return (ids, nil)

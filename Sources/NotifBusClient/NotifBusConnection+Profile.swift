@@ -18,9 +18,12 @@ extension NotifBusConnection {
     /// `UNUserNotificationCenter.setNotificationCategories(_:)`. Returns how many categories
     /// are now in force. A set the broker refuses throws `bad_request` and leaves the old
     /// set in force. The order is kept: `notificationCategories()` returns this array.
+    /// With a `once` key (§3.8), the same set sent again with that key replaces nothing.
     @discardableResult
-    public func setNotificationCategories(_ categories: [NotificationCategory]) async throws(NotifBusError) -> Int {
-        let result = try await request(Op.setCategories, ["categories": .array(categories.map(\.jsonValue))])
+    public func setNotificationCategories(_ categories: [NotificationCategory], once: String? = nil) async throws(NotifBusError) -> Int {
+        var fields: [String: JSONValue] = ["categories": .array(categories.map(\.jsonValue))]
+        if let once { fields["once"] = .string(once) }
+        let result = try await request(Op.setCategories, fields)
         guard let count = result["count"]?.intValue else { throw .protocolViolation("setCategories result without 'count': \(result)") }
         return Int(count)
     }
@@ -105,20 +108,27 @@ extension NotifBusConnection {
 
     /// Posts `willPresent`: the notification arrived while the app is in the foreground.
     /// `PostResult.presentationOptions` is the decision.
-    public func post(willPresent notification: Notification, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
-        try await post(ProfileEvent.willPresent.rawValue, payload: ["notification": notification.jsonValue], timeout: timeout)
+    public func post(willPresent notification: Notification, once: String? = nil, timeout: Duration? = nil) async throws(NotifBusError)
+        -> PostResult
+    {
+        try await post(ProfileEvent.willPresent.rawValue, payload: ["notification": notification.jsonValue], once: once, timeout: timeout)
     }
 
     /// Posts `didReceive`: the user answered a notification. The broker refuses a response
     /// its categories do not allow (`invalid_action`). `PostResult.isRetainedForLaunch`
     /// says whether it was kept for an app that is not running.
-    public func post(didReceive response: NotificationResponse, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
-        try await post(ProfileEvent.didReceive.rawValue, payload: response.jsonValue, timeout: timeout)
+    public func post(didReceive response: NotificationResponse, once: String? = nil, timeout: Duration? = nil) async throws(NotifBusError)
+        -> PostResult
+    {
+        try await post(ProfileEvent.didReceive.rawValue, payload: response.jsonValue, once: once, timeout: timeout)
     }
 
     /// Posts `openSettings`, from a notification or (with `nil`) from the system settings.
-    public func post(openSettings notification: Notification?, timeout: Duration? = nil) async throws(NotifBusError) -> PostResult {
-        try await post(ProfileEvent.openSettings.rawValue, payload: ["notification": notification?.jsonValue ?? .null], timeout: timeout)
+    public func post(openSettings notification: Notification?, once: String? = nil, timeout: Duration? = nil) async throws(NotifBusError)
+        -> PostResult
+    {
+        try await post(
+            ProfileEvent.openSettings.rawValue, payload: ["notification": notification?.jsonValue ?? .null], once: once, timeout: timeout)
     }
 
     // MARK: Launch

@@ -1,13 +1,15 @@
 // Clients that outlive the broker: after a lost connection, connect again with growing
 // delays, greet, make every live observer, handler and the monitor again (marked `resume`,
-// PROTOCOL.md §13), and tell the application. It never re-sends an application's request.
+// PROTOCOL.md §13), and tell the application. Of the application's requests in flight it
+// sends again only those with a `once` key, which the broker applies at most once.
 import Dispatch
 import Glibc
 import NotifBusProtocol
 
 /// When a connection that was lost connects again by itself.
 public enum ReconnectPolicy: Sendable {
-    /// When it holds observers, handlers, a monitor or a waiting `take` (the default).
+    /// When it holds observers, handlers, a monitor, a waiting `take` or a keyed request
+    /// in flight (the default).
     case whenHoldingRegistrations
     /// Always, until `close()`.
     case always
@@ -70,6 +72,10 @@ final class Resumption {
     var entries: [Entry] = []
     var monitoring = false
     var waitingTakes = 0
+    /// Whether requests with a `once` key are sent again after a reconnect.
+    var resendKeyed = false
+    /// Such requests not yet answered.
+    var keyedInFlight = 0
     var reconnecting = false
     var stateContinuations: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
     var nextContinuation = 0
@@ -103,7 +109,7 @@ final class Resumption {
         if reconnecting { return .keepTrying }
         if closed { return .finish }
         entries.removeAll { !live.contains($0.current) }
-        let holds = !entries.isEmpty || monitoring || waitingTakes > 0
+        let holds = !entries.isEmpty || monitoring || waitingTakes > 0 || keyedInFlight > 0
         switch policy {
         case .never: return .finish
         case .always: break
@@ -166,6 +172,23 @@ extension NotifBusConnection {
             try? await Task.sleep(for: .milliseconds(2))
         }
         return clock.now - start
+    }
+
+    /// After a request sent on socket `generation` failed with `connectionLost`: waits
+    /// (within `bound`) until the reader of that socket has decided, and says whether a new
+    /// connection is being made or was made, so that the request may go out again.
+    func connectionReplaced(since generation: Int, within bound: Duration) async -> Bool {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < bound {
+            let verdict = lock.withLock { () -> Bool? in
+                if resumption.reconnecting || self.generation != generation { return closedReason == nil }
+                return closedReason != nil || readerFinished ? false : nil
+            }
+            if let verdict { return verdict }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
     }
 
     func reconnectLoop() async {

@@ -7,26 +7,37 @@ public struct PutResult: Sendable, Equatable {
     public let replaced: Bool
     /// A waiting `take` received the value directly; the slot stays empty.
     public let delivered: Bool
+    /// The result of an earlier `put` with the same `once` key: this one changed nothing.
+    public let isRepeat: Bool
 
     /// A result as the broker reports it.
-    public init(replaced: Bool, delivered: Bool) {
+    public init(replaced: Bool, delivered: Bool, isRepeat: Bool = false) {
         self.replaced = replaced
         self.delivered = delivered
+        self.isRepeat = isRepeat
     }
 }
 
 extension NotifBusConnection {
-    /// Stores `value` in `slot` (`.null` empties it).
+    /// Stores `value` in `slot` (`.null` empties it). With a `once` key (§3.8), a `put`
+    /// sent again with the same key and value changes nothing and answers as the first.
     @discardableResult
-    public func put(_ slot: String, _ value: JSONValue) async throws(NotifBusError) -> PutResult {
-        let result = try await request(Op.put, ["slot": .string(slot), "value": value])
-        return PutResult(replaced: result["replaced"]?.boolValue ?? false, delivered: result["delivered"]?.boolValue ?? false)
+    public func put(_ slot: String, _ value: JSONValue, once: String? = nil) async throws(NotifBusError) -> PutResult {
+        var fields: [String: JSONValue] = ["slot": .string(slot), "value": value]
+        if let once { fields["once"] = .string(once) }
+        let answer = try await answeredRequest(Op.put, fields, timeout: nil, onReply: nil)
+        let result = JSONValue(validated: answer.result)
+        return PutResult(
+            replaced: result["replaced"]?.boolValue ?? false, delivered: result["delivered"]?.boolValue ?? false,
+            isRepeat: answer.isRepeat)
     }
 
     /// Takes the slot's value, leaving it empty; nil when empty. With `wait`, an empty slot
-    /// is waited on (oldest taker first) for at most that long.
-    public func take(_ slot: String, wait: Duration? = nil) async throws(NotifBusError) -> JSONValue? {
+    /// is waited on (oldest taker first) for at most that long. With a `once` key (§3.8), a
+    /// `take` sent again with the same key returns the value the first took, and takes nothing.
+    public func take(_ slot: String, wait: Duration? = nil, once: String? = nil) async throws(NotifBusError) -> JSONValue? {
         var fields: [String: JSONValue] = ["slot": .string(slot)]
+        if let once { fields["once"] = .string(once) }
         var timeout = requestTimeout
         if let wait {
             let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000

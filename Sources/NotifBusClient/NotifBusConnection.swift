@@ -18,7 +18,14 @@ import NotifBusProtocol
 public final class NotifBusConnection: @unchecked Sendable {
     /// Answers one event delivered to an observer.
     public typealias ObserverHandler = @Sendable (ObserverEvent) async -> ObserverReply
-    typealias Completion = (Result<RawJSON, NotifBusError>) -> Void
+    typealias Completion = (Result<Answer, NotifBusError>) -> Void
+
+    /// A reply's `result` bytes, and whether the reply was marked `repeat`: the stored
+    /// outcome of an earlier request with the same `once` key (§3.8).
+    struct Answer {
+        let result: RawJSON
+        let isRepeat: Bool
+    }
 
     /// A request waiting for its reply, and when it times out; whoever takes the entry out
     /// of `pending` (the reply, the deadline timer, a lost connection) finishes it.
@@ -99,10 +106,14 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// `reconnect` says what happens when the connection is lost (a broker restart):
     /// by default the client connects again and makes its observers, handlers and
     /// monitor again when it holds any (PROTOCOL.md §13); `connectionStates()` tells.
+    /// With `resendKeyed` (the default), requests in flight that carry a `once` key are
+    /// sent again on the new connection, and the client reconnects while it has any; the
+    /// broker answers them at most once (PROTOCOL.md §13, decisions 40 and 43).
     public static func connect(
         socket: String? = nil, name: String? = nil,
         requestTimeout: Duration = .seconds(60),
-        reconnect: ReconnectPolicy = .whenHoldingRegistrations
+        reconnect: ReconnectPolicy = .whenHoldingRegistrations,
+        resendKeyed: Bool = true
     ) async throws(NotifBusError) -> NotifBusConnection {
         let path = SocketPath.resolve(explicit: socket)
         let fd = try openSocket(path)
@@ -119,7 +130,10 @@ public final class NotifBusConnection: @unchecked Sendable {
             }
             throw error
         }
-        connection.lock.withLock { connection.resumption.policy = reconnect }
+        connection.lock.withLock {
+            connection.resumption.policy = reconnect
+            connection.resumption.resendKeyed = resendKeyed
+        }
         return connection
     }
 
@@ -127,7 +141,8 @@ public final class NotifBusConnection: @unchecked Sendable {
     func greet(generation: Int? = nil) async throws(NotifBusError) -> JSONValue {
         var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
         if let name = resumption.name { fields["name"] = .string(name) }
-        let result = JSONValue(validated: try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation))
+        let result = JSONValue(
+            validated: try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation).result)
         lock.withLock {
             clientID = result["client"]?.stringValue ?? ""
             server = result["server"]?.stringValue ?? ""
@@ -245,15 +260,49 @@ public final class NotifBusConnection: @unchecked Sendable {
         _ op: String, _ fields: [String: JSONValue] = [:], timeout: Duration? = nil,
         onReply: (@Sendable (JSONValue) -> Void)? = nil
     ) async throws(NotifBusError) -> RawJSON {
+        try await answeredRequest(op, fields, timeout: timeout, onReply: onReply).result
+    }
+
+    /// As `request`, with the reply's `repeat` mark: true when the result (or, in a thrown
+    /// ``BrokerError``, `isRepeat`) is the stored outcome of an earlier request with the
+    /// same `once` key (§3.8).
+    public func requestMarkingRepeat(
+        _ op: String, _ fields: [String: JSONValue], timeout: Duration? = nil
+    ) async throws(NotifBusError) -> (result: JSONValue, isRepeat: Bool) {
+        let answer = try await answeredRequest(op, fields, timeout: timeout, onReply: nil)
+        return (JSONValue(validated: answer.result), answer.isRepeat)
+    }
+
+    /// As `rawRequest`, with the reply's `repeat` mark. A request with a `once` key that
+    /// fails because the connection was lost goes out again, with the same fields, once the
+    /// connection is back (when `resendKeyed`; within its one `timeout`): the broker applies
+    /// it at most once and answers a repeat with the first outcome.
+    func answeredRequest(
+        _ op: String, _ fields: [String: JSONValue], timeout: Duration?, onReply: (@Sendable (JSONValue) -> Void)?
+    ) async throws(NotifBusError) -> Answer {
         let bound = timeout ?? requestTimeout
-        var waited = Duration.zero
+        let clock = ContinuousClock()
+        let begin = clock.now
+        let keyed = (fields["once"] ?? .null) != .null
+        let resend =
+            keyed
+            && lock.withLock { () -> Bool in
+                if resumption.resendKeyed { resumption.keyedInFlight += 1 }
+                return resumption.resendKeyed
+            }
+        defer { if resend { lock.withLock { resumption.keyedInFlight -= 1 } } }
         while true {
-            waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: waited)
+            let waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: clock.now - begin)
+            let sentOn = lock.withLock { generation }
             do {
                 return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
             } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
                 // Refused before it was written: the connection is being made again, so wait.
                 continue
+            } catch .connectionLost(let reason) where resend {
+                guard await connectionReplaced(since: sentOn, within: bound - (clock.now - begin)) else {
+                    throw .connectionLost(reason)
+                }
             }
         }
     }
@@ -266,7 +315,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     func exchange(
         _ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
         generation wanted: Int?
-    ) async throws(NotifBusError) -> RawJSON {
+    ) async throws(NotifBusError) -> Answer {
         let id = lock.withLock { () -> Int64 in
             defer { nextRequestID += 1 }
             return nextRequestID
@@ -275,7 +324,7 @@ public final class NotifBusConnection: @unchecked Sendable {
         message["op"] = .string(op)
         message["id"] = .integer(id)
         let frame = NotifBusConnection.frame(.object(message))
-        let result: Result<RawJSON, NotifBusError> = await withCheckedContinuation { continuation in
+        let result: Result<Answer, NotifBusError> = await withCheckedContinuation { continuation in
             let (registered, on) = lock.withLock { () -> (String?, Int) in
                 if let reason = closedReason { return (reason, generation) }
                 if let wanted, wanted != generation { return ("the connection was replaced", generation) }
@@ -284,7 +333,7 @@ public final class NotifBusConnection: @unchecked Sendable {
                     id, deadline: NotifBusConnection.deadline(after: bound),
                     timeoutMessage: "no reply to '\(op)' within \(bound.readable)"
                 ) { result in
-                    if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value)) }
+                    if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value.result)) }
                     continuation.resume(returning: result)
                 }
                 return (nil, generation)
@@ -302,7 +351,7 @@ public final class NotifBusConnection: @unchecked Sendable {
 
     /// Finishes request `id` with `result`, once: a reply or a failure, unless its deadline
     /// came first. Taking it out of `pending` takes out its deadline, so nothing fires for it.
-    func complete(_ id: Int64, _ result: Result<RawJSON, NotifBusError>) {
+    func complete(_ id: Int64, _ result: Result<Answer, NotifBusError>) {
         let entry = lock.withLock { pending.removeValue(forKey: id) }
         entry?.completion(result)
     }
@@ -413,9 +462,11 @@ public final class NotifBusConnection: @unchecked Sendable {
         case .reply(let reply):
             switch (reply.id, reply.outcome) {
             case (.integer(let id)?, .result(let result)):
-                complete(id, .success(result))
+                complete(id, .success(Answer(result: result, isRepeat: reply.isRepeat)))
             case (.integer(let id)?, .error(let failure)):
-                complete(id, .failure(.broker(BrokerError(failure))))
+                var error = BrokerError(failure)
+                error.isRepeat = reply.isRepeat
+                complete(id, .failure(.broker(error)))
             case (nil, .error(let failure)):
                 let error = BrokerError(failure)
                 let handler = lock.withLock { () -> (@Sendable (BrokerError) -> Void)? in

@@ -10,6 +10,9 @@ public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// `nil` when the error carried no `details`; `.null` when it carried `null`.
     public let details: JSONValue?
+    /// The reply was marked `repeat`: this is the stored outcome of an earlier request with
+    /// the same `once` key (`interrupted` always is).
+    public var isRepeat = false
 
     /// An error to throw from a method handler, or one the broker sent.
     public init(code: String, message: String, details: JSONValue? = nil) {

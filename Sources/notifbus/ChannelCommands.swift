@@ -119,18 +119,20 @@ enum ChannelCommands {
         name: "put",
         summary: "store a value in a slot",
         usage: """
-            Usage: notifbus put SLOT JSON|-|@FILE [--socket PATH]
+            Usage: notifbus put SLOT JSON|-|@FILE [--once KEY] [--socket PATH]
 
             Stores JSON in SLOT (null empties it) and prints {"replaced":…,"delivered":…}.
             \(CLI.jsonInputHelp)
+            \(CLI.onceUsage)
             """,
-        valueFlags: [], switchFlags: [],
+        valueFlags: ["once"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 2...2, "SLOT JSON|-|@FILE")
             let input = try JSONArgument(args.positionals[1], what: "the value")
             let bus = try await CLI.connect(args, name: "notifbus-put")
             defer { bus.close() }
-            let result = try await bus.put(args.positionals[0], try input.value(limit: bus.maxFrame))
+            let result = try await bus.put(args.positionals[0], try input.value(limit: bus.maxFrame), once: args.value("once"))
+            CLI.noteRepeat(result.isRepeat, args)
             Output.json(JSONValue.object(["replaced": .bool(result.replaced), "delivered": .bool(result.delivered)]).text, pretty: args.prettyJSON)
             return 0
         })
@@ -139,20 +141,29 @@ enum ChannelCommands {
         name: "take",
         summary: "take a slot's value once",
         usage: """
-            Usage: notifbus take SLOT [--wait DUR] [--socket PATH]
+            Usage: notifbus take SLOT [--wait DUR] [--once KEY] [--socket PATH]
 
             Prints the slot's value as JSON and empties the slot, or prints null when it is
             empty. --wait waits up to DUR for a put (at most 10m); --timeout is added to it.
+            \(CLI.onceUsage) A take sent again prints the value the first one took.
             """,
-        valueFlags: ["wait"], switchFlags: [],
+        valueFlags: ["wait", "once"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 1...1, "SLOT")
             let wait = try args.duration("wait")
             if let wait, wait > Limits.maxTakeWaitMs { throw UsageError("--wait must be at most 10m") }
             let bus = try await CLI.connect(args, name: "notifbus-take")
             defer { bus.close() }
-            let value = try await bus.take(args.positionals[0], wait: wait.map { .milliseconds($0) })
-            Output.json(value?.text ?? "null", pretty: args.prettyJSON)
+            guard let once = args.value("once") else {
+                let value = try await bus.take(args.positionals[0], wait: wait.map { .milliseconds($0) })
+                Output.json(value?.text ?? "null", pretty: args.prettyJSON)
+                return 0
+            }
+            var fields: [String: JSONValue] = ["slot": .string(args.positionals[0]), "once": .string(once)]
+            if let wait { fields["wait"] = .integer(wait) }
+            let answer = try await bus.requestMarkingRepeat(Op.take, fields, timeout: bus.requestTimeout + .milliseconds(wait ?? 0))
+            CLI.noteRepeat(answer.isRepeat, args)
+            Output.json(answer.result.text, pretty: args.prettyJSON)
             return 0
         })
 

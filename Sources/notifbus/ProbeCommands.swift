@@ -55,14 +55,15 @@ enum ProbeCommands {
         name: "post",
         summary: "post an event and print its outcome",
         usage: """
-            Usage: notifbus post NAME [JSON|-|@FILE] [--socket PATH] [--timeout DUR]
+            Usage: notifbus post NAME [JSON|-|@FILE] [--once KEY] [--socket PATH] [--timeout DUR]
 
             Posts event NAME with the JSON payload (default: none) and prints the result
             (event, outcome, by, value, retained, trace) as JSON. --timeout bounds the wait
             for the whole chain (default 60s).
             \(CLI.jsonInputHelp)
+            \(CLI.onceUsage)
             """,
-        valueFlags: ["timeout"], switchFlags: [],
+        valueFlags: ["timeout", "once"], switchFlags: [],
         run: { args in
             try CLI.expectPositionals(args, 1...2, "NAME [JSON|-|@FILE]")
             let payload = args.positionals.count == 2 ? try JSONArgument(args.positionals[1], what: "the payload") : nil
@@ -70,7 +71,8 @@ enum ProbeCommands {
             let bus = try await CLI.connect(args, name: "notifbus-post")
             defer { bus.close() }
             let value = try payload?.value(limit: bus.maxFrame) ?? .null
-            let result = try await bus.post(args.positionals[0], payload: value, timeout: timeout)
+            let result = try await bus.post(args.positionals[0], payload: value, once: args.value("once"), timeout: timeout)
+            CLI.noteRepeat(result.isRepeat, args)
             Output.json(result.raw.text, pretty: args.prettyJSON)
             return 0
         })

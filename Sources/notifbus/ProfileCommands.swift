@@ -9,7 +9,7 @@ enum ProfileCommands {
         name: "categories",
         summary: "set or show the notification categories",
         usage: """
-            Usage: notifbus categories set FILE|- [--socket PATH] [--timeout DUR]
+            Usage: notifbus categories set FILE|- [--once KEY] [--socket PATH] [--timeout DUR]
                    notifbus categories get [--socket PATH] [--timeout DUR]
 
             'set' replaces the broker's whole category set with the JSON array in FILE (- reads
@@ -19,8 +19,9 @@ enum ProfileCommands {
               [{"identifier":"INVITE","options":[],"actions":[
                  {"identifier":"ACCEPT","title":"Accept","options":["foreground"]},
                  {"identifier":"REPLY","title":"Reply","textInput":{"buttonTitle":"Send"}}]}]
+            \(CLI.onceUsage)
             """,
-        valueFlags: [], switchFlags: [],
+        valueFlags: ["once"], switchFlags: [],
         run: { args in try await runCategories(args) })
 
     static func runCategories(_ args: Arguments) async throws -> Int32 {
@@ -31,10 +32,14 @@ enum ProfileCommands {
             let input = try JSONArgument(file: args.positionals[1], what: "the category set")
             let bus = try await CLI.connect(args, name: "notifbus-categories")
             defer { bus.close() }
-            let result = try await bus.request(Op.setCategories, ["categories": try input.value(limit: bus.maxFrame)])
-            Output.json(JSONValue.object(["count": result["count"] ?? .null]).text, pretty: args.prettyJSON)
+            var fields: [String: JSONValue] = ["categories": try input.value(limit: bus.maxFrame)]
+            if let once = args.value("once") { fields["once"] = .string(once) }
+            let answer = try await bus.requestMarkingRepeat(Op.setCategories, fields)
+            CLI.noteRepeat(answer.isRepeat, args)
+            Output.json(JSONValue.object(["count": answer.result["count"] ?? .null]).text, pretty: args.prettyJSON)
         case "get":
             try CLI.expectPositionals(args, 1...1, "get")
+            if args.value("once") != nil { throw UsageError("--once goes with 'set'") }
             let bus = try await CLI.connect(args, name: "notifbus-categories")
             defer { bus.close() }
             let result = try await bus.request(Op.getCategories)

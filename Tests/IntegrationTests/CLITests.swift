@@ -69,6 +69,40 @@ import Testing
         }
     }
 
+    /// `--once KEY`: the same command run again prints the first outcome and changes
+    /// nothing (a note on stderr says so); other arguments with the key fail `once_conflict`.
+    @Test func onceKeysOnTheCommandLine() throws {
+        let broker = try BrokerUnderTest()
+        var r = try broker.cli(["put", "s", "1", "--once", "put-1"])
+        #expect(r.0 == 0 && r.1 == "{\"delivered\":false,\"replaced\":false}\n" && r.2.isEmpty, "\(r)")
+        _ = try broker.cli(["put", "s", "2"])
+        r = try broker.cli(["put", "s", "1", "--once", "put-1"])
+        #expect(r.0 == 0 && r.1 == "{\"delivered\":false,\"replaced\":false}\n" && r.2.contains("a repeat"), "\(r)")
+        #expect(try broker.cli(["peek", "s"]).1 == "2\n")
+        r = try broker.cli(["put", "s", "3", "--once", "put-1"])
+        #expect(r.0 == 1 && r.2.contains("once_conflict"), "\(r)")
+
+        #expect(try broker.cli(["take", "s", "--once", "take-1"]).1 == "2\n")
+        _ = try broker.cli(["put", "s", "4"])
+        r = try broker.cli(["take", "s", "--once", "take-1"])
+        #expect(r.0 == 0 && r.1 == "2\n" && r.2.contains("a repeat"), "\(r)")
+        #expect(try broker.cli(["peek", "s"]).1 == "4\n")
+
+        let first = try broker.cli(["post", "e", "{\"n\":1}", "--once", "post-1"])
+        let again = try broker.cli(["post", "e", "{\"n\":1}", "--once", "post-1"])
+        #expect(first.0 == 0 && again.0 == 0 && first.1 == again.1 && again.2.contains("a repeat"), "\(first) \(again)")
+        r = try broker.cli(["post", "e", "--once", ""])
+        #expect(r.0 == 1 && r.2.contains("bad_request"), "\(r)")
+
+        let file = broker.folder.path + "/categories.json"
+        try Data(#"[{"identifier":"C","actions":[]}]"#.utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try broker.cli(["categories", "set", file, "--once", "cat-1"]).1 == "{\"count\":1}\n")
+        r = try broker.cli(["categories", "set", file, "--once", "cat-1"])
+        #expect(r.0 == 0 && r.1 == "{\"count\":1}\n" && r.2.contains("a repeat"), "\(r)")
+        #expect(try run(["categories", "get", "--once", "cat-1"]).0 == 2)
+        #expect(try broker.cli(["status"]).1.contains("posted 1"))
+    }
+
     @Test func probesAgainstALiveBroker() throws {
         let broker = try BrokerUnderTest()
         var r = try broker.cli(["ping", "--count", "2"])

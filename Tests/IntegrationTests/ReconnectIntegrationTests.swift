@@ -34,11 +34,11 @@ func eventually(_ what: String, _ condition: () -> Bool) async throws {
     }
 }
 
-/// Stops `broker` with `signal` and starts a new one on the same socket.
-func restarted(_ broker: BrokerUnderTest, _ signal: Int32) throws -> BrokerUnderTest {
+/// Stops `broker` with `signal` and starts a new one on the same socket, with `flags`.
+func restarted(_ broker: BrokerUnderTest, _ signal: Int32, _ flags: [String] = []) throws -> BrokerUnderTest {
     broker.child.signal(signal)
     _ = broker.child.waitExit(.seconds(5))
-    return try BrokerUnderTest(folder: broker.folder)
+    return try BrokerUnderTest(flags, folder: broker.folder)
 }
 
 @Suite(.serialized, .timeLimit(.minutes(5))) struct ReconnectIntegrationTests {
@@ -122,6 +122,82 @@ func restarted(_ broker: BrokerUnderTest, _ signal: Int32) throws -> BrokerUnder
         let status = try await newcomer.status()
         #expect(status.observers.map { $0["observer"]?.stringValue } == [mine.id])
         newcomer.close()
+        bus.close()
+    }
+
+    /// Posts in flight when a broker with `--state-dir` is killed: the keyed ones are sent
+    /// again on the new connection and each is answered exactly once (the one whose chain the
+    /// crash cut hears `interrupted`, the queued one runs once); the unkeyed one fails.
+    @Test func keyedPostsInFlightAreSentAgainAndAnsweredOnce() async throws {
+        let folder = TempFolder()
+        let flags = ["--state-dir", folder.path + "/state"]
+        let first = try BrokerUnderTest(flags, folder: folder)
+        let bus = try await NotifBusConnection.connect(socket: first.socket, requestTimeout: .seconds(20))
+        let states = StateLog()
+        states.follow(bus)
+        let seen = Recorder()
+        let released = Recorder()
+        _ = try await bus.addObserver(events: ["e"]) { event in
+            let text = event.payload.stringValue ?? ""
+            seen.add(text)
+            // Holds the first event until the test ends: the broker dies while it runs.
+            while text == "held" && released.all.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
+            return .complete(event.payload)
+        }
+        defer { released.add("done") }
+        func outcome(_ payload: String, once: String?, on client: NotifBusConnection? = nil) -> Task<String, Never> {
+            Task {
+                do throws(NotifBusError) {
+                    let r = try await (client ?? bus).post("e", payload: .string(payload), once: once)
+                    return "\(r.value.stringValue ?? r.outcome.rawValue) repeat=\(r.isRepeat)"
+                } catch {
+                    switch error {
+                    case .broker(let e): return "\(e.code) repeat=\(e.isRepeat)"
+                    case .connectionLost: return "lost"
+                    default: return "\(error)"
+                    }
+                }
+            }
+        }
+        let held = outcome("held", once: "k-held")
+        try await eventually("the held event runs") { seen.all == ["held"] }
+        let queued = outcome("queued", once: "k-queued")
+        let plain = outcome("plain", once: nil)
+        // A client that holds nothing but a keyed post in flight reconnects for it.
+        let poster = try await NotifBusConnection.connect(socket: first.socket, requestTimeout: .seconds(20))
+        let solo = outcome("solo", once: "k-solo", on: poster)
+        let probe = try await NotifBusConnection.connect(socket: first.socket, reconnect: .never)
+        var waiting = try await probe.status().pending
+        for _ in 0..<500 where waiting < 3 {
+            try await Task.sleep(for: .milliseconds(10))
+            waiting = try await probe.status().pending
+        }
+        #expect(waiting == 3)
+        probe.close()
+
+        let broker = try restarted(first, SIGKILL, flags)
+        #expect(await held.value == "interrupted repeat=true")
+        #expect(await queued.value == "queued repeat=false")
+        #expect(await plain.value == "lost")
+        // Run once on the new broker, before or after the observer is made again.
+        #expect(["solo repeat=false", "unhandled repeat=false"].contains(await solo.value))
+        #expect(seen.all.filter { $0 != "solo" } == ["held", "queued"])
+        #expect(states.reconnected != nil)
+
+        // Sent once more, each key answers with its first outcome and runs nothing.
+        let again = try await bus.post("e", payload: "queued", once: "k-queued")
+        #expect(again.isRepeat && again.value == "queued")
+        let conflict = await #expect(throws: NotifBusError.self) { _ = try await bus.post("e", payload: "other", once: "k-queued") }
+        if case .broker(let e)? = conflict {
+            #expect(e.code == ErrorCode.onceConflict.rawValue && !e.isRepeat)
+        } else {
+            Issue.record("not once_conflict: \(String(describing: conflict))")
+        }
+        #expect(seen.all.filter { $0 != "solo" } == ["held", "queued"] && seen.all.filter { $0 == "solo" }.count <= 1)
+        let checker = try await NotifBusConnection.connect(socket: broker.socket, reconnect: .never)
+        #expect(try await checker.status().counter("posted") == 2)
+        checker.close()
+        poster.close()
         bus.close()
     }
 
