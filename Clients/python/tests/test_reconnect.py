@@ -152,6 +152,120 @@ def test_reconnect_false_stays_lost(broker: Broker) -> None:
     bus.close()
 
 
+def _post_outcome(post: Callable[[], Any]) -> str:
+    """How a post ended, as the keyed-resend tests compare it."""
+    try:
+        result = post()
+        return f"{result.outcome if result.value is None else result.value} repeat={result.repeat}"
+    except notifbus.ConnectionLost:
+        return "lost"
+    except notifbus.BrokerError as exc:
+        return f"{exc.code} repeat={exc.repeat}"
+
+
+def test_keyed_posts_in_flight_are_sent_again_and_answered_once(make_broker: Callable[..., Broker],
+                                                                 tmp_path: Any) -> None:
+    """A broker with --state-dir is killed with posts in flight: the keyed ones are sent
+    again on the new connection and answered exactly once (the running one hears
+    ``interrupted``, the queued ones run once), the unkeyed one fails."""
+    broker = make_broker(extra=["--state-dir", str(tmp_path / "state")])
+    seen: List[Any] = []
+    release = threading.Event()
+
+    def observer(event: notifbus.Event) -> notifbus.Verdict:
+        seen.append(event.payload)
+        if event.payload == "held":
+            release.wait(BACK_LIMIT)  # the broker dies while this event runs
+        return notifbus.Complete(event.payload)
+
+    bus = notifbus.connect(broker.socket, timeout=20)
+    bus.add_observer("e", observer)
+    # Holds nothing but its keyed post in flight: it reconnects for it.
+    poster = notifbus.connect(broker.socket, timeout=20)
+    outcomes: Dict[str, str] = {}
+    threads: List[threading.Thread] = []
+
+    def post(label: str, client: notifbus.Client, once: Any) -> None:
+        def run() -> None:
+            outcomes[label] = _post_outcome(lambda: client.post("e", label, once=once))
+        thread = threading.Thread(target=run)
+        thread.start()
+        threads.append(thread)
+
+    try:
+        post("held", bus, "k-held")
+        wait_for(lambda: seen == ["held"], "the held event runs")
+        post("queued", bus, "k-queued")
+        post("plain", bus, None)
+        post("solo", poster, "k-solo")
+        with notifbus.connect(broker.socket, reconnect=False) as probe:
+            wait_for(lambda: probe.status()["queue"]["pending"] == 3, "three posts queued")
+        restart(broker, signal.SIGKILL)
+        for thread in threads:
+            thread.join(BACK_LIMIT)
+        assert outcomes["held"] == "interrupted repeat=True"
+        assert outcomes["queued"] == "queued repeat=False"
+        assert outcomes["plain"] == "lost"
+        # Run once on the new broker, before or after the observer is made again.
+        assert outcomes["solo"] in ("solo repeat=False", "unhandled repeat=False")
+        assert [p for p in seen if p != "solo"] == ["held", "queued"] and seen.count("solo") <= 1
+
+        again = bus.post("e", "queued", once="k-queued")
+        assert again.repeat and again.value == "queued"
+        with pytest.raises(notifbus.BrokerError) as conflict:
+            bus.post("e", "other", once="k-queued")
+        assert conflict.value.code == "once_conflict" and not conflict.value.repeat
+        with notifbus.connect(broker.socket, reconnect=False) as probe:
+            assert probe.status()["counters"]["posted"] == 2
+    finally:
+        release.set()
+        poster.close()
+        bus.close()
+
+
+def test_asyncio_keyed_post_in_flight_is_sent_again(make_broker: Callable[..., Broker], tmp_path: Any) -> None:
+    broker = make_broker(extra=["--state-dir", str(tmp_path / "state")])
+
+    async def scenario() -> None:
+        seen: List[Any] = []
+        release = asyncio.Event()
+
+        async def observer(event: notifbus.Event) -> notifbus.Verdict:
+            seen.append(event.payload)
+            if event.payload == "held":
+                await release.wait()
+            return notifbus.Complete(event.payload)
+
+        bus = await notifbus.aio.connect(broker.socket, timeout=20)
+        await bus.add_observer("e", observer)
+
+        async def outcome(payload: str, once: Any) -> str:
+            try:
+                result = await bus.post("e", payload, once=once)
+                return f"{result.value} repeat={result.repeat}"
+            except notifbus.ConnectionLost:
+                return "lost"
+            except notifbus.BrokerError as exc:
+                return f"{exc.code} repeat={exc.repeat}"
+
+        held = asyncio.ensure_future(outcome("held", "k-held"))
+        while seen != ["held"]:
+            await asyncio.sleep(0.01)
+        queued = asyncio.ensure_future(outcome("queued", "k-queued"))
+        plain = asyncio.ensure_future(outcome("plain", None))
+        async with await notifbus.aio.connect(broker.socket, reconnect=False) as probe:
+            while (await probe.status())["queue"]["pending"] < 2:
+                await asyncio.sleep(0.01)
+        await asyncio.get_running_loop().run_in_executor(None, restart, broker, signal.SIGKILL)
+        results = await asyncio.wait_for(asyncio.gather(held, queued, plain), BACK_LIMIT)
+        assert results == ["interrupted repeat=True", "queued repeat=False", "lost"]
+        assert seen == ["held", "queued"]
+        release.set()
+        await bus.close()
+
+    asyncio.run(scenario())
+
+
 def restart_only(broker: Broker) -> None:
     log = open(broker.log_path, "ab")
     broker.process = subprocess.Popen([str(a) for a in broker.process.args], stdin=subprocess.DEVNULL,

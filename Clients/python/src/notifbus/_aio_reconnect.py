@@ -3,7 +3,8 @@ growing delays, greet, make every live observer and handler again, then let wait
 requests go out.
 
 It runs as a task on the client's loop and never re-sends a request the application
-made: those in flight at the loss have already failed with ``ConnectionLost``.
+made: those in flight at the loss have already failed with ``ConnectionLost`` (a keyed
+one, failed so, is sent again by the call that made it, ``_front.ClientFront._resends``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class AsyncReconnect:
         if not self._reconnecting:
             observers, handlers = self._session.live_registrations()
             live = self._registry.keep_live(observers, handlers)
-            start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session)
+            start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session,
+                                                         self._resend_keyed)
             if start:
                 self._reconnecting = True
                 self._connected.clear()

@@ -77,7 +77,8 @@ class Client(ClientFront, Threads, BlockingReconnect, BlockingProfile):
 
     While the client reconnects, calls wait for the new connection within their
     timeout; calls in flight at the loss raise ``ConnectionLost`` and are not sent
-    again. Observer and handler ids returned before stay valid as arguments.
+    again, unless they carry an idempotency key (``once``): those are sent again on the
+    new connection. Observer and handler ids returned before stay valid as arguments.
     """
 
     def __init__(self, sock: _socket.socket, path: str, timeout: float) -> None:
@@ -198,21 +199,26 @@ class Client(ClientFront, Threads, BlockingReconnect, BlockingProfile):
     def _perform(self, request: Request[_T], timeout: Optional[float]) -> _T:
         limit = self._limit(request, timeout)
         deadline = time.monotonic() + limit
-        started = None
-        while started is None:
-            self._wait_until_connected(request.op, deadline)
-            waiter: "Future[_T]" = Future()
-            started = self._start(request, waiter)
-        generation, request_id, data = started
-        try:
-            self._send(data, generation)
-            return waiter.result(max(0.0, deadline - time.monotonic()))
-        except _FutureTimeout:
-            if waiter.done():
-                return waiter.result(0)
-            raise timed_out(request, limit) from None
-        finally:
-            self._session.cancel(request_id)
+        while True:
+            started = None
+            while started is None:
+                self._wait_until_connected(request.op, deadline)
+                waiter: "Future[_T]" = Future()
+                started = self._start(request, waiter)
+            generation, request_id, data = started
+            try:
+                self._send(data, generation)
+                return waiter.result(max(0.0, deadline - time.monotonic()))
+            except _FutureTimeout:
+                if waiter.done():
+                    return waiter.result(0)
+                raise timed_out(request, limit) from None
+            except ConnectionLost:
+                # A keyed request goes out again on the new connection, with the same bytes.
+                if not self._resends(request, generation):
+                    raise
+            finally:
+                self._session.cancel(request_id)
 
     def _send(self, data: bytes, generation: int) -> None:
         with self._send_lock:

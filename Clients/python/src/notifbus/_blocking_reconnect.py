@@ -3,7 +3,8 @@ growing delays, greet, make every live observer and handler again, then let wait
 requests go out.
 
 It runs on a thread of its own and never re-sends a request the application made: those
-in flight at the loss have already failed with ``ConnectionLost``.
+in flight at the loss have already failed with ``ConnectionLost`` (a keyed one, failed so,
+is sent again by the call that made it, ``_front.ClientFront._resends``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class BlockingReconnect:
             if not already:
                 observers, handlers = self._session.live_registrations()
                 live = self._registry.keep_live(observers, handlers)
-                start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session)
+                start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session,
+                                                             self._resend_keyed)
                 self._reconnecting = start
         # Requests made from here on wait for the new connection instead of failing.
         self._session.connection_lost(reason)

@@ -43,6 +43,8 @@ class BrokerError(NotifbusError):
     ``code`` is the wire error code (``"bad_request"``, ``"not_found"``, ...),
     ``message`` its text, ``details`` the optional ``details`` value (``None`` when the
     reply carried none). ``has_details`` tells an absent ``details`` from a ``null`` one.
+    ``repeat`` is True when the reply was marked ``repeat``: the stored outcome of an
+    earlier request with the same ``once`` key (``interrupted`` always is).
     """
 
     def __init__(self, code: str, message: str, details: Any = ABSENT) -> None:
@@ -51,6 +53,7 @@ class BrokerError(NotifbusError):
         self.message = message
         self.has_details = details is not ABSENT
         self.details: Any = None if details is ABSENT else details
+        self.repeat = False
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -211,11 +211,13 @@ class Connecting:
     timeout: float
     reconnect: Optional[bool]
     on_connection_state: Optional[Callable[[ConnectionState], Any]]
+    resend_keyed: bool = True
 
     def ready(self, client: _C) -> _C:
         """``client``, greeted, with its name for a later hello and its reconnection set."""
         client._name = self.name  # type: ignore[attr-defined]
         client._reconnect = self.reconnect  # type: ignore[attr-defined]
+        client._resend_keyed = self.resend_keyed  # type: ignore[attr-defined]
         client.on_connection_state = self.on_connection_state  # type: ignore[attr-defined]
         return client
 
@@ -227,6 +229,7 @@ def connecting(
     *,
     reconnect: Optional[bool] = None,
     on_connection_state: Optional[Callable[[ConnectionState], Any]] = None,
+    resend_keyed: bool = True,
 ) -> Connecting:
     """Connect to the broker, say ``hello`` and return a ready :class:`Client`.
 
@@ -245,8 +248,13 @@ def connecting(
     observers and handlers again (``reconnect=None``, the default); ``True`` always
     reconnects, ``False`` never. ``on_connection_state`` gets a
     :class:`ConnectionState` on each loss and each return (PROTOCOL.md §13).
+
+    Calls in flight at the loss raise ``ConnectionLost``, except those with an
+    idempotency key (``once``): with ``resend_keyed`` (the default) they are sent again on
+    the new connection, within their timeout, and the broker answers each exactly once;
+    a client with such a call in flight reconnects for it.
     """
-    return Connecting(resolve_socket_path(socket), name, timeout, reconnect, on_connection_state)
+    return Connecting(resolve_socket_path(socket), name, timeout, reconnect, on_connection_state, resend_keyed)
 
 
 def blocking_connect(template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], _C],
@@ -363,6 +371,7 @@ class ClientFront:
     _session: Session
     _registry: Registry
     _closed: bool
+    _resend_keyed: bool = False
     timeout: float
     # From each front's reconnect mixin.
     _connection_ended: Callable[[int, str], None]
@@ -461,28 +470,41 @@ class ClientFront:
         return handles
 
     @Call
-    def post(self, name: str, payload: Any = None, *, timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post(self, name: str, payload: Any = None, *, once: Optional[str] = None,
+             timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post an event and wait until its chain has run; return the :class:`PostResult`.
 
         The broker runs one event at a time, so the wait includes the events queued
         before this one. Posting from an observer handler therefore waits for the
         handler's own event to finish first.
+
+        With a ``once`` key (protocol §3.8) the event runs at most once for that key: the
+        same post sent again with the key returns the first result, ``repeat`` set; with
+        another payload it raises ``BrokerError`` ``once_conflict``. A post whose chain a
+        broker crash cut raises ``interrupted``.
         """
-        return (yield Ask(self._session.post(name, payload), timeout))
+        return (yield Ask(self._session.post(name, payload, once), timeout))
 
     @Call
-    def put(self, slot: str, value: Any, *, timeout: Optional[float] = None) -> Steps[PutResult]:
-        """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once."""
-        return (yield Ask(self._session.put(slot, value), timeout))
+    def put(self, slot: str, value: Any, *, once: Optional[str] = None,
+            timeout: Optional[float] = None) -> Steps[PutResult]:
+        """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once.
+
+        With a ``once`` key, the same put sent again changes nothing and returns the first
+        result, ``repeat`` set.
+        """
+        return (yield Ask(self._session.put(slot, value, once), timeout))
 
     @Call
-    def take(self, slot: str, wait: Optional[float] = None, *, timeout: Optional[float] = None) -> Steps[Any]:
+    def take(self, slot: str, wait: Optional[float] = None, *, once: Optional[str] = None,
+             timeout: Optional[float] = None) -> Steps[Any]:
         """Take the value out of ``slot``, or ``None`` if it is empty.
 
         With ``wait`` (seconds, up to 600), an empty slot is waited on that long for a
-        ``put``. The call's timeout is ``timeout`` plus ``wait``.
+        ``put``. The call's timeout is ``timeout`` plus ``wait``. With a ``once`` key, a
+        take sent again returns the value the first took, and takes nothing.
         """
-        return (yield Ask(self._session.take(slot, wait), timeout))
+        return (yield Ask(self._session.take(slot, wait, once), timeout))
 
     @Call
     def peek(self, slot: str, *, timeout: Optional[float] = None) -> Steps[Any]:
@@ -491,14 +513,14 @@ class ClientFront:
 
     @Call
     def set_notification_categories(
-        self, categories: Iterable[Dict[str, Any]], *, timeout: Optional[float] = None
+        self, categories: Iterable[Dict[str, Any]], *, once: Optional[str] = None, timeout: Optional[float] = None
     ) -> Steps[int]:
         """Replace the notification categories (dicts as in protocol §3.6); return their count.
 
         An invalid set raises ``BrokerError`` (``bad_request``) and leaves the set in
-        force unchanged.
+        force unchanged. With a ``once`` key, the same set sent again replaces nothing.
         """
-        return (yield Ask(self._session.set_categories(categories), timeout))
+        return (yield Ask(self._session.set_categories(categories, once), timeout))
 
     @Call
     def notification_categories(self, *, timeout: Optional[float] = None) -> Steps[List[Dict[str, Any]]]:
@@ -537,6 +559,14 @@ class ClientFront:
                 raise
             return None
         return generation, request_id, data
+
+    def _resends(self, request: Request[Any], generation: int) -> bool:
+        """Whether ``request``, sent on connection ``generation`` and failed with
+        ``ConnectionLost``, goes out again: it carries a key, resending is on, and a new
+        connection is being made or was made."""
+        if not (request.keyed and self._resend_keyed) or self._closed:
+            return False
+        return self._may_wait_for_reconnect() or self._session.generation != generation
 
     def _reader_ended(self, generation: int, reason: str) -> None:
         """The reader of ``generation`` stopped, for ``reason`` unless the client closed."""

@@ -2,7 +2,8 @@
 application's observers and handlers, the retry delays, and the replay requests.
 
 No sockets, threads or event loops here; the blocking and asyncio clients carry the
-replay. It must never re-send a request the application made (PROTOCOL.md §13, 40).
+replay. Of the requests the application made, only those with an idempotency key are
+ever sent again (PROTOCOL.md §13, 40).
 """
 
 from __future__ import annotations
@@ -138,13 +139,16 @@ def registered(request: Request[str], registry: Registry, kind: str, handler: An
     return request
 
 
-def wants_reconnect(setting: Optional[bool], live: List[Registration], registry: Registry, session: Session) -> bool:
+def wants_reconnect(setting: Optional[bool], live: List[Registration], registry: Registry, session: Session,
+                    resend_keyed: bool = False) -> bool:
     """Whether a client that lost its connection (and was not closed) connects again:
     always when ``setting`` is True, never when False, and by default (None) when it
-    holds observers, handlers or a monitor, or was waiting in a ``take``."""
+    holds observers, handlers or a monitor, was waiting in a ``take``, or (with
+    ``resend_keyed``) had a keyed request in flight, which goes out again."""
     if setting is not None:
         return setting
-    return bool(live) or registry.monitoring or "take" in session.pending_ops()
+    return (bool(live) or registry.monitoring or "take" in session.pending_ops()
+            or (resend_keyed and session.pending_keyed()))
 
 
 def replay_requests(session: Session, entries: List[Registration]) -> List[Tuple[Registration, Request[str]]]:

@@ -135,6 +135,15 @@ class Request(Generic[_T]):
     on_start: Optional[Callable[[], None]] = None
     #: Runs under the lock once the request is over: replied, timed out or lost.
     on_finish: Optional[Callable[[], None]] = None
+    #: Builds the return value of a result marked ``repeat`` (a keyed request's first
+    #: outcome); None: as ``on_result``.
+    on_repeat: Optional[Callable[[Any], _T]] = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the request carries an idempotency key (``once``), so that sending it
+        again cannot apply it twice."""
+        return self.fields.get("once") is not None
 
 
 @dataclass
@@ -230,7 +239,14 @@ def error_from_wire(error: Any, error_type: Type[BrokerError] = BrokerError) -> 
     return error_type(code, message, details)
 
 
-def _post_result(result: Any) -> PostResult:
+def _keyed(fields: Dict[str, Any], once: Optional[str]) -> Dict[str, Any]:
+    """``fields`` with ``once`` when given, before the body members that follow it."""
+    if once is not None:
+        fields["once"] = once
+    return fields
+
+
+def _post_result(result: Any, repeat: bool = False) -> PostResult:
     return PostResult(
         event=result["event"],
         outcome=result["outcome"],
@@ -238,6 +254,7 @@ def _post_result(result: Any) -> PostResult:
         value=result.get("value"),
         retained=result.get("retained"),
         trace=[TraceEntry(observer=hop["observer"], reply=hop["reply"]) for hop in result["trace"]],
+        repeat=repeat,
     )
 
 
@@ -310,6 +327,11 @@ class Session:
         """The ops of the requests waiting for a reply."""
         with self._lock:
             return [entry.request.op for entry in self._pending.values()]
+
+    def pending_keyed(self) -> bool:
+        """Whether a request with an idempotency key is waiting for its reply."""
+        with self._lock:
+            return any(entry.request.keyed for entry in self._pending.values())
 
     def begin_connection(self) -> int:
         """Start carrying a new connection: registrations are forgotten (the client
@@ -404,11 +426,15 @@ class Session:
                 return
             request = entry.request
             outcome: Union[BaseException, Tuple[Any]]
+            repeat = frame.get("repeat") is True
             if "error" in frame:
-                outcome = error_from_wire(frame["error"], request.error_type)
+                error = error_from_wire(frame["error"], request.error_type)
+                error.repeat = repeat
+                outcome = error
             elif "result" in frame:
+                make = request.on_repeat if repeat and request.on_repeat is not None else request.on_result
                 try:
-                    outcome = (request.on_result(frame["result"]),)
+                    outcome = (make(frame["result"]),)
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
                     outcome = ProtocolViolation(f"malformed {request.op} result {frame['result']!r}: {exc!r}")
             else:
@@ -626,9 +652,11 @@ class Session:
 
         return Request("unsubscribe", fields, on_result)
 
-    def post(self, name: str, payload: Any) -> Request[PostResult]:
+    def post(self, name: str, payload: Any, once: Optional[str] = None) -> Request[PostResult]:
         """``post``: returns a ``PostResult``."""
-        return Request("post", {"name": name, "payload": payload}, _post_result)
+        fields = _keyed({"name": name}, once)
+        fields["payload"] = payload
+        return Request("post", fields, _post_result, on_repeat=lambda result: _post_result(result, True))
 
     def handle(
         self,
@@ -697,17 +725,19 @@ class Session:
         fields = {"channel": channel, "method": method, "arguments": arguments}
         return Request("invoke", fields, error_type=MethodCallError)
 
-    def put(self, slot: str, value: Any) -> Request[PutResult]:
+    def put(self, slot: str, value: Any, once: Optional[str] = None) -> Request[PutResult]:
         """``put``: returns a ``PutResult``."""
 
-        def on_result(result: Any) -> PutResult:
-            return PutResult(replaced=bool(result["replaced"]), delivered=bool(result["delivered"]))
+        def on_result(result: Any, repeat: bool = False) -> PutResult:
+            return PutResult(replaced=bool(result["replaced"]), delivered=bool(result["delivered"]), repeat=repeat)
 
-        return Request("put", {"slot": slot, "value": value}, on_result)
+        fields = _keyed({"slot": slot}, once)
+        fields["value"] = value
+        return Request("put", fields, on_result, on_repeat=lambda result: on_result(result, True))
 
-    def take(self, slot: str, wait: Optional[float]) -> Request[Any]:
+    def take(self, slot: str, wait: Optional[float], once: Optional[str] = None) -> Request[Any]:
         """``take``, waiting up to ``wait`` seconds (sent as whole milliseconds, rounded up)."""
-        fields: Dict[str, Any] = {"slot": slot}
+        fields: Dict[str, Any] = _keyed({"slot": slot}, once)
         extra_wait = 0.0
         if wait is not None:
             if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait):
@@ -722,9 +752,10 @@ class Session:
         """``peek``."""
         return Request("peek", {"slot": slot})
 
-    def set_categories(self, categories: Iterable[Dict[str, Any]]) -> Request[int]:
+    def set_categories(self, categories: Iterable[Dict[str, Any]], once: Optional[str] = None) -> Request[int]:
         """``setCategories``: returns the number of categories now in force."""
-        return Request("setCategories", {"categories": list(categories)}, lambda result: int(result["count"]))
+        fields = _keyed({"categories": list(categories)}, once)
+        return Request("setCategories", fields, lambda result: int(result["count"]))
 
     def get_categories(self) -> Request[List[Dict[str, Any]]]:
         """``getCategories``: returns the category list."""

@@ -88,6 +88,8 @@ class PostResult:
     retained: Optional[str]
     #: Every hop, in chain order.
     trace: List[TraceEntry] = field(default_factory=list)
+    #: The result of an earlier post with the same ``once`` key, not of a new event.
+    repeat: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,8 @@ class PutResult:
     replaced: bool
     #: The value went straight to a waiting ``take``; the slot stays empty.
     delivered: bool
+    #: The result of an earlier put with the same ``once`` key: this one changed nothing.
+    repeat: bool = False
 
 
 @dataclass(frozen=True)

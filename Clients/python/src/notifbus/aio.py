@@ -242,19 +242,24 @@ class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
         limit = self._limit(request, timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
-        started = None
-        while started is None:
-            await self._wait_until_connected(request.op, deadline)
-            waiter: "asyncio.Future[_T]" = loop.create_future()
-            started = self._start(request, waiter)
-        generation, request_id, data = started
-        try:
-            await self._send(data, generation)
-            return await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
-        except asyncio.TimeoutError:
-            raise timed_out(request, limit) from None
-        finally:
-            self._session.cancel(request_id)
+        while True:
+            started = None
+            while started is None:
+                await self._wait_until_connected(request.op, deadline)
+                waiter: "asyncio.Future[_T]" = loop.create_future()
+                started = self._start(request, waiter)
+            generation, request_id, data = started
+            try:
+                await self._send(data, generation)
+                return await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise timed_out(request, limit) from None
+            except ConnectionLost:
+                # A keyed request goes out again on the new connection, with the same bytes.
+                if not self._resends(request, generation):
+                    raise
+            finally:
+                self._session.cancel(request_id)
 
     async def _send(self, data: bytes, generation: int) -> None:
         if self._closed or self._session.lost or self._session.generation != generation:

@@ -245,23 +245,24 @@ class ProfileFront:
                                                           **kwargs))
 
     @Call
-    def post_will_present(self, notification: Notification, *, timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post_will_present(self, notification: Notification, *, once: Optional[str] = None,
+                          timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``willPresent``; :func:`presentation_options` reads the decision."""
         payload = {"notification": notification.to_json()}
-        return (yield from ClientFront.post.steps(self, "willPresent", payload, timeout=timeout))
+        return (yield from ClientFront.post.steps(self, "willPresent", payload, once=once, timeout=timeout))
 
     @Call
-    def post_did_receive(self, response: NotificationResponse, *,
+    def post_did_receive(self, response: NotificationResponse, *, once: Optional[str] = None,
                          timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``didReceive``; the broker refuses what the categories do not allow (``invalid_action``)."""
-        return (yield from ClientFront.post.steps(self, "didReceive", response.to_json(), timeout=timeout))
+        return (yield from ClientFront.post.steps(self, "didReceive", response.to_json(), once=once, timeout=timeout))
 
     @Call
-    def post_open_settings(self, notification: Optional[Notification], *,
+    def post_open_settings(self, notification: Optional[Notification], *, once: Optional[str] = None,
                            timeout: Optional[float] = None) -> Steps[PostResult]:
         """Post ``openSettings``, from a notification or (``None``) from the system settings."""
         payload = {"notification": None if notification is None else notification.to_json()}
-        return (yield from ClientFront.post.steps(self, "openSettings", payload, timeout=timeout))
+        return (yield from ClientFront.post.steps(self, "openSettings", payload, once=once, timeout=timeout))
 
     @Call
     def launch_notification_response(self, wait: Optional[float] = None, *,
