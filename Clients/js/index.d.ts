@@ -62,11 +62,23 @@ export interface PostResult {
   value: Json;
   retained: string | null;
   trace: { observer: string; reply: HopReply }[];
+  /** present when this is the result of an earlier post with the same `once` key */
+  repeat?: true;
 }
 
 export interface CallOptions {
   /** ms to wait for the reply instead of the client's default */
   timeout?: number;
+}
+
+export interface OnceOptions extends CallOptions {
+  /**
+   * An idempotency key (§3.8): the request is applied at most once for it. Sent again with
+   * the same key and arguments it answers with the first outcome (`repeat: true`); with
+   * other arguments it rejects with `once_conflict`. In flight when the connection is lost,
+   * it is sent again on the new one (unless `resendKeyed: false`).
+   */
+  once?: string | null;
 }
 
 export interface ConnectOptions {
@@ -78,10 +90,12 @@ export interface ConnectOptions {
   timeout?: number;
   /**
    * After a lost connection, connect again and make every observer, handler and the
-   * monitor again: by default when the client holds any of them or a waiting `take`;
-   * `true` always, `false` never.
+   * monitor again: by default when the client holds any of them, a waiting `take` or a
+   * keyed request in flight; `true` always, `false` never.
    */
   reconnect?: boolean;
+  /** Send requests in flight that carry a `once` key again after a reconnect (default true). */
+  resendKeyed?: boolean;
 }
 
 export interface Reconnected {
@@ -168,12 +182,12 @@ export class Client extends EventEmitter<ClientEvents> {
   addObserver(events: string | string[], handler: ObserverHandler, options?: ObserverOptions): Promise<string>;
   removeObserver(observer: string, options?: CallOptions): Promise<string[]>;
   removeObserverByUniqueKey(key: string, options?: CallOptions): Promise<string[]>;
-  post(name: string, payload?: unknown, options?: CallOptions): Promise<PostResult>;
+  post(name: string, payload?: unknown, options?: OnceOptions): Promise<PostResult>;
   methodChannel(name: string): MethodChannel;
-  put(slot: string, value: unknown, options?: CallOptions): Promise<{ replaced: boolean; delivered: boolean }>;
-  take(slot: string, options?: { wait?: number } & CallOptions): Promise<Json>;
+  put(slot: string, value: unknown, options?: OnceOptions): Promise<{ replaced: boolean; delivered: boolean; repeat?: true }>;
+  take(slot: string, options?: { wait?: number } & OnceOptions): Promise<Json>;
   peek(slot: string, options?: CallOptions): Promise<Json>;
-  setNotificationCategories(categories: NotificationCategory[], options?: CallOptions): Promise<number>;
+  setNotificationCategories(categories: NotificationCategory[], options?: OnceOptions): Promise<number>;
   notificationCategories(options?: CallOptions): Promise<NotificationCategory[]>;
   status(options?: CallOptions): Promise<Status>;
   monitor(options?: CallOptions): Promise<void>;
@@ -182,9 +196,9 @@ export class Client extends EventEmitter<ClientEvents> {
   addWillPresentObserver(handler: (notification: Notification) => PresentationOption[] | null | undefined | Promise<PresentationOption[] | null | undefined>, options?: ObserverOptions): Promise<string>;
   addDidReceiveObserver(handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
   addOpenSettingsObserver(handler: (notification: Notification | null) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
-  postWillPresent(notification: Notification, options?: CallOptions): Promise<PostResult>;
-  postDidReceive(response: NotificationResponse, options?: CallOptions): Promise<PostResult>;
-  postOpenSettings(notification: Notification | null, options?: CallOptions): Promise<PostResult>;
+  postWillPresent(notification: Notification, options?: OnceOptions): Promise<PostResult>;
+  postDidReceive(response: NotificationResponse, options?: OnceOptions): Promise<PostResult>;
+  postOpenSettings(notification: Notification | null, options?: OnceOptions): Promise<PostResult>;
   launchNotificationResponse(options?: { wait?: number } & CallOptions): Promise<NotificationResponse | null>;
   /** The app's one call at start: its launch response, then didReceive observed under the key `appId`. */
   receiveNotificationResponses(
@@ -259,6 +273,8 @@ export class BrokerError extends NotifBusError {
   constructor(code: string, message: string, details?: unknown);
   /** undefined when the reply had no details, null when it carried null */
   details: unknown;
+  /** true when the reply repeats the stored outcome of an earlier request with the same `once` key */
+  repeat: boolean;
   static fromWire(error: { code?: unknown; message?: unknown; details?: unknown }): BrokerError;
 }
 export class MethodCallError extends BrokerError {

@@ -126,16 +126,25 @@ export function complete(value) {
  */
 
 /**
+ * @typedef {object} OnceOption
+ * @property {string | null} [once] an idempotency key (§3.8): the request is applied at most
+ *   once for it; sent again with the same key and arguments it answers with the first
+ *   outcome, marked `repeat: true`; with other arguments it rejects with `once_conflict`
+ */
+
+/**
  * @typedef {object} ConnectOptions
  * @property {string} [socket] socket path; else NOTIFBUS_SOCKET, $XDG_RUNTIME_DIR/notifbus.sock, /tmp/notifbus-$UID/notifbus.sock
  * @property {string} [name] the name the broker lists this client under
  * @property {number} [timeout] default ms for every wait, connecting included (default 60000)
  * @property {boolean} [reconnect] after a lost connection, connect again and make every
- *   observer, handler and the monitor again: by default when the client holds any of them
- *   or a waiting `take`; `true` always, `false` never (PROTOCOL.md §13)
+ *   observer, handler and the monitor again: by default when the client holds any of them,
+ *   a waiting `take` or a keyed request in flight; `true` always, `false` never (PROTOCOL.md §13)
+ * @property {boolean} [resendKeyed] send requests in flight that carry a `once` key again on
+ *   the new connection, where the broker answers each exactly once (default `true`)
  */
 
-/** @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer: NodeJS.Timeout, onResult?: (result: any) => unknown, errorType: typeof BrokerError, op: string}} Pending */
+/** @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer: NodeJS.Timeout, onResult?: (result: any) => unknown, errorType: typeof BrokerError, op: string, markRepeat?: boolean, resend?: {fields: object, ms: number, started: number}}} Pending */
 
 /** Gives `MethodChannel` access to the client's private request methods. */
 let channelAccess;
@@ -186,6 +195,7 @@ export class Client extends EventEmitter {
   #name;
   /** @type {boolean | undefined} */
   #reconnect = false;
+  #resendKeyed = false;
   #registry = new Registry();
   #monitoring = false;
   /** Counts connections; answers for an older one never go out on a newer one. */
@@ -209,7 +219,7 @@ export class Client extends EventEmitter {
    * @throws {BrokerError} when the broker refuses the connection (`forbidden`, `too_many_clients`) or the hello
    * @throws {RequestTimeoutError | ConnectionLostError | Error} when the socket cannot be reached in time
    */
-  static async connect({ socket, name, timeout, reconnect } = {}) {
+  static async connect({ socket, name, timeout, reconnect, resendKeyed = true } = {}) {
     const ms = checkTimeout(timeout ?? DEFAULT_TIMEOUT, 'timeout');
     const path = resolveSocketPath(socket);
     const sock = await openSocket(path, ms);
@@ -232,6 +242,7 @@ export class Client extends EventEmitter {
       );
     }
     client.#reconnect = reconnect;
+    client.#resendKeyed = resendKeyed !== false;
     return client;
   }
 
@@ -371,14 +382,15 @@ export class Client extends EventEmitter {
    * before it and every hop, so pass a longer `timeout` when chains may be slow.
    * @param {string} name
    * @param {unknown} [payload] any JSON value; left out means null
-   * @param {CallOptions} [options]
+   * @param {CallOptions & OnceOption} [options]
    * @returns {Promise<PostResult>}
-   * @throws {BrokerError} `invalid_payload`, `invalid_action`, `queue_full`, ...
+   * @throws {BrokerError} `invalid_payload`, `invalid_action`, `queue_full`, `once_conflict`,
+   *   `interrupted` (a keyed post whose chain a broker crash cut), ...
    */
   async post(name, payload, options = {}) {
-    const fields = { name };
+    const fields = keyed({ name }, options.once);
     if (payload !== undefined) fields.payload = payload;
-    return this.#request('post', fields, options);
+    return this.#request('post', fields, { timeout: options.timeout, markRepeat: true });
   }
 
   /**
@@ -394,23 +406,26 @@ export class Client extends EventEmitter {
    * Puts a value in a retained slot, or hands it to the oldest waiting `take`.
    * @param {string} slot
    * @param {unknown} value any JSON value; null empties the slot
-   * @param {CallOptions} [options]
-   * @returns {Promise<{replaced: boolean, delivered: boolean}>}
+   * @param {CallOptions & OnceOption} [options]
+   * @returns {Promise<{replaced: boolean, delivered: boolean, repeat?: true}>}
    */
   async put(slot, value, options = {}) {
     if (value === undefined) throw new TypeError('put needs a value; pass null to empty the slot');
-    return this.#request('put', { slot, value }, options);
+    const fields = keyed({ slot }, options.once);
+    fields.value = value;
+    return this.#request('put', fields, { timeout: options.timeout, markRepeat: true });
   }
 
   /**
    * Takes the value out of a slot, emptying it.
    * @param {string} slot
-   * @param {{wait?: number} & CallOptions} [options] `wait`: ms to wait for a `put` when the
-   *   slot is empty (0 to 600000); the client timeout is extended by it
+   * @param {{wait?: number} & CallOptions & OnceOption} [options] `wait`: ms to wait for a `put`
+   *   when the slot is empty (0 to 600000); the client timeout is extended by it. With `once`,
+   *   a take sent again returns the value the first took, and takes nothing
    * @returns {Promise<unknown>} the value, or null when the slot stayed empty
    */
-  async take(slot, { wait, timeout } = {}) {
-    const fields = { slot };
+  async take(slot, { wait, timeout, once } = {}) {
+    const fields = keyed({ slot }, once);
     let ms = timeout ?? this.#defaultTimeout;
     if (wait != null) {
       fields.wait = wait;
@@ -432,12 +447,12 @@ export class Client extends EventEmitter {
   /**
    * Replaces the whole set of notification categories.
    * @param {object[]} categories shaped like `UNNotificationCategory` (§3.6)
-   * @param {CallOptions} [options]
+   * @param {CallOptions & OnceOption} [options]
    * @returns {Promise<number>} how many categories are now in force
    * @throws {BrokerError} `bad_request` when the set is invalid; the set in force stays
    */
   async setNotificationCategories(categories, options = {}) {
-    const result = await this.#request('setCategories', { categories }, options);
+    const result = await this.#request('setCategories', keyed({ categories }, options.once), { timeout: options.timeout });
     return result.count;
   }
 
@@ -504,12 +519,14 @@ export class Client extends EventEmitter {
    * before any later frame, so registrations are in place for the frames that follow.
    * @param {string} op
    * @param {object} fields
-   * @param {{timeout?: number, onResult?: (result: any) => unknown, errorType?: typeof BrokerError}} [options]
+   * A request with a `once` key lost with its connection goes out again on the next one
+   * (`#resendLater`); `markRepeat` adds `repeat: true` to the result of a repeat.
+   * @param {{timeout?: number, onResult?: (result: any) => unknown, errorType?: typeof BrokerError, internal?: boolean, markRepeat?: boolean}} [options]
    * @returns {Promise<any>}
    */
-  #request(op, fields, { timeout, onResult, errorType = BrokerError, internal = false } = {}) {
+  #request(op, fields, { timeout, onResult, errorType = BrokerError, internal = false, markRepeat = false } = {}) {
     if (this.#reconnecting && !internal && this.#closedReason === null) {
-      return this.#requestWhenBack(op, fields, { timeout, onResult, errorType });
+      return this.#requestWhenBack(op, fields, { timeout, onResult, errorType, markRepeat });
     }
     return new Promise((resolve, reject) => {
       if (this.#closedReason !== null) throw this.#lostError();
@@ -520,7 +537,8 @@ export class Client extends EventEmitter {
         this.#pending.delete(id);
         reject(new RequestTimeoutError(op, ms));
       }, Math.min(ms, MAX_TIMER_MS));
-      this.#pending.set(id, { resolve, reject, timer, onResult, errorType, op });
+      const resend = this.#resendKeyed && !internal && fields.once != null ? { fields, ms, started: Date.now() } : undefined;
+      this.#pending.set(id, { resolve, reject, timer, onResult, errorType, op, markRepeat, resend });
       this.#socket.write(frame);
     });
   }
@@ -541,9 +559,8 @@ export class Client extends EventEmitter {
    * A request made while reconnecting: it goes out once the client is back, within its
    * own timeout, or fails saying the broker is unreachable.
    */
-  #requestWhenBack(op, fields, options) {
+  #requestWhenBack(op, fields, options, started = Date.now()) {
     const ms = checkTimeout(options.timeout ?? this.#defaultTimeout, 'timeout');
-    const started = Date.now();
     return new Promise((resolve, reject) => {
       const entry = {
         send: () => {
@@ -560,9 +577,31 @@ export class Client extends EventEmitter {
       };
       const timer = setTimeout(() => {
         entry.fail(new RequestTimeoutError(op, ms, 'the broker is unreachable (reconnecting)'));
-      }, Math.min(ms, MAX_TIMER_MS));
+      }, Math.min(Math.max(0, ms - (Date.now() - started)), MAX_TIMER_MS));
       this.#waiting.add(entry);
     });
+  }
+
+  /**
+   * Takes the keyed requests in flight out of `#pending`; each function returned has one
+   * go out again once the client is back, with the same fields (so the same bytes), within
+   * what is left of its timeout: the broker answers each exactly once.
+   */
+  #resendLater() {
+    const later = [];
+    for (const [id, pending] of [...this.#pending]) {
+      if (pending.resend === undefined) continue;
+      this.#pending.delete(id);
+      clearTimeout(pending.timer);
+      const { op, onResult, errorType, markRepeat, resend } = pending;
+      later.push(() =>
+        this.#requestWhenBack(op, resend.fields, { timeout: resend.ms, onResult, errorType, markRepeat }, resend.started).then(
+          pending.resolve,
+          pending.reject,
+        ),
+      );
+    }
+    return later;
   }
 
   /** @param {string} channel @param {string} method @param {unknown} args @param {CallOptions} options */
@@ -679,11 +718,17 @@ export class Client extends EventEmitter {
     this.#pending.delete(message.id);
     clearTimeout(pending.timer);
     if ('error' in message) {
-      pending.reject(pending.errorType.fromWire(message.error));
+      const error = pending.errorType.fromWire(message.error);
+      error.repeat = message.repeat === true;
+      pending.reject(error);
       return;
     }
     try {
-      pending.resolve(pending.onResult ? pending.onResult(message.result) : message.result);
+      let result = message.result;
+      if (pending.markRepeat && message.repeat === true && result !== null && typeof result === 'object') {
+        result = { ...result, repeat: true };
+      }
+      pending.resolve(pending.onResult ? pending.onResult(result) : result);
     } catch (error) {
       pending.reject(error);
     }
@@ -822,7 +867,7 @@ export class Client extends EventEmitter {
     const live = new Set([...this.#observers.keys(), ...this.#handlers.keys()]);
     const held = this.#registry.keepLive(live).length > 0 || this.#monitoring;
     if (this.#reconnect === true) return true;
-    return held || [...this.#pending.values()].some((p) => p.op === 'take');
+    return held || [...this.#pending.values()].some((p) => p.op === 'take' || p.resend !== undefined);
   }
 
   #beginReconnect() {
@@ -831,8 +876,12 @@ export class Client extends EventEmitter {
     const saved = this.#closedReason;
     this.#closedReason = reason;
     const error = this.#lostError();
+    const resent = this.#resendLater();
     this.#rejectPending();
     this.#closedReason = saved;
+    // Queued after the others failed (the failing clears the waiting requests of a client
+    // that is closed, which this one is not).
+    for (const send of resent) send();
     this.#observers.clear();
     this.#handlers.clear();
     this.#handlerIds.clear();
@@ -1036,6 +1085,16 @@ export function connect(options) {
  * and closes; a hello written after that close fails with EPIPE, and Node then drops the
  * unread frame. Reading first keeps the broker's reason.
  */
+/**
+ * `fields` with the idempotency key `once`, when given, before the body members added after.
+ * @param {Record<string, unknown>} fields
+ * @param {string | null | undefined} once
+ */
+function keyed(fields, once) {
+  if (once != null) fields.once = once;
+  return fields;
+}
+
 function pollOnce() {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }

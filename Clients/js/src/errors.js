@@ -34,6 +34,12 @@ export class BrokerError extends NotifBusError {
     this.name = 'BrokerError';
     /** @type {unknown} */
     this.details = details;
+    /**
+     * True when the reply was marked `repeat`: the stored outcome of an earlier request
+     * with the same `once` key (`interrupted` always is).
+     * @type {boolean}
+     */
+    this.repeat = false;
   }
 
   /**

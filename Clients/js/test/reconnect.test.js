@@ -17,9 +17,9 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'nbjs-re-'));
 const socket = path.join(dir, 'b.sock');
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-/** One broker process on `socket`, ready when this resolves. */
-async function startOn() {
-  const child = spawn(brokerBinary(), ['broker', '--socket', socket], { stdio: ['ignore', 'ignore', 'ignore'] });
+/** One broker process on `socket`, with `flags`, ready when this resolves. */
+async function startOn(flags = []) {
+  const child = spawn(brokerBinary(), ['broker', '--socket', socket, ...flags], { stdio: ['ignore', 'ignore', 'ignore'] });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const deadline = Date.now() + 15_000;
   while (!(await accepts())) {
@@ -122,6 +122,76 @@ test('a resumed key yields to a newer holder, and the old holder hears it once',
   await newcomer.close();
   await bus.close();
   await stop(broker, 'SIGTERM');
+});
+
+/** How a post ended, as the keyed-resend test compares it. */
+async function outcome(promise) {
+  try {
+    const result = await promise;
+    return `${result.value ?? result.outcome} repeat=${result.repeat === true}`;
+  } catch (error) {
+    if (error instanceof ConnectionLostError) return 'lost';
+    return `${error.code} repeat=${error.repeat}`;
+  }
+}
+
+test('keyed posts in flight are sent again after SIGKILL and answered once', async () => {
+  // A broker with --state-dir dies with posts in flight: the keyed ones go out again on the
+  // new connection and each is answered exactly once (the running one hears `interrupted`,
+  // the queued ones run once); the unkeyed one fails.
+  const flags = ['--state-dir', path.join(dir, 'state')];
+  let broker = await startOn(flags);
+  const bus = await connect({ socket, timeout: 20_000 });
+  const seen = [];
+  let release;
+  const released = new Promise((resolve) => {
+    release = resolve;
+  });
+  await bus.addObserver('e', async ({ payload }) => {
+    seen.push(payload);
+    if (payload === 'held') await released; // the broker dies while this event runs
+    return complete(payload);
+  });
+  // Holds nothing but its keyed post in flight: it reconnects for it.
+  const poster = await connect({ socket, timeout: 20_000 });
+  try {
+    const held = outcome(bus.post('e', 'held', { once: 'k-held' }));
+    await within(
+      (async () => {
+        while (seen.length === 0) await delay(10);
+      })(),
+      10_000,
+      'the held event runs',
+    );
+    const queued = outcome(bus.post('e', 'queued', { once: 'k-queued' }));
+    const plain = outcome(bus.post('e', 'plain'));
+    const solo = outcome(poster.post('e', 'solo', { once: 'k-solo' }));
+    const probe = await connect({ socket, reconnect: false });
+    while ((await probe.status()).queue.pending < 3) await delay(10);
+    await probe.close();
+    await stop(broker, 'SIGKILL');
+    broker = await startOn(flags);
+    assert.equal(await within(held, 20_000, 'held'), 'interrupted repeat=true');
+    assert.equal(await within(queued, 20_000, 'queued'), 'queued repeat=false');
+    assert.equal(await within(plain, 20_000, 'plain'), 'lost');
+    // Run once on the new broker, before or after the observer is made again.
+    assert.ok(['solo repeat=false', 'unhandled repeat=false'].includes(await within(solo, 20_000, 'solo')));
+    assert.deepEqual(seen.filter((p) => p !== 'solo'), ['held', 'queued']);
+    assert.ok(seen.filter((p) => p === 'solo').length <= 1);
+
+    const again = await bus.post('e', 'queued', { once: 'k-queued' });
+    assert.equal(again.repeat, true);
+    assert.equal(again.value, 'queued');
+    await assert.rejects(bus.post('e', 'other', { once: 'k-queued' }), (error) => error.code === 'once_conflict' && !error.repeat);
+    const checker = await connect({ socket, reconnect: false });
+    assert.equal((await checker.status()).counters.posted, 2);
+    await checker.close();
+  } finally {
+    release();
+    await poster.close();
+    await bus.close();
+    await stop(broker, 'SIGTERM');
+  }
 });
 
 test('requests made while reconnecting wait within their timeout', async () => {
