@@ -1,4 +1,5 @@
 import FuzzDriver
+import NotifBusProtocol
 
 // fuzz-core's seeded explorer: random programs from a seeded generator, run one after the
 // other against the model, without libFuzzer (`fuzz-core --explore N [--seed S]`). Its
@@ -16,10 +17,7 @@ struct ExplorerRandom {
 
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        return ContentHash.finish(state)
     }
 
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }

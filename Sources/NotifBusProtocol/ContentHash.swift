@@ -59,8 +59,9 @@ public enum ContentHash {
         return m ^ (m &>> 29)
     }
 
-    @usableFromInline @inline(__always)
-    static func finish(_ x: UInt64) -> UInt64 {
+    /// SplitMix64's finalizer: every bit of `x` moves about half of the result's bits.
+    @inlinable @inline(__always)
+    public static func finish(_ x: UInt64) -> UInt64 {
         var z = x
         z = (z ^ (z &>> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z &>> 27)) &* 0x94D0_49BB_1331_11EB
