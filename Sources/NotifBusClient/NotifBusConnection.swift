@@ -293,7 +293,7 @@ public final class NotifBusConnection: @unchecked Sendable {
         defer { if resend { lock.withLock { resumption.keyedInFlight -= 1 } } }
         while true {
             let waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: clock.now - begin)
-            let sentOn = lock.withLock { generation }
+            let sentOn = resend ? lock.withLock { generation } : 0
             do {
                 return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
             } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {

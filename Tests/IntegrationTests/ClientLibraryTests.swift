@@ -197,4 +197,36 @@ final class Recorder: @unchecked Sendable {
         try await host.put("launch", "again")
         #expect(try await app.peek("launch") == "again")
     }
+
+    /// Keyed requests from the client: a repeat answers with the first outcome, marked,
+    /// and changes nothing; another body under the key is `once_conflict`.
+    @Test func keyedRequestsTellTheirRepeats() async throws {
+        let broker = try BrokerUnderTest()
+        let bus = try await NotifBusConnection.connect(socket: broker.socket)
+        defer { bus.close() }
+        let first = try await bus.put("s", 1, once: "p")
+        try await bus.put("s", 2)
+        let again = try await bus.put("s", 1, once: "p")
+        #expect(!first.isRepeat && again.isRepeat && again == PutResult(replaced: false, delivered: false, isRepeat: true))
+        #expect(try await bus.peek("s") == 2)
+        #expect(try await bus.take("s", once: "t") == 2)
+        try await bus.put("s", 3)
+        #expect(try await bus.take("s", once: "t") == 2)
+        #expect(try await bus.peek("s") == 3)
+        let categories = [NotificationCategory(identifier: "C", actions: [])]
+        #expect(try await bus.setNotificationCategories(categories, once: "c") == 1)
+        #expect(try await bus.setNotificationCategories(categories, once: "c") == 1)
+        let raw: [String: JSONValue] = ["categories": [["identifier": "D", "actions": []]], "once": "d"]
+        #expect(try await bus.requestMarkingRepeat(Op.setCategories, raw).isRepeat == false)
+        #expect(try await bus.requestMarkingRepeat(Op.setCategories, raw) == (["count": 1], true))
+        let posted = try await bus.post("e", payload: ["n": 1], once: "e")
+        let repeated = try await bus.post("e", payload: ["n": 1], once: "e")
+        #expect(!posted.isRepeat && repeated.isRepeat && repeated.event == posted.event)
+        let conflict = await #expect(throws: NotifBusError.self) { try await bus.put("s", 9, once: "p") }
+        if case .broker(let e)? = conflict {
+            #expect(e.code == ErrorCode.onceConflict.rawValue && e.details?["op"] == "put" && !e.isRepeat)
+        } else {
+            Issue.record("not once_conflict: \(String(describing: conflict))")
+        }
+    }
 }
