@@ -60,6 +60,15 @@ import Testing
         #expect(lines.count == 1, "\(child.stderr)")
     }
 
+    /// The key window's flags reach the broker: `--once-age` takes hours and fractions.
+    @Test func onceFlagsSetTheWindow() throws {
+        let broker = try BrokerUnderTest(["--once-keys", "5", "--once-age", "1.5h", "--once-bytes", "4096"])
+        let client = try RawClient(broker.socket)
+        try client.hello()
+        let once = client.request(#"{"op":"status","id":1}"#)?["result"]?["once"]
+        #expect(once == ["keys": 0, "bytes": 0, "maxKeys": 5, "maxAgeMs": 5_400_000, "maxBytes": 4096], "\(String(describing: once))")
+    }
+
     @Test func maxClientsIsEnforced() throws {
         let broker = try BrokerUnderTest(["--max-clients", "2"])
         usleep(200_000)  // let the broker see the readiness probe's connection close
