@@ -69,6 +69,11 @@ let package = Package(
         .executableTarget(
             name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"],
             path: "Fuzz/fuzz-core"),
+        // The NATS bridge's exactly-once machine against models of JetStream and the broker:
+        // run by NotifBusNATSTests' seeded explorer and by fuzz-bridge under libFuzzer.
+        .target(name: "BridgeSimulation", dependencies: ["NotifBusNATS", "NotifBusProtocol"], path: "Fuzz/BridgeSimulation"),
+        .executableTarget(
+            name: "fuzz-bridge", dependencies: ["BridgeSimulation", "CFuzzerSupport", "FuzzDriver"], path: "Fuzz/fuzz-bridge"),
         // Examples that are processes of their own.
         .target(name: "MailClickSupport", dependencies: ["NotifBusClient"], path: "Examples/MailClick/Sources/MailClickSupport"),
         .executableTarget(
@@ -81,7 +86,7 @@ let package = Package(
         .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol", "TestSupport"]),
-        .testTarget(name: "NotifBusNATSTests", dependencies: ["NotifBusNATS", "NotifBusProtocol"]),
+        .testTarget(name: "NotifBusNATSTests", dependencies: ["BridgeSimulation", "NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusClientTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["NotifBusClient", "NotifBusProtocol", "TestSupport"]),

@@ -174,7 +174,10 @@ final class Bench: @unchecked Sendable {
                 stream, subjects: ["notifbus-bench-floor.>"], replicas: options.replicas,
                 duplicateWindowMs: 10 * 60 * 1000)
         }
-        floorSub = must("floor consumer") { try link.pullSubscribe(stream: stream, durable: "floor-" + id, ackWaitMs: 30_000, maxAckPending: 512) }
+        floorSub = must("floor consumer") {
+            _ = try link.ensureConsumer(stream: stream, durable: "floor-" + id, ackWaitMs: 30_000, maxAckPending: 512)
+            return try link.pullSubscribe(stream: stream, durable: "floor-" + id)
+        }
         let arrivals = self.arrivals
         must("subscribe to results") {
             try link.subscribe(subjects.result) { msg in

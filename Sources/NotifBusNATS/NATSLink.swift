@@ -208,26 +208,66 @@ public final class NATSLink: @unchecked Sendable {
         guard s == NATS_OK else { throw NATSError("js_AddStream \(stream)", s, code) }
     }
 
-    /// Creates the durable pull consumer with explicit acks unless it exists, and binds to it.
-    public func pullSubscribe(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> OpaquePointer {
+    /// Creates the durable pull consumer with explicit acks unless it exists, and gives it
+    /// `ackWaitMs` and `maxAckPending` if it has others. Returns how many messages it holds
+    /// unacked (delivered to an earlier run), 0 for a new one.
+    public func ensureConsumer(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> Int {
         var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         var s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
-        if let existing = info { jsConsumerInfo_Destroy(existing); info = nil }
-        if s != NATS_OK {
-            var config = jsConsumerConfig()
-            jsConsumerConfig_Init(&config)
-            let cDurable = strdup(durable)!
-            defer { free(cDurable) }
-            config.Durable = UnsafePointer(cDurable)
-            config.AckPolicy = js_AckExplicit
-            config.AckWait = ackWaitMs * 1_000_000
-            config.MaxAckPending = Int64(maxAckPending)
-            config.DeliverPolicy = js_DeliverAll
-            s = js_AddConsumer(&info, jetStream, stream, &config, nil, &code)
-            if let info { jsConsumerInfo_Destroy(info) }
-            guard s == NATS_OK else { throw NATSError("js_AddConsumer \(durable)", s, code) }
+        if s == NATS_OK, let existing = info {
+            defer { jsConsumerInfo_Destroy(existing) }
+            let held = Int(existing.pointee.NumAckPending)
+            if let config = existing.pointee.Config,
+                config.pointee.AckWait != ackWaitMs * 1_000_000 || config.pointee.MaxAckPending != Int64(maxAckPending)
+            {
+                try update(stream: stream, config: config, ackWaitMs: ackWaitMs, maxAckPending: maxAckPending)
+            }
+            return held
         }
+        guard s == NATS_NOT_FOUND || code == JSConsumerNotFoundErr else { throw NATSError("js_GetConsumerInfo \(durable)", s, code) }
+        var config = jsConsumerConfig()
+        jsConsumerConfig_Init(&config)
+        let cDurable = strdup(durable)!
+        defer { free(cDurable) }
+        config.Durable = UnsafePointer(cDurable)
+        config.AckPolicy = js_AckExplicit
+        config.AckWait = ackWaitMs * 1_000_000
+        config.MaxAckPending = Int64(maxAckPending)
+        config.DeliverPolicy = js_DeliverAll
+        info = nil
+        s = js_AddConsumer(&info, jetStream, stream, &config, nil, &code)
+        if let info { jsConsumerInfo_Destroy(info) }
+        guard s == NATS_OK else { throw NATSError("js_AddConsumer \(durable)", s, code) }
+        return 0
+    }
+
+    /// Sets the AckWait of the existing consumer `durable`, keeping the rest of its configuration.
+    /// JetStream checks its pending messages again at once against the new AckWait.
+    public func setAckWait(stream: String, durable: String, ackWaitMs: Int64) throws(NATSError) {
+        var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
+        guard s == NATS_OK, let existing = info, let config = existing.pointee.Config else {
+            throw NATSError("js_GetConsumerInfo \(durable)", s, code)
+        }
+        defer { jsConsumerInfo_Destroy(existing) }
+        try update(stream: stream, config: config, ackWaitMs: ackWaitMs, maxAckPending: Int(config.pointee.MaxAckPending))
+    }
+
+    private func update(stream: String, config: UnsafeMutablePointer<jsConsumerConfig>, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) {
+        config.pointee.AckWait = ackWaitMs * 1_000_000
+        config.pointee.MaxAckPending = Int64(maxAckPending)
+        var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_UpdateConsumer(&info, jetStream, stream, config, nil, &code)
+        if let info { jsConsumerInfo_Destroy(info) }
+        guard s == NATS_OK else { throw NATSError("js_UpdateConsumer", s, code) }
+    }
+
+    /// Binds a pull subscription to the existing durable consumer.
+    public func pullSubscribe(stream: String, durable: String) throws(NATSError) -> OpaquePointer {
+        var code = jsErrCode(rawValue: 0)
         var subOptions = jsSubOptions()
         jsSubOptions_Init(&subOptions)
         let cStream = strdup(stream)!, cConsumer = strdup(durable)!
@@ -235,7 +275,7 @@ public final class NATSLink: @unchecked Sendable {
         subOptions.Stream = UnsafePointer(cStream)
         subOptions.Consumer = UnsafePointer(cConsumer)
         var sub: OpaquePointer? = nil
-        s = js_PullSubscribe(&sub, jetStream, nil, durable, nil, &subOptions, &code)
+        let s = js_PullSubscribe(&sub, jetStream, nil, durable, nil, &subOptions, &code)
         guard s == NATS_OK, let sub else { throw NATSError("js_PullSubscribe \(durable)", s, code) }
         return sub
     }

@@ -1,16 +1,20 @@
 // The NATS subjects and headers of one device, and the reading of an inbound message into a
-// post or put, or a dead-letter reason. Pure: no NATS, no broker, no clock.
+// post or put, or a dead-letter reason. Pure: no NATS, no broker, no clock. A body is checked
+// as JSON and kept as the bytes it came as; it is never parsed into a tree and written again.
 import NotifBusProtocol
 
-/// What an inbound stream message asks the device to do.
+/// What an inbound stream message asks the device to do. Bodies are the message's bytes,
+/// unchanged, so that `1e9` reaches the broker as `1e9`.
 public enum InboundAction: Equatable, Sendable {
-    case post(event: String, payload: JSONValue)
-    case put(slot: String, value: JSONValue)
+    /// `payload` is nil when the body is empty (a post without payload).
+    case post(event: String, payload: [UInt8]?)
+    case put(slot: String, value: [UInt8])
 }
 
 /// Why an inbound message was refused to the dead-letter subject. The codes are wire names.
 public struct DeadLetterReason: Equatable, Error {
-    /// `no_msg_id`, `unknown_subject`, `bad_name`, `bad_json` or `reserved_slot`.
+    /// The bridge's own reasons below, or the broker's error code for a refusal that
+    /// sending again would not change (Protocol/NATS.md §5).
     public let code: String
     public let detail: String
 
@@ -20,10 +24,11 @@ public struct DeadLetterReason: Equatable, Error {
     }
 
     public static let noMsgID = "no_msg_id"
+    public static let longMsgID = "long_msg_id"
     public static let unknownSubject = "unknown_subject"
     public static let badName = "bad_name"
     public static let badJSON = "bad_json"
-    public static let reservedSlot = "reserved_slot"
+    public static let tooLarge = "too_large"
 }
 
 /// Subject names for one device (`notifbus.<device>.…`), written once here.
@@ -55,8 +60,14 @@ public struct NATSSubjects: Sendable {
     public var inboundSubjects: [String] { [post + ".>", put + ".>"] }
     /// The outbound stream's subjects.
     public var outboundSubjects: [String] { [result, dead, eventWildcard] }
-    /// The broker slot the bridge keeps its send marker in (see Protocol/NATS.md §4); NATS may not put it.
-    public var markerSlot: String { "notifbus-bridge.nats." + device }
+    /// The largest idempotency key the broker takes (protocol-v1 `once`), in bytes.
+    public static let maxKeyBytes = 256
+    /// What comes before the inbound message id in its key: `nats/<device>/`.
+    public var keyPrefix: String { "nats/" + device + "/" }
+    /// The longest `Nats-Msg-Id` whose key fits: 186 bytes for a 64-byte device id.
+    public var maxMsgIDBytes: Int { NATSSubjects.maxKeyBytes - keyPrefix.utf8.count }
+    /// The broker's idempotency key of the inbound message `msgID`.
+    public func onceKey(_ msgID: String) -> String { keyPrefix + msgID }
 
     /// A device id becomes one subject token: 1 to 64 of `A-Z a-z 0-9 - _`.
     public static func isValidDevice(_ id: String) -> Bool {
@@ -71,6 +82,12 @@ public struct NATSSubjects: Sendable {
         guard let msgID, !msgID.isEmpty else {
             return .failure(.init(code: DeadLetterReason.noMsgID, detail: "the message has no Nats-Msg-Id header"))
         }
+        guard msgID.utf8.count <= maxMsgIDBytes else {
+            return .failure(
+                .init(
+                    code: DeadLetterReason.longMsgID,
+                    detail: "Nats-Msg-Id is \(msgID.utf8.count) bytes; its key \(keyPrefix)<id> must fit in \(NATSSubjects.maxKeyBytes)"))
+        }
         let isPost = subject.hasPrefix(post + ".")
         let isPut = subject.hasPrefix(put + ".")
         guard isPost || isPut else {
@@ -83,18 +100,12 @@ public struct NATSSubjects: Sendable {
         guard !name.isEmpty, name.utf8.count <= NATSSubjects.maxNameBytes else {
             return .failure(.init(code: DeadLetterReason.badName, detail: "a name is 1 to \(NATSSubjects.maxNameBytes) bytes"))
         }
-        if isPut && name == markerSlot {
-            return .failure(.init(code: DeadLetterReason.reservedSlot, detail: "slot \(name) is the bridge's own marker"))
+        if body.isEmpty && isPost { return .success(.post(event: name, payload: nil)) }
+        guard JSONScanner.isValidDocument(body) else {
+            let what = body.isEmpty ? "a put needs a body" : "the body is not one JSON value"
+            return .failure(.init(code: DeadLetterReason.badJSON, detail: what))
         }
-        let value: JSONValue
-        if body.isEmpty && isPost {
-            value = .null
-        } else {
-            do { value = try JSONValue(parsing: body) } catch {
-                return .failure(.init(code: DeadLetterReason.badJSON, detail: "the body is not JSON: \(error)"))
-            }
-        }
-        return .success(isPost ? .post(event: name, payload: value) : .put(slot: name, value: value))
+        return .success(isPost ? .post(event: name, payload: body) : .put(slot: name, value: body))
     }
 
     /// Splits `notifbus.<device>.invoke.<channel…>.<method>`: the method is the last token,

@@ -17,7 +17,6 @@ struct BridgeOptions {
     var stream: String? = nil
     var createStream = false
     var replicas = 1
-    var stateDir: String? = nil
     var exports: [String] = []
     /// JetStream's AckWait for the durable consumer the bridge creates.
     var ackWaitMs: Int64 = 30_000
@@ -25,12 +24,13 @@ struct BridgeOptions {
     var batch = 256
     /// Messages at the broker at once: the pipeline depth.
     var inflight = 128
-    /// Applied message ids remembered (the exactly-once window), at least 2 × batch.
-    var window = 100_000
 
     var inboundStream: String { stream ?? "NOTIFBUS_" + device }
     var outboundStream: String { inboundStream + "_OUT" }
     var durable: String { "notifbus-bridge-" + device }
+    /// The consumer's MaxAckPending: the bridge holds at most four batches (two being
+    /// applied, two being published), and a restarted one gets its predecessor's again.
+    var maxAckPending: Int { 6 * batch }
 
     static let help = """
         usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
@@ -47,12 +47,10 @@ struct BridgeOptions {
           --stream NAME        inbound stream (default NOTIFBUS_<device>); results go to NAME_OUT
           --create-stream      create both streams when missing
           --replicas N         replicas of created streams (1-5, default 1)
-          --state-dir DIR      where applied message ids are kept (exactly once across restarts)
           --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
-          --ack-wait DUR       AckWait of the consumer the bridge creates (default 30s)
-          --batch N            messages in flight at once (1-1024, default 256)
+          --ack-wait DUR       AckWait of the bridge's consumer (default 30s)
+          --batch N            messages fetched at once (1-1024, default 256)
           --inflight N         messages at the broker at once (1-1024, default 128)
-          --window N           applied ids remembered (default 100000)
         """
 
     /// Parses `args` (after `nats`). Durations are `250ms`, `5s` or `1m`.
@@ -90,7 +88,6 @@ struct BridgeOptions {
             case "--stream": o.stream = try value(arg)
             case "--create-stream": o.createStream = true
             case "--replicas": o.replicas = try integer(arg, 1...5)
-            case "--state-dir": o.stateDir = try value(arg)
             case "--export":
                 let name = try value(arg)
                 guard !name.isEmpty, name.utf8.count <= NATSSubjects.maxNameBytes else {
@@ -105,7 +102,6 @@ struct BridgeOptions {
                 o.ackWaitMs = ms
             case "--batch": o.batch = try integer(arg, 1...1024)
             case "--inflight": o.inflight = try integer(arg, 1...1024)
-            case "--window": o.window = try integer(arg, 1...10_000_000)
             default: throw BridgeUsageError("unknown option '\(arg)'")
             }
         }
@@ -119,7 +115,6 @@ struct BridgeOptions {
         if let s = o.stream, s.isEmpty || s.contains(where: { " .*>/\\".contains($0) }) {
             throw BridgeUsageError("--stream NAME may not be empty or hold spaces, '.', '*', '>', '/' or '\\'")
         }
-        guard o.window >= 2 * o.batch else { throw BridgeUsageError("--window must be at least twice --batch") }
         return o
     }
 

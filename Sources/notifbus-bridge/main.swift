@@ -1,11 +1,10 @@
 // notifbus-bridge: bridges a device's broker to a remote engine. `notifbus bridge nats ...`
 // runs this executable; it links cnats, which the broker binary must never load.
 import Glibc
-import NotifBusClient
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage =
-    "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--state-dir DIR] [--export EVENT]..."
+    "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--export EVENT]..."
 
 func fail(_ message: String, status: Int32) -> Never {
     log(message)
@@ -25,9 +24,6 @@ case "nats":
     guard let options = parsed else {
         print(BridgeOptions.help)
         exit(0)
-    }
-    if let dir = options.stateDir {  // one bridge per device and folder, before its store is read
-        do { _ = try StateFolderLock.claim(dir, name: "nats-" + options.device, for: "NATS bridge") } catch { fail(error.description, status: 1) }
     }
     let bridge: NATSBridge
     do { bridge = try NATSBridge(options: options) } catch { fail("\(error)", status: 1) }

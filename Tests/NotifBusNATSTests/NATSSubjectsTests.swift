@@ -1,5 +1,6 @@
 // The NATS bridge's pure parts: reading inbound subjects and bodies into posts, puts or
-// dead-letter reasons, splitting invoke subjects, and device ids. No NATS, no broker.
+// dead-letter reasons (bodies kept as their bytes), keys, splitting invoke subjects, and
+// device ids. No NATS, no broker.
 import NotifBusNATS
 import NotifBusProtocol
 import Testing
@@ -8,13 +9,24 @@ import Testing
     let s = NATSSubjects(device: "d1")
 
     @Test func postAndPutForms() {
-        #expect(
-            s.classify(subject: "notifbus.d1.post.mail.sync", msgID: "m", body: Array(#"{"n":1}"#.utf8))
-                == .success(.post(event: "mail.sync", payload: ["n": 1])))
-        #expect(s.classify(subject: "notifbus.d1.post.ping", msgID: "m", body: []) == .success(.post(event: "ping", payload: .null)))
+        let body = Array(" {\"n\":1e9, \"x\":[1.50]}\n".utf8)
+        #expect(s.classify(subject: "notifbus.d1.post.mail.sync", msgID: "m", body: body) == .success(.post(event: "mail.sync", payload: body)))
+        #expect(s.classify(subject: "notifbus.d1.post.ping", msgID: "m", body: []) == .success(.post(event: "ping", payload: nil)))
         #expect(
             s.classify(subject: "notifbus.d1.put.launch", msgID: "m", body: Array("null".utf8))
-                == .success(.put(slot: "launch", value: .null)))
+                == .success(.put(slot: "launch", value: Array("null".utf8))))
+        // Deeper than a tree parse goes: the broker takes it, so the bridge does not judge it.
+        let deep = Array(String(repeating: "[", count: 2000).utf8) + Array(String(repeating: "]", count: 2000).utf8)
+        #expect(s.classify(subject: "notifbus.d1.put.deep", msgID: "m", body: deep) == .success(.put(slot: "deep", value: deep)))
+    }
+
+    @Test func keysFromMessageIDs() {
+        #expect(s.onceKey("push-7f3a") == "nats/d1/push-7f3a")
+        let longest = String(repeating: "i", count: s.maxMsgIDBytes)
+        #expect(s.onceKey(longest).utf8.count == 256)
+        #expect(s.classify(subject: "notifbus.d1.post.x", msgID: longest, body: []) == .success(.post(event: "x", payload: nil)))
+        let wide = NATSSubjects(device: String(repeating: "d", count: 64))
+        #expect(wide.maxMsgIDBytes == 186)
     }
 
     @Test func deadLetterReasonsInOrder() {
@@ -27,7 +39,8 @@ import Testing
         #expect(code("notifbus.d1.take.x", "m", "{") == "unknown_subject")
         #expect(code("notifbus.d2.post.x", "m", "{}") == "unknown_subject")
         #expect(code("notifbus.d1.post." + String(repeating: "a", count: 257), "m", "{}") == "bad_name")
-        #expect(code("notifbus.d1.put.notifbus-bridge.nats.d1", "m", "{}") == "reserved_slot")
+        #expect(code("notifbus.d1.take.x", String(repeating: "i", count: 249), "{") == "long_msg_id")
+        #expect(code("notifbus.d1.put.notifbus-bridge.nats.d1", "m", "{}") == nil)
         #expect(code("notifbus.d1.post.x", "m", "{oops") == "bad_json")
         #expect(code("notifbus.d1.put.x", "m", "") == "bad_json")
         #expect(code("notifbus.d1.post.x", "m", "1 2") == "bad_json")

@@ -1,0 +1,87 @@
+// The bridge's exactly-once machine against models of JetStream and the broker
+// (Fuzz/BridgeSimulation): the checked-in programs (seeds, and what the explorer found), a
+// kill of the bridge, of the broker and a broker stop before every step of the seeds, and a
+// seeded random explorer. A failure prints the seed and the program that replays it.
+import BridgeSimulation
+import Glibc
+import Testing
+
+@Suite struct BridgeExplorerTests {
+    /// Fuzz/corpus/bridge, found from this file's path (tests may run from any folder).
+    static let corpus: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
+        return path + "/Fuzz/corpus/bridge"
+    }()
+
+    static func corpusFiles() -> [String] {
+        guard let dir = opendir(corpus) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func read(_ path: String) -> [UInt8] {
+        guard let file = fopen(path, "rb") else { return [] }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, file)
+            if n <= 0 { break }
+            bytes += chunk[..<n]
+        }
+        return bytes
+    }
+
+    @Test func theSeedProgramsAreCheckedIn() {
+        let files = Set(BridgeExplorerTests.corpusFiles())
+        for seed in SeedPrograms.all {
+            #expect(files.contains(seed.name), "Fuzz/corpus/bridge/\(seed.name) is missing: run fuzz-bridge --write-seeds Fuzz/corpus/bridge")
+            if files.contains(seed.name) {
+                #expect(
+                    BridgeExplorerTests.read(BridgeExplorerTests.corpus + "/" + seed.name) == seed.program, "\(seed.name) differs from SeedPrograms")
+            }
+        }
+    }
+
+    @Test func everyCorpusProgramHolds() {
+        let files = BridgeExplorerTests.corpusFiles()
+        #expect(files.count >= SeedPrograms.all.count)
+        for name in files {
+            let program = BridgeExplorerTests.read(BridgeExplorerTests.corpus + "/" + name)
+            do { _ = try Explorer.replay(program) } catch { Issue.record("Fuzz/corpus/bridge/\(name): \(error)") }
+        }
+    }
+
+    /// Each seed's first 60 steps, each with a kill of the bridge, of the broker and a broker
+    /// stop before it (the run then goes on to its end); `fuzz-bridge --crash-every-step`
+    /// (scripts/test.d/60-fuzz.sh) does every step of every seed in the release build.
+    @Test(arguments: SeedPrograms.all.map(\.name))
+    func aCrashBeforeEveryStepOfASeed(_ name: String) {
+        let seed = SeedPrograms.all.first { $0.name == name }!
+        do {
+            let figures = try Explorer.crashAtEveryStep(Array(seed.program.prefix(8 + 60)))
+            #expect(figures.totals.bridgeKills > 0 && figures.totals.brokerKills > 0)
+        } catch {
+            Issue.record("\(name): \(error)")
+        }
+    }
+
+    /// NOTIFBUS_EXPLORER_SEED replays a run; NOTIFBUS_EXPLORER_RUNS sets how many programs.
+    @Test func seededExplorer() {
+        let seed = getenv("NOTIFBUS_EXPLORER_SEED").flatMap { UInt64(String(cString: $0)) } ?? UInt64.random(in: 1...UInt64.max)
+        let runs = getenv("NOTIFBUS_EXPLORER_RUNS").flatMap { Int(String(cString: $0)) } ?? 1000
+        do {
+            let figures = try Explorer.explore(seed: seed, runs: runs)
+            print("bridge explorer, seed \(seed): \(figures.description)")
+            #expect(figures.totals.results > 0 && figures.totals.deadLetters > 0 && figures.totals.interrupted > 0)
+        } catch {
+            Issue.record("bridge explorer failed with seed \(seed) (NOTIFBUS_EXPLORER_SEED=\(seed) replays it): \(error)")
+        }
+    }
+}
