@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the protocol decoder and the broker core: builds fuzz-decoder and fuzz-core with
+# Fuzzes the protocol decoder, the broker core and the NATS bridge's exactly-once machine:
+# builds fuzz-decoder, fuzz-core and fuzz-bridge with
 # libFuzzer and AddressSanitizer in .build-fuzz (never the ordinary .build), runs each for
 # SECONDS (default 60) from the seeds in Fuzz/corpus/ (with Fuzz/NAME.dict as libFuzzer's
 # dictionary where there is one), and prints libFuzzer's figures.
@@ -18,7 +19,7 @@ export LSAN_OPTIONS="suppressions=$PWD/Fuzz/lsan.supp:print_suppressions=0"
 # A crashing input must be reported at once, not wait for the Swift backtracer.
 export SWIFT_BACKTRACE="enable=no"
 
-for target in fuzz-decoder fuzz-core; do
+for target in fuzz-decoder fuzz-core fuzz-bridge; do
     echo "==> swift build ${flags[*]} --product $target"
     start=$SECONDS
     if ! timeout 1200 swift build "${flags[@]}" --product "$target"; then
@@ -30,7 +31,7 @@ done
 bin=$(swift build "${flags[@]}" --show-bin-path) || exit 1
 
 failed=0
-for name in decoder core; do
+for name in decoder core bridge; do
     target=fuzz-$name
     corpus=$build/corpus/$name      # grows between runs; the seeds stay read-only
     artifacts=$build/artifacts/$name

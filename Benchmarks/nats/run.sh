@@ -31,7 +31,7 @@ nats_cluster_start "$WORK/nats" 15222 17222
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
 ${BRIDGE_WRAP:-} "$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
-    --create-stream --replicas 3 --state-dir "$WORK/bridge-state" ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
+    --create-stream --replicas 3 ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
 PIDS+=($!)
 for _ in $(seq 150); do grep -q "bridging device" "$WORK/bridge.log" && break; sleep 0.2; done
 grep -q "bridging device" "$WORK/bridge.log" || { echo "the bridge did not start"; cat "$WORK/bridge.log"; exit 1; }

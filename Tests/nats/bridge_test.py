@@ -21,18 +21,12 @@ import nats
 from nats.js.api import StreamConfig
 
 import notifbus
+from natslib import FAILURES, Process, check, publish, read_subject, retried, wait_until
 
 DEVICE = "dev1"
 STREAM = "NOTIFBUS_dev1"
 OUT = STREAM + "_OUT"
 POSTS = 1000
-FAILURES: list[str] = []
-
-
-def check(condition: bool, what: str) -> None:
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 class Device:
@@ -69,91 +63,6 @@ class Device:
             return len(self.seen)
 
 
-class Bridge:
-    """The bridge process, started, killed and started again by the test."""
-
-    def __init__(self, command: list[str], log: str) -> None:
-        self.command = command
-        self.log = open(log, "ab")
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=self.log)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-
-async def publish(js, subject: str, body: bytes, msg_id: str | None) -> None:
-    """Publishes to JetStream, retrying (same id, so deduplicated) while a leader is elected."""
-    headers = {"Nats-Msg-Id": msg_id} if msg_id else None
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            await js.publish(subject, body, headers=headers, timeout=2)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-
-
-async def retried(make, bound: float = 60):
-    """Runs a JetStream API call again while the cluster elects leaders after a node kill."""
-    deadline = time.monotonic() + bound
-    while True:
-        try:
-            return await make()
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
-async def read_subject(js, subject: str, want: int, bound: float, settle: float = 2.0) -> list:
-    """Every message of OUT on `subject`: waits (bounded) for `want`, then `settle` seconds more
-    so that duplicates would show."""
-    sub = await retried(lambda: js.pull_subscribe(subject, stream=OUT))
-    got: list = []
-    deadline = time.monotonic() + bound
-    quiet_until = None
-    while time.monotonic() < deadline:
-        try:
-            msgs = await sub.fetch(200, timeout=1)
-        except Exception:
-            msgs = []
-        for m in msgs:
-            got.append(m)
-            await m.ack()
-        if len(got) >= want:
-            if quiet_until is None:
-                quiet_until = time.monotonic() + settle
-            elif time.monotonic() > quiet_until and not msgs:
-                break
-    await sub.unsubscribe()
-    return got
-
-
-async def wait_until(predicate, bound: float) -> bool:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return predicate()
-
-
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--socket", required=True)
@@ -175,11 +84,11 @@ async def main() -> int:
     # as an operator's stream might be; the bridge creates the outbound one (--create-stream).
     await js.add_stream(StreamConfig(name=STREAM, num_replicas=3, subjects=[
         f"notifbus.{DEVICE}.post.>", f"notifbus.{DEVICE}.put.>", f"notifbus.{DEVICE}.take.>"]))
-    broker = Bridge(json.loads(args.broker), args.bridge_log + ".broker")
+    broker = Process(json.loads(args.broker), args.bridge_log + ".broker")
     broker.start()
     await wait_until(lambda: os.path.exists(args.socket), 10)
     device = Device(args.socket)
-    bridge = Bridge(json.loads(args.bridge), args.bridge_log)
+    bridge = Process(json.loads(args.bridge), args.bridge_log)
     bridge.start()
     restarted: list[subprocess.Popen] = []
     try:
@@ -201,7 +110,7 @@ async def main() -> int:
     return 1 if FAILURES else 0
 
 
-async def crash_run(js, device: Device, bridge: Bridge, pids: dict) -> None:
+async def crash_run(js, device: Device, bridge: Process, pids: dict) -> None:
     """1,000 posts while the stream's leader node and the bridge are SIGKILLed once each."""
     publisher = asyncio.ensure_future(asyncio.gather(*[
         publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": i}).encode(), f"m{i}") for i in range(POSTS)]))
@@ -217,7 +126,7 @@ async def crash_run(js, device: Device, bridge: Bridge, pids: dict) -> None:
     bridge.start()
     await asyncio.wait_for(publisher, 180)
     await wait_until(lambda: device.distinct() >= POSTS, 180)
-    results = await read_subject(js, f"notifbus.{DEVICE}.result", POSTS, 180)
+    results = await read_subject(js, OUT, f"notifbus.{DEVICE}.result", POSTS, 180)
     await asyncio.sleep(1)
     with device.lock:
         counts = dict(device.seen)
@@ -230,6 +139,7 @@ async def crash_run(js, device: Device, bridge: Bridge, pids: dict) -> None:
     lost = sum(1 for m in results if json.loads(m.data).get("error", {}).get("code") == "result_lost")
     check(len(per_id) == POSTS and all(c == 1 for c in per_id.values()) and set(per_id) == {f"m{i}" for i in range(POSTS)},
           f"one result per message id: {len(results)} results for {len(per_id)} ids")
+    check(lost == 0, f"every result is the post's own: none is result_lost ({lost})")
     good = [json.loads(m.data) for m in results if "result" in json.loads(m.data)]
     check(all(r["result"]["outcome"] == "completed" and r["result"]["value"]["shown"] == int(r["msgId"][1:]) for r in good),
           f"each result carries its own post's chain result ({len(good)} with a result, {lost} result_lost)")
@@ -266,7 +176,7 @@ async def export(js, device: Device) -> None:
              "notification": {"identifier": "mail-42", "content": {"title": "New mail", "userInfo": {"emailId": "e-42"}}}}
     result = device.bus.post("didReceive", click)
     check(result.outcome == "completed", "the local click is handled on the device")
-    events = await read_subject(js, f"notifbus.{DEVICE}.event.didReceive", 1, 30, settle=1)
+    events = await read_subject(js, OUT, f"notifbus.{DEVICE}.event.didReceive", 1, 30, settle=1)
     check(len(events) == 1 and json.loads(events[0].data) == click and events[0].headers.get("Nats-Msg-Id"),
           f"--export didReceive: the click reaches NATS once, with a Nats-Msg-Id ({len(events)} events)")
 
@@ -276,12 +186,12 @@ async def malformed(js, device: Device) -> None:
         (f"notifbus.{DEVICE}.post.mail", b'{"n": -1', "bad1", "bad_json"),
         (f"notifbus.{DEVICE}.post.mail", b'{"n": -2}', None, "no_msg_id"),
         (f"notifbus.{DEVICE}.take.launch", b'{"n": -3}', "bad3", "unknown_subject"),
-        (f"notifbus.{DEVICE}.put.notifbus-bridge.nats.{DEVICE}", b'{"seq": 1}', "bad4", "reserved_slot"),
+        (f"notifbus.{DEVICE}.post.mail", b'{"n": -4}', "i" * 300, "long_msg_id"),
         (f"notifbus.{DEVICE}.put.launch3", b"", "bad5", "bad_json"),
     ]
     for subject, body, msg_id, _ in cases:
         await publish(js, subject, body, msg_id)
-    dead = await read_subject(js, f"notifbus.{DEVICE}.dead", len(cases), 30)
+    dead = await read_subject(js, OUT, f"notifbus.{DEVICE}.dead", len(cases), 30)
     reasons = sorted(m.headers.get("Notifbus-Reason") for m in dead)
     check(reasons == sorted(c[3] for c in cases), f"malformed inbound messages are dead-lettered with their reasons: {reasons}")
     check(all(m.headers.get("Notifbus-Subject") and m.headers.get("Notifbus-Detail") for m in dead),
@@ -303,7 +213,7 @@ def device_registered(socket: str) -> bool:
     return {"mail", "didReceive"} <= names
 
 
-async def broker_outage(js, device: Device, broker: Bridge, bridge: Bridge, socket: str) -> Device:
+async def broker_outage(js, device: Device, broker: Process, bridge: Process, socket: str) -> Device:
     """The broker SIGKILLed: the bridge stops acking and waits; once the broker is back (same
     --state-dir) and the device's client has reconnected, every post sent meanwhile takes
     effect once."""

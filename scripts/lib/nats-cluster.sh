@@ -12,8 +12,10 @@ if ! command -v nats-server >/dev/null && [ -x /usr/sbin/nats-server ]; then
 fi
 
 # nats_cluster_start DIR CLIENT_BASE CLUSTER_BASE: nodes n1..n3 listen on CLIENT_BASE+0..2
-# (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off. Waits (bounded) until
-# every node answers and JetStream has a meta leader. Sets NATS_URLS.
+# (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off, and take messages up to
+# 8 MB (NATS's default is 1 MB), so that tests can publish bodies past the broker's 1 MiB
+# maxFrame. Waits (bounded) until every node answers and JetStream has a meta leader.
+# Sets NATS_URLS.
 # NOTIFBUS_NATS_PORT_OFFSET moves both bases, so that a second run on one machine (a CI
 # run beside a developer's) takes ports of its own.
 nats_cluster_start() {
@@ -31,6 +33,7 @@ nats_cluster_start() {
 server_name: n$i
 host: 127.0.0.1
 port: $((cbase + i - 1))
+max_payload: 8MB
 jetstream { store_dir: "$dir/n$i/js", max_memory_store: 64MB, max_file_store: 1GB }
 cluster { name: notifbus-test, host: 127.0.0.1, port: $((rbase + i - 1)), routes: [$(echo $routes | tr ' ' ',')] }
 CONF

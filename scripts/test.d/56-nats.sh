@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The NATS bridge against a real 3-node nats-server cluster with JetStream (R3 streams):
-# 1,000 posts through a node kill and a bridge kill (exactly once), puts, invokes, --export,
-# dead letters, a broker outage and a whole-cluster outage. Everything lives in a temporary
-# folder and is stopped on exit, even on failure.
+# The NATS bridge against real 3-node nats-server clusters with JetStream (R3 streams): first
+# 1,000 posts through a node kill and a bridge kill, puts, invokes, --export, dead letters, a
+# broker outage and a whole-cluster outage (Tests/nats/bridge_test.py); then, on a fresh
+# cluster, exactly once where it has been broken: oversized posts, the broker's disk full
+# under a group, refusals through bridge kills, a restart without waiting out AckWait, and
+# 2,000 posts through 10 bridge kills, 2 node kills and a full disk
+# (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments).
+# Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/nats-cluster.sh
@@ -16,9 +20,12 @@ python3 -c "import nats" 2>/dev/null || { echo "56-nats: nats-py is missing (scr
 WORK=$(mktemp -d)
 cleanup() {
     nats_cluster_stop
+    # The small disks of the full-disk checks, if a check could not unmount its own.
+    awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts | xargs -r umount -l 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+export PYTHONPATH=Clients/python/src:Tests/nats
 
 # Ports in an unusual range: clients 14222-14224, routes 16222-16224.
 nats_cluster_start "$WORK/nats" 14222 16222
@@ -28,10 +35,10 @@ BROKER=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \
 
 BRIDGE=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \
     "$BIN/notifbus" bridge nats --url "$NATS_URLS" --device dev1 --socket "$WORK/bus.sock" \
-    --create-stream --replicas 3 --state-dir "$WORK/bridge-state" --ack-wait 3s --export didReceive)
+    --create-stream --replicas 3 --ack-wait 3s --export didReceive)
 
 status=0
-PYTHONPATH=Clients/python/src timeout 420 python3 Tests/nats/bridge_test.py \
+timeout 420 python3 Tests/nats/bridge_test.py \
     --socket "$WORK/bus.sock" --urls "$NATS_URLS" --bridge "$BRIDGE" --bridge-log "$WORK/bridge.log" \
     --node-pids "n1=${NATS_PIDS[1]},n2=${NATS_PIDS[2]},n3=${NATS_PIDS[3]}" --nats-dir "$WORK/nats" \
     --broker "$BROKER" || status=$?
@@ -41,4 +48,12 @@ if [ $status -ne 0 ]; then
     exit 1
 fi
 echo "--- bridge log (tail)"; tail -n 8 "$WORK/bridge.log"
+nats_cluster_stop
+
+# A fresh cluster: clients 14232-14234, routes 16232-16234.
+nats_cluster_start "$WORK/nats2" 14232 16232
+mkdir -p "$WORK/once"
+timeout 900 python3 Tests/nats/exactly_once_test.py --bin "$BIN" --urls "$NATS_URLS" --nats-dir "$WORK/nats2" \
+    --node-pids "n1=${NATS_PIDS[1]},n2=${NATS_PIDS[2]},n3=${NATS_PIDS[3]}" --work "$WORK/once" \
+    ${NOTIFBUS_STRESS_SEED:+--seed "$NOTIFBUS_STRESS_SEED"}
 echo "56-nats: ok"

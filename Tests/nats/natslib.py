@@ -1,0 +1,235 @@
+"""What the NATS bridge's end-to-end tests share: processes they start, kill and start again
+(a broker, a bridge, nats-server nodes), JetStream calls retried while the cluster elects
+leaders, reading an outbound subject, and a raw observer that counts every event it sees and
+keeps each frame's bytes. Every wait is bounded. Python 3, nats-py, standard library.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from typing import Callable, Dict, List, Optional
+
+
+#: What failed so far, in the order `check` saw it.
+FAILURES: List[str] = []
+
+
+def check(condition: bool, what: str) -> None:
+    print(("ok: " if condition else "FAIL: ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
+
+
+class Process:
+    """A program the test starts, SIGKILLs and starts again (a broker, a bridge, a node)."""
+
+    def __init__(self, command: List[str], log: str) -> None:
+        self.command = command
+        self.log_path = log
+        self.log = open(log, "ab")
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=self.log)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def log_text(self) -> str:
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+async def publish(js, subject: str, body: bytes, msg_id: Optional[str], bound: float = 60):
+    """Publishes to JetStream, retrying (same id, so deduplicated) while a leader is elected.
+    Returns the publish ack (its `seq` is the stream sequence)."""
+    headers = {"Nats-Msg-Id": msg_id} if msg_id else None
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            return await js.publish(subject, body, headers=headers, timeout=2)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def retried(make, bound: float = 60):
+    """Runs a JetStream API call again while the cluster elects leaders after a node kill."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            return await make()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def read_subject(js, stream: str, subject: str, want: int, bound: float, settle: float = 2.0) -> list:
+    """Every message of `stream` on `subject`: waits (bounded) for `want`, then `settle` seconds
+    more so that duplicates would show."""
+    sub = await retried(lambda: js.pull_subscribe(subject, stream=stream))
+    got: list = []
+    deadline = time.monotonic() + bound
+    quiet_until = None
+    while time.monotonic() < deadline:
+        try:
+            msgs = await sub.fetch(200, timeout=1)
+        except Exception:
+            msgs = []
+        for m in msgs:
+            got.append(m)
+            await m.ack()
+        if len(got) >= want:
+            if quiet_until is None:
+                quiet_until = time.monotonic() + settle
+            elif time.monotonic() > quiet_until and not msgs:
+                break
+    await sub.unsubscribe()
+    return got
+
+
+async def wait_until(predicate: Callable[[], bool], bound: float) -> bool:
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return predicate()
+
+
+class RawObserver:
+    """An observer of `event` on a raw connection: it counts every event by the `n` of its
+    payload, keeps the frames' bytes for those that ask, takes `delay` seconds over each, and
+    answers `complete` with `{"shown": n}`. It connects again when the broker restarts."""
+
+    def __init__(self, socket_path: str, event: str, delay: float = 0.0, keep: Callable[[bytes], bool] = lambda b: False) -> None:
+        self.path = socket_path
+        self.event = event
+        self.delay = delay
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.seen: Dict[int, int] = {}
+        self.times: List[tuple] = []
+        self.kept: List[bytes] = []
+        self.foreign = 0
+        self.ready = threading.Event()
+        self.stopped = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.seen)
+
+    def counts(self) -> Dict[int, int]:
+        with self.lock:
+            return dict(self.seen)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _run(self) -> None:
+        while not self.stopped:
+            try:
+                self._serve()
+            except (OSError, ConnectionError, ValueError):
+                pass
+            self.ready.clear()
+            time.sleep(0.1)
+
+    def _serve(self) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(self.path)
+            s.settimeout(None)
+
+            def send(message: dict) -> None:
+                body = json.dumps(message).encode()
+                s.sendall(struct.pack(">I", len(body)) + body)
+
+            send({"op": "hello", "id": 1, "protocol": 1, "name": "nats-test-observer"})
+            send({"op": "subscribe", "id": 2, "events": [self.event], "priority": 10})
+            buffer = bytearray()
+            while not self.stopped:
+                while len(buffer) < 4 or len(buffer) < 4 + struct.unpack(">I", buffer[:4])[0]:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        raise ConnectionError("the broker closed the connection")
+                    buffer += chunk
+                size = struct.unpack(">I", buffer[:4])[0]
+                raw = bytes(buffer[4:4 + size])
+                del buffer[:4 + size]
+                frame = json.loads(raw)
+                if frame.get("op") == "reply" and frame.get("id") == 2:
+                    self.ready.set()
+                if frame.get("op") != "event":
+                    continue
+                payload = frame.get("payload")
+                n = payload.get("n") if isinstance(payload, dict) else None
+                with self.lock:
+                    if isinstance(n, int):
+                        self.seen[n] = self.seen.get(n, 0) + 1
+                        self.times.append((time.monotonic(), n))
+                    else:
+                        self.foreign += 1
+                    if self.keep(raw):
+                        self.kept.append(raw)
+                if self.delay:
+                    time.sleep(self.delay)
+                send({"op": "complete", "event": frame["event"], "value": {"shown": n}})
+
+
+class SmallDisk:
+    """A tmpfs of `size` mounted at `path` (needs root); `fill` takes every free byte."""
+
+    def __init__(self, path: str, size: str) -> None:
+        self.path = path
+        self.filler = os.path.join(path, "filler")
+        os.makedirs(path, exist_ok=True)
+        self.mounted = os.geteuid() == 0 and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True).returncode == 0
+
+    def fill(self) -> None:
+        with open(self.filler, "ab", buffering=0) as f:
+            for chunk in (1 << 16, 4096, 1):
+                while True:
+                    try:
+                        f.write(b"\0" * chunk)
+                    except OSError:
+                        break
+
+    def free(self) -> None:
+        if os.path.exists(self.filler):
+            os.remove(self.filler)
+
+    def unmount(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", self.path], capture_output=True)
