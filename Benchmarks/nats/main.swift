@@ -369,18 +369,20 @@ let keepAlive: AnyObject = {
 }()
 
 /// The broker's own ceiling for this path, without NATS: posts sent the way the bridge sends
-/// them (groups of 64, two groups at the broker), each run through the one observer.
-func brokerCeiling(_ n: Int, _ poster: NotifBusConnection) -> Double {
+/// them (groups of 64, two groups at the broker, each with its idempotency key), each run
+/// through the one observer.
+func brokerCeiling(_ n: Int, _ poster: NotifBusConnection, tag: String) -> Double {
     let start = nowNs()
     var groups: [PipelinedReplies] = []
     var sent = 0
     while sent < n || !groups.isEmpty {
         while sent < n && groups.count < 2 {
             let size = min(64, n - sent)
-            let requests = (0..<size).map { i -> (op: String, fields: [String: JSONValue]) in
-                (Op.post, ["name": "bench", "payload": ["n": .integer(Int64(sent + i))]])
+            let requests = (0..<size).map { i -> EncodedRequest in
+                let key = "bench/\(bench.runID)/\(tag)/\(sent + i)"
+                return EncodedRequest(op: Op.post, members: Array(#","name":"bench","once":"\#(key)","payload":{"n":\#(sent + i)}"#.utf8))
             }
-            groups.append(poster.pipeline(requests, timeout: .seconds(300)))
+            groups.append(poster.pipeline(encoded: requests, timeout: .seconds(300)))
             sent += size
         }
         guard let replies = groups.removeFirst().waitAll(until: .now() + .seconds(300)) else {
@@ -416,9 +418,9 @@ _ = bench.bridgeThroughput(300, tag: "warm")
 var mark = CPUSample()
 let floorRate = bench.floorThroughput(options.count, tag: "run")
 let floorCPU = CPUSample.report(since: mark, messages: options.count)
-_ = brokerCeiling(300, poster)
+_ = brokerCeiling(300, poster, tag: "warm")
 mark = CPUSample()
-let brokerRate = brokerCeiling(options.count, poster)
+let brokerRate = brokerCeiling(options.count, poster, tag: "run")
 let brokerCPU = CPUSample.report(since: mark, messages: options.count)
 mark = CPUSample()
 let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")

@@ -82,7 +82,7 @@ final class InboundLoop {
         if let arrival = mailbox.take(until: .now()) { return feed(arrival) }
         let deadline = machine.deadline.map { ms in DispatchTime.now() + .milliseconds(Int(max(0, ms - InboundLoop.now()))) }
         if needBroker {
-            if let maxFrame = bridge.connectBus(warnAfter: failedConnects == 0 ? 0 : Int.max, attempts: 1) {
+            if let maxFrame = bridge.connectBus(attempts: 1, warn: failedConnects == 0) {
                 needBroker = false
                 if failedConnects > 0 { log("broker reachable again") }
                 failedConnects = 0

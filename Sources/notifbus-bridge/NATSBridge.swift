@@ -75,7 +75,7 @@ final class NATSBridge: @unchecked Sendable {
             exit(1)
         }
         if !options.exports.isEmpty { exporter = EventExporter(bridge: self, events: Set(options.exports)) }
-        let maxFrame = connectBus(warnAfter: 0)!
+        let maxFrame = connectBus()!
         log("bridging device \(options.device): stream \(options.inboundStream), results to \(options.outboundStream)")
         if held > 0 { log("the consumer holds \(held) messages of an earlier run; they are redelivered now") }
         InboundLoop(bridge: self, subscription: sub, recovering: held > 0).run(maxFrame: maxFrame)
@@ -132,8 +132,9 @@ final class NATSBridge: @unchecked Sendable {
     // MARK: The broker connection
 
     /// Connects to the broker, retrying every half second for `attempts` tries (forever when
-    /// nil); returns the broker's maxFrame, or nil when the tries ran out.
-    func connectBus(warnAfter: Int, attempts: Int? = nil) -> Int? {
+    /// nil), and says so once when it cannot and `warn` is set; returns the broker's
+    /// maxFrame, or nil when the tries ran out.
+    func connectBus(attempts: Int? = nil, warn: Bool = true) -> Int? {
         var tried = 0
         while attempts.map({ tried < $0 }) ?? true {
             tried += 1
@@ -154,7 +155,7 @@ final class NATSBridge: @unchecked Sendable {
                 busLock.withLock { bus = connection }
                 return connection.maxFrame
             case .failure(let error):
-                if tried == warnAfter + 1 { log("broker unreachable (\(error)); not acking until it is back") }
+                if warn && tried == 1 { log("broker unreachable (\(error)); not acking until it is back") }
             }
             if attempts.map({ tried < $0 }) ?? true { usleep(500_000) }
         }
