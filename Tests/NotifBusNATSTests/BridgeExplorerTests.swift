@@ -3,7 +3,7 @@
 // kill of the bridge, of the broker and a broker stop before every step of the seeds, and a
 // seeded random explorer. A failure prints the seed and the program that replays it.
 import BridgeSimulation
-import Glibc
+import Foundation
 import Testing
 
 @Suite struct BridgeExplorerTests {
@@ -15,28 +15,10 @@ import Testing
     }()
 
     static func corpusFiles() -> [String] {
-        guard let dir = opendir(corpus) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if !name.hasPrefix(".") { names.append(name) }
-        }
-        return names.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: corpus)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
     }
 
-    static func read(_ path: String) -> [UInt8] {
-        guard let file = fopen(path, "rb") else { return [] }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, file)
-            if n <= 0 { break }
-            bytes += chunk[..<n]
-        }
-        return bytes
-    }
+    static func read(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? [] }
 
     @Test func theSeedProgramsAreCheckedIn() {
         let files = Set(BridgeExplorerTests.corpusFiles())

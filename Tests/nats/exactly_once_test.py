@@ -131,6 +131,16 @@ def fill(disk: SmallDisk, d: Device) -> int:
     return puts
 
 
+async def check_results(ctx: Context, d: Device, want: int, prefix: str, bound: float = 60) -> int:
+    """Reads the device's results: one per post, each the post's own. Returns the result_lost count."""
+    results = await read_subject(ctx.js, d.out, d.subject("result"), want, bound, settle=1)
+    per_id, bodies, lost = results_by_id(results)
+    wrong = real(bodies, prefix)
+    check(len(per_id) == want and all(c == 1 for c in per_id.values()) and not wrong and lost == 0,
+          f"one real result per post ({len(results)} results for {len(per_id)} ids, {len(wrong)} not the post's own, {lost} result_lost)")
+    return lost
+
+
 def results_by_id(results: list) -> tuple[collections.Counter, list, int]:
     per_id = collections.Counter(m.headers.get("Notifbus-Msg-Id") for m in results)
     bodies = [json.loads(m.data) for m in results]
@@ -212,10 +222,7 @@ async def disk_full(ctx: Context) -> None:
             counts = d.observer.counts()
             check(done and counts == {n: 1 for n in range(10)} and probe.peek("launchx") == {"v": 1},
                   f"once space came back, the 10 posts and the put took effect once each ({counts})")
-        results = await read_subject(ctx.js, d.out, d.subject("result"), 10, 30, settle=1)
-        per_id, bodies, lost = results_by_id(results)
-        check(len(per_id) == 10 and all(c == 1 for c in per_id.values()) and not real(bodies, "f") and lost == 0,
-              f"one real result per post ({len(results)} results, {lost} result_lost)")
+        await check_results(ctx, d, 10, "f")
     finally:
         if FAILURES:
             d.failed()
@@ -245,10 +252,7 @@ async def refused_kills(ctx: Context) -> None:
         twice = sorted(n for n, c in counts.items() if c != 1)
         check(done and len(counts) == 600 and not twice,
               f"600 posts while the broker's disk was full, through 3 bridge SIGKILLs: each applied once ({len(counts)} distinct, twice: {twice[:10]})")
-        results = await read_subject(ctx.js, d.out, d.subject("result"), 600, 60, settle=1)
-        per_id, bodies, lost = results_by_id(results)
-        check(len(per_id) == 600 and all(c == 1 for c in per_id.values()) and not real(bodies, "r") and lost == 0,
-              f"one real result per post ({len(results)} results, {lost} result_lost)")
+        await check_results(ctx, d, 600, "r")
     finally:
         if FAILURES:
             d.failed()
