@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import random
@@ -63,13 +64,12 @@ class Device:
         """`notifbus.<device>.<kind>.<name>`, or `notifbus.<device>.<kind>` without a name."""
         return f"notifbus.{self.name}.{kind}" + (f".{name}" if name else "")
 
-    async def start(self, bridge: bool = True) -> None:
+    async def start(self) -> None:
         self.broker.start()
         await wait_until(lambda: os.path.exists(self.socket), 10)
         self.observer = RawObserver(self.socket, "mail", self.delay, self.keep)
         await wait_until(self.observer.ready.is_set, 10)
-        if bridge:
-            await self.start_bridge()
+        await self.start_bridge()
 
     async def start_bridge(self) -> None:
         self.bridge.start()
@@ -131,6 +131,21 @@ def fill(disk: SmallDisk, d: Device) -> int:
     return puts
 
 
+@contextlib.asynccontextmanager
+async def running(d: Device, disk: SmallDisk | None = None):
+    """The device started, and stopped at the end (its logs shown if a check failed), its
+    small disk unmounted."""
+    try:
+        await d.start()
+        yield d
+    finally:
+        if FAILURES:
+            d.failed()
+        d.stop()
+        if disk:
+            disk.unmount()
+
+
 async def check_results(ctx: Context, d: Device, want: int, prefix: str, bound: float = 60) -> int:
     """Reads the device's results: one per post, each the post's own. Returns the result_lost count."""
     results = await read_subject(ctx.js, d.out, d.subject("result"), want, bound, settle=1)
@@ -156,8 +171,7 @@ def real(bodies: list, prefix: str) -> list:
 
 async def oversized(ctx: Context) -> None:
     d = Device(ctx, "ov", keep=lambda raw: b'"nums"' in raw)
-    await d.start()
-    try:
+    async with running(d):
         big = b'{"n":100,"pad":"' + b"x" * (1_048_556 - 18) + b'"}'
         huge = b'{"n":102,"pad":"' + b"y" * (5 * 1024 * 1024 - 18) + b'"}'
         nums = b'{"n":101,"nums":[' + b",".join([b"1e9"] * 100_000) + b"]}"
@@ -186,10 +200,6 @@ async def oversized(ctx: Context) -> None:
         per_id, bodies, lost = results_by_id(results)
         check(set(per_id) == {f"o{n}" for n in wanted} and all(c == 1 for c in per_id.values()) and not real(bodies, "o") and lost == 0,
               f"one real result for each applied post ({len(results)} results, {lost} result_lost)")
-    finally:
-        if FAILURES:
-            d.failed()
-        d.stop()
 
 
 async def disk_full(ctx: Context) -> None:
@@ -198,10 +208,9 @@ async def disk_full(ctx: Context) -> None:
         print("skipped: disk-full (cannot mount a small tmpfs; needs root)")
         return
     d = Device(ctx, "sf", disk=disk)
-    try:
+    async with running(d, disk):
         # The streams first, then the 11 messages, then the bridge: it fetches them as one
         # batch and writes them as one group, the put in the middle.
-        await d.start()
         d.bridge.stop()
         fill(disk, d)
         for i in range(5):
@@ -223,11 +232,6 @@ async def disk_full(ctx: Context) -> None:
             check(done and counts == {n: 1 for n in range(10)} and probe.peek("launchx") == {"v": 1},
                   f"once space came back, the 10 posts and the put took effect once each ({counts})")
         await check_results(ctx, d, 10, "f")
-    finally:
-        if FAILURES:
-            d.failed()
-        d.stop()
-        disk.unmount()
 
 
 async def refused_kills(ctx: Context) -> None:
@@ -236,8 +240,7 @@ async def refused_kills(ctx: Context) -> None:
         print("skipped: refused-kills (cannot mount a small tmpfs; needs root)")
         return
     d = Device(ctx, "rc", disk=disk, delay=0.005)
-    try:
-        await d.start()
+    async with running(d, disk):
         fill(disk, d)
         await asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"r{i}") for i in range(600)])
         for _ in range(3):
@@ -253,11 +256,6 @@ async def refused_kills(ctx: Context) -> None:
         check(done and len(counts) == 600 and not twice,
               f"600 posts while the broker's disk was full, through 3 bridge SIGKILLs: each applied once ({len(counts)} distinct, twice: {twice[:10]})")
         await check_results(ctx, d, 600, "r")
-    finally:
-        if FAILURES:
-            d.failed()
-        d.stop()
-        disk.unmount()
 
 
 async def quiet(observer: RawObserver, still: float, bound: float) -> bool:
@@ -280,8 +278,7 @@ async def consumer_window(ctx: Context, d: Device) -> tuple[int, int]:
 
 async def restart(ctx: Context) -> None:
     d = Device(ctx, "aw", ack_wait="10m", delay=0.02)
-    await d.start()
-    try:
+    async with running(d):
         # More than the bridge has at the broker at once (128), so that it holds the rest.
         acks = await asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"a{i}")
                                       for i in range(400)])
@@ -305,10 +302,6 @@ async def restart(ctx: Context) -> None:
             after = [t - started for t, n in d.observer.times if t > started and n in held]
         if after:
             print(f"figure: bridge restart to the first applied redelivery: {min(after) * 1000:.0f} ms", flush=True)
-    finally:
-        if FAILURES:
-            d.failed()
-        d.stop()
 
 
 async def stress(ctx: Context, seed: int) -> None:
@@ -316,9 +309,8 @@ async def stress(ctx: Context, seed: int) -> None:
     print(f"stress: seed {seed}", flush=True)
     disk = SmallDisk(os.path.join(ctx.work, "st-disk"), "16m")
     d = Device(ctx, "st", ack_wait="2s", delay=0.003, disk=disk if disk.mounted else None)
-    await d.start()
     restarts: list[float] = []
-    try:
+    async with running(d, disk):
         big = b'{"n":-1,"pad":"' + b"z" * (1_048_556 - 17) + b'"}'
         bodies = [(json.dumps({"n": i}).encode(), f"s{i}") for i in range(2000)]
         bodies.insert(1000, (big, "big"))
@@ -370,11 +362,6 @@ async def stress(ctx: Context, seed: int) -> None:
             print(f"figure: bridge restart to the next applied post, over {len(firsts)} restarts: "
                   f"min {min(firsts) * 1000:.0f} ms, median {statistics.median(firsts) * 1000:.0f} ms, max {max(firsts) * 1000:.0f} ms",
                   flush=True)
-    finally:
-        if FAILURES:
-            d.failed()
-        d.stop()
-        disk.unmount()
 
 
 SCENARIOS = {"oversized": oversized, "disk-full": disk_full, "refused-kills": refused_kills, "restart": restart}
