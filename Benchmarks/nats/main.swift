@@ -175,7 +175,7 @@ final class Bench: @unchecked Sendable {
                 duplicateWindowMs: 10 * 60 * 1000)
         }
         floorSub = must("floor consumer") {
-            _ = try link.ensureConsumer(stream: stream, durable: "floor-" + id, ackWaitMs: 30_000, maxAckPending: 512)
+            _ = try link.ensureConsumer(stream: stream, durable: "floor-" + id, ackWaitMs: { _ in 30_000 }, maxAckPending: 512)
             return try link.pullSubscribe(stream: stream, durable: "floor-" + id)
         }
         let arrivals = self.arrivals

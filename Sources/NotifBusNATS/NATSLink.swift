@@ -208,20 +208,22 @@ public final class NATSLink: @unchecked Sendable {
         guard s == NATS_OK else { throw NATSError("js_AddStream \(stream)", s, code) }
     }
 
-    /// Creates the durable pull consumer with explicit acks unless it exists, and gives it
-    /// `ackWaitMs` and `maxAckPending` if it has others. Returns how many messages it holds
-    /// unacked (delivered to an earlier run), 0 for a new one.
-    public func ensureConsumer(stream: String, durable: String, ackWaitMs: Int64, maxAckPending: Int) throws(NATSError) -> Int {
+    /// Creates the durable pull consumer with explicit acks unless it exists; an existing one
+    /// is given the AckWait `ackWaitMs(held)` decides from how many messages it holds unacked
+    /// (delivered to an earlier run), and `maxAckPending`, in one update when they differ.
+    /// Returns that count, 0 for a new consumer.
+    public func ensureConsumer(stream: String, durable: String, ackWaitMs: (Int) -> Int64, maxAckPending: Int) throws(NATSError) -> Int {
         var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         var s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
         if s == NATS_OK, let existing = info {
             defer { jsConsumerInfo_Destroy(existing) }
             let held = Int(existing.pointee.NumAckPending)
+            let wait = ackWaitMs(held)
             if let config = existing.pointee.Config,
-                config.pointee.AckWait != ackWaitMs * 1_000_000 || config.pointee.MaxAckPending != Int64(maxAckPending)
+                config.pointee.AckWait != wait * 1_000_000 || config.pointee.MaxAckPending != Int64(maxAckPending)
             {
-                try update(stream: stream, config: config, ackWaitMs: ackWaitMs, maxAckPending: maxAckPending)
+                try update(stream: stream, config: config, ackWaitMs: wait, maxAckPending: maxAckPending)
             }
             return held
         }
@@ -232,7 +234,7 @@ public final class NATSLink: @unchecked Sendable {
         defer { free(cDurable) }
         config.Durable = UnsafePointer(cDurable)
         config.AckPolicy = js_AckExplicit
-        config.AckWait = ackWaitMs * 1_000_000
+        config.AckWait = ackWaitMs(0) * 1_000_000
         config.MaxAckPending = Int64(maxAckPending)
         config.DeliverPolicy = js_DeliverAll
         info = nil

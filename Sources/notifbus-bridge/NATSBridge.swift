@@ -97,11 +97,10 @@ final class NATSBridge: @unchecked Sendable {
                         options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas,
                         duplicateWindowMs: NATSBridge.duplicateWindowMs)
                 }
+                let configured = options.ackWaitMs
                 let held = try nats.ensureConsumer(
-                    stream: options.inboundStream, durable: options.durable, ackWaitMs: options.ackWaitMs, maxAckPending: options.maxAckPending)
-                if held > 0 {
-                    try nats.setAckWait(stream: options.inboundStream, durable: options.durable, ackWaitMs: NATSBridge.recoveryAckWaitMs)
-                }
+                    stream: options.inboundStream, durable: options.durable,
+                    ackWaitMs: { $0 > 0 ? NATSBridge.recoveryAckWaitMs : configured }, maxAckPending: options.maxAckPending)
                 return (try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable), held)
             } catch {
                 if error.description != lastError { log("waiting for JetStream: \(error)") }
