@@ -2,7 +2,9 @@
 # Runs the NATS bridge benchmark: a 3-node JetStream cluster on loopback (clients 15222-15224,
 # routes 17222-17224), a broker, the bridge, then notifbus-nats-bench, which prints the numbers.
 # Usage: Benchmarks/nats/run.sh [debug|release] [bench flags...]. Everything is stopped on exit.
-# BRIDGE_FLAGS adds bridge options; BRIDGE_WRAP runs the bridge under a tool (valgrind ...).
+# BRIDGE_FLAGS adds bridge options; BRIDGE_WRAP runs the bridge under a tool (valgrind ...);
+# BROKER_FLAGS replaces the broker's `--state-dir DIR` (BROKER_FLAGS= runs it without one:
+# its idempotency keys then live in memory, and no keyed post waits for the disk).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/nats-cluster.sh
@@ -27,7 +29,8 @@ cleanup() {
 trap cleanup EXIT
 
 nats_cluster_start "$WORK/nats" 15222 17222
-"$BIN/notifbus" broker --socket "$WORK/bus.sock" --state-dir "$WORK/broker-state" 2>"$WORK/broker.log" &
+BROKER_FLAGS=${BROKER_FLAGS---state-dir $WORK/broker-state}
+"$BIN/notifbus" broker --socket "$WORK/bus.sock" $BROKER_FLAGS 2>"$WORK/broker.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
 ${BRIDGE_WRAP:-} "$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
