@@ -4,7 +4,7 @@
 // libFuzzer target; otherwise it replays corpus files, so the corpus runs in every build.
 //
 //     fuzz-bridge [FILE|DIR]...              replay programs (default Fuzz/corpus/bridge)
-//     fuzz-bridge --explore SEED RUNS        run RUNS random programs from SEED
+//     fuzz-bridge --explore N [--seed S]     run N random programs from seed S (else the time)
 //     fuzz-bridge --crash-every-step         each seed program with a crash before each step
 //     fuzz-bridge --write-seeds DIR          write the seed programs
 import BridgeSimulation
@@ -29,7 +29,8 @@ enum BridgeFuzzer {
         if arguments.count == 3 && arguments[1] == "--write-seeds" {
             exit(write(to: arguments[2]) ? 0 : 1)
         }
-        if arguments.count == 4 && arguments[1] == "--explore", let seed = UInt64(arguments[2]), let runs = Int(arguments[3]) {
+        if arguments.count >= 3 && arguments[1] == "--explore", let runs = Int(arguments[2]) {
+            let seed = (arguments.count == 5 && arguments[3] == "--seed" ? UInt64(arguments[4]) : nil) ?? UInt64(time(nil))
             do {
                 print("\(name): seed \(seed): " + (try Explorer.explore(seed: seed, runs: runs)).description)
                 exit(0)

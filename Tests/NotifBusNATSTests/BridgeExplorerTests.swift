@@ -54,16 +54,17 @@ import Testing
         }
     }
 
-    /// NOTIFBUS_EXPLORER_SEED replays a run; NOTIFBUS_EXPLORER_RUNS sets how many programs.
+    /// FUZZ_SEED replays a run (as `fuzz-bridge --explore 1000 --seed S` does); FUZZ_RUNS sets
+    /// how many programs.
     @Test func seededExplorer() {
-        let seed = getenv("NOTIFBUS_EXPLORER_SEED").flatMap { UInt64(String(cString: $0)) } ?? UInt64.random(in: 1...UInt64.max)
-        let runs = getenv("NOTIFBUS_EXPLORER_RUNS").flatMap { Int(String(cString: $0)) } ?? 1000
+        let seed = getenv("FUZZ_SEED").flatMap { UInt64(String(cString: $0)) } ?? UInt64.random(in: 1...UInt64.max)
+        let runs = getenv("FUZZ_RUNS").flatMap { Int(String(cString: $0)) } ?? 1000
         do {
             let figures = try Explorer.explore(seed: seed, runs: runs)
             print("bridge explorer, seed \(seed): \(figures.description)")
             #expect(figures.totals.results > 0 && figures.totals.deadLetters > 0 && figures.totals.interrupted > 0)
         } catch {
-            Issue.record("bridge explorer failed with seed \(seed) (NOTIFBUS_EXPLORER_SEED=\(seed) replays it): \(error)")
+            Issue.record("bridge explorer failed with seed \(seed) (FUZZ_SEED=\(seed) replays it): \(error)")
         }
     }
 }
