@@ -71,7 +71,7 @@ let package = Package(
             path: "Fuzz/fuzz-core"),
         // The NATS bridge's exactly-once machine against models of JetStream and the broker:
         // run by NotifBusNATSTests' seeded explorer and by fuzz-bridge under libFuzzer.
-        .target(name: "BridgeSimulation", dependencies: ["NotifBusNATS", "NotifBusProtocol"], path: "Fuzz/BridgeSimulation"),
+        .target(name: "BridgeSimulation", dependencies: ["NotifBusNATS", "NotifBusProtocol", "TestSupport"], path: "Fuzz/BridgeSimulation"),
         .executableTarget(
             name: "fuzz-bridge", dependencies: ["BridgeSimulation", "CFuzzerSupport", "FuzzDriver"], path: "Fuzz/fuzz-bridge"),
         // Examples that are processes of their own.

@@ -2,6 +2,7 @@
 // runs, printing its seed), every single crash position of a program (a kill of the bridge,
 // of the broker, and a broker stop before each step), and the checked-in seed programs.
 // Every run is deterministic: a seed or a program file replays it exactly.
+import TestSupport
 
 /// The program bytes of faults, as `Simulation.step` reads them.
 public enum Fault {
@@ -62,7 +63,7 @@ public struct ExplorerFinding: Error, CustomStringConvertible {
 
 public enum Explorer {
     /// A random program: 8 workload bytes, then `length` steps, a share `faultRate` of them faults.
-    public static func program(_ random: inout SplitMix, length: Int, faultRate: Double) -> [UInt8] {
+    public static func program(_ random: inout SeededGenerator, length: Int, faultRate: Double) -> [UInt8] {
         var bytes = (0..<8).map { _ in UInt8(truncatingIfNeeded: random.next()) }
         let threshold = UInt64(faultRate * Double(UInt64.max >> 11)) << 11
         for _ in 0..<length {
@@ -80,7 +81,7 @@ public enum Explorer {
 
     /// Runs `runs` random programs derived from `seed`; throws the first one that fails.
     public static func explore(seed: UInt64, runs: Int) throws(ExplorerFinding) -> ExplorerFigures {
-        var random = SplitMix(seed: seed)
+        var random = SeededGenerator(seed: seed)
         var figures = ExplorerFigures()
         let rates = [0.01, 0.04, 0.12, 0.3]
         for run in 0..<runs {

@@ -4,22 +4,10 @@
 // the bridge's code, so that the checks compare two readings of the same rules.
 import NotifBusNATS
 import NotifBusProtocol
+import TestSupport
 
-/// A small, fast, seeded generator (SplitMix64): the same seed gives the same run.
-public struct SplitMix: Sendable {
-    private var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A number in `0..<bound`.
+extension SeededGenerator {
+    /// A number in `0..<bound` (the same seed gives the same run).
     public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(bound, 1))) }
 }
 
@@ -60,7 +48,7 @@ public struct Workload: Sendable {
 
     /// A workload from `seed`: 3 to 24 messages of every kind, batch 1 to 4, 1 to 6 at the broker.
     public init(seed: UInt64) {
-        var random = SplitMix(seed: seed)
+        var random = SeededGenerator(seed: seed)
         batch = 1 + random.below(4)
         inflight = 1 + random.below(6)
         ackWaitMs = 1000
