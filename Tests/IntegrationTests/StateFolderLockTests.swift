@@ -1,8 +1,8 @@
-// One process per state folder: a second broker, a second NATS bridge of the same device or
-// a second desktop bridge on a folder that another holds exits 1 naming the holder's pid,
-// before it reads or writes anything there; the folder is free again once the holder is
-// gone, however it ended. Real processes throughout (the NATS bridge needs no NATS server to
-// hold its folder; the desktop bridges run on a private session bus).
+// One process per state folder: a second broker or a second desktop bridge on a folder that
+// another holds exits 1 naming the holder's pid, before it reads or writes anything there;
+// the folder is free again once the holder is gone, however it ended. Real processes
+// throughout (the desktop bridges run on a private session bus). The NATS bridge keeps no
+// state folder: the broker's idempotency keys hold what it must not forget.
 import Foundation
 import Glibc
 import Testing
@@ -32,40 +32,6 @@ import Testing
         let c = try BrokerUnderTest(["--state-dir", state], folder: folder, socketName: "c.sock")
         #expect(try c.cli(["take", "a"]).1 == "\"fromA\"\n")
         #expect(Self.holder(state + "/broker.lock") == c.child.pid)
-    }
-
-    @Test func aSecondNATSBridgeOfTheSameDeviceIsRefused() throws {
-        let folder = TempFolder()
-        let state = folder.path + "/bridge"
-        func bridge(_ device: String) throws -> Child {
-            // No NATS server answers on this port: the bridge keeps trying, holding its folder.
-            try Child(
-                Binaries.notifbus,
-                [
-                    "bridge", "nats", "--url", "nats://127.0.0.1:9", "--device", device, "--socket", folder.path + "/none",
-                    "--state-dir", state,
-                ])
-        }
-        let first = try bridge("laptop")
-        defer { first.signal(SIGKILL) }
-        #expect(first.waitFor { Self.holder(state + "/nats-laptop.lock") == first.pid }, "\(first.stderr)")
-
-        let second = try bridge("laptop")
-        #expect(second.waitExit() == 1)
-        #expect(second.stderr.contains("is in use by another NATS bridge (pid \(first.pid)"), "\(second.stderr)")
-
-        // Another device keeps files of its own in the same folder, and a broker may share it too.
-        let other = try bridge("phone")
-        defer { other.signal(SIGKILL) }
-        #expect(other.waitFor { Self.holder(state + "/nats-phone.lock") == other.pid }, "\(other.stderr)")
-        let broker = try BrokerUnderTest(["--state-dir", state], folder: folder)
-        #expect(Self.holder(state + "/broker.lock") == broker.child.pid)
-
-        first.signal(SIGKILL)
-        #expect(first.waitExit() != nil)
-        let third = try bridge("laptop")
-        defer { third.signal(SIGKILL) }
-        #expect(third.waitFor { Self.holder(state + "/nats-laptop.lock") == third.pid }, "\(third.stderr)")
     }
 
     @Test func aSecondDesktopBridgeOnTheSameStateFolderIsRefused() throws {
