@@ -83,7 +83,7 @@ let package = Package(
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         // Test support shared by several test targets: the scenario files and their matcher, JSON depth.
         .target(name: "TestSupport", dependencies: ["NotifBusProtocol"], path: "Tests/TestSupport"),
-        .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol"]),
+        .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["BridgeSimulation", "NotifBusNATS", "NotifBusProtocol"]),

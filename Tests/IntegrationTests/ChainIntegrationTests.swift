@@ -38,23 +38,24 @@ import Testing
         try poster.hello()
         poster.send(#"{"op":"post","id":1,"name":"e"}"#)
         #expect(victim.waitFor { victim.stdoutLines.count == 1 })
-        let start = ContinuousClock.now
         victim.signal(SIGKILL)
+        // `gone`, not `timeout`: the chain went on when the connection closed, not when the
+        // 30 s hop timeout ran out.
         let reply = poster.read(timeout: .seconds(5))
-        let elapsed = ContinuousClock.now - start
         #expect(reply?["result"]?["trace"]?.arrayValue?.map { $0["reply"] } == ["gone", "stop"])
         #expect(reply?["result"]?["outcome"] == "stopped")
-        #expect(elapsed < .seconds(2), "the chain went on after \(elapsed), far less than the 30 s hop timeout")
+        let counters = poster.request(#"{"op":"status","id":2}"#)?["result"]?["counters"]
+        #expect(counters?["gone"] == 1 && counters?["hopTimeouts"] == 0, "\(String(describing: counters))")
     }
 
     @Test func hungObserverTimesOut() throws {
         let broker = try BrokerUnderTest(["--hop-timeout", "300ms"])
         _ = try observer(broker, ["e", "--priority", "1", "--delay", "10s"])
         _ = try observer(broker, ["e", "--priority", "2", "--reply", "complete", "--value", "42"])
-        let start = ContinuousClock.now
+        // `timeout`, then the next observer's answer: the hop ended at the hop timeout, not when
+        // the hung observer would have answered.
         let (status, out, _) = try broker.cli(["post", "e"])
         #expect(status == 0)
-        #expect(ContinuousClock.now - start < .seconds(5))
         let result = try JSONValue(parsing: out.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(result["trace"]?.arrayValue?.map { $0["reply"] } == ["timeout", "complete"])
         #expect(result["value"] == 42)
@@ -87,19 +88,22 @@ import Testing
 
     @Test func sigtermWithPostsQueued() throws {
         let broker = try BrokerUnderTest()
-        _ = try observer(broker, ["e", "--delay", "30s"])
+        let slow = try observer(broker, ["e", "--delay", "30s"])
         let poster = try RawClient(broker.socket)
         try poster.hello()
         for i in 1...5 { poster.send("{\"op\":\"post\",\"id\":\(i),\"name\":\"e\"}") }
-        usleep(200_000)
-        let start = ContinuousClock.now
+        // One post running (its event at the slow observer), four waiting behind it.
+        #expect(slow.waitFor { slow.stdoutLines.count == 1 })
+        let watcher = try RawClient(broker.socket)
+        try watcher.hello()
+        #expect(slow.waitFor { watcher.request(#"{"op":"status","id":1}"#)?["result"]?["queue"]?["pending"] == 4 })
         broker.child.signal(SIGTERM)
         var codes: [String?] = []
         for _ in 1...5 { codes.append(errorCode(poster.read(timeout: .seconds(3)))) }
+        // The running post too: shutting down does not wait for the hop it is in.
         #expect(codes == Array(repeating: "shutting_down", count: 5))
         #expect(poster.isClosedByPeer())
-        #expect(broker.child.waitExit(.seconds(3)) == 0)
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(broker.child.waitExit(.seconds(10)) == 0)
         #expect(!FileManager.default.fileExists(atPath: broker.socket))
     }
 }

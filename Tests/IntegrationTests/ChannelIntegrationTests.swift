@@ -73,20 +73,22 @@ import Testing
         let slow = try handler(broker, ["ch", "--exec", "sleep 20; echo 1"])
         let caller = try broker.spawn(["invoke", "ch", "m"])
         #expect(slow.waitFor { slow.stdoutLines.count == 1 })
-        let start = ContinuousClock.now
         slow.signal(SIGKILL)
-        #expect(caller.waitFor(.seconds(5)) { caller.stderr.contains("handler_gone") })
-        #expect(ContinuousClock.now - start < .seconds(2))
-        #expect(caller.waitExit(.seconds(5)) == 1)
+        // `handler_gone`, not `timeout`: the call ended when the handler's connection closed,
+        // not when the 30 s call timeout ran out.
+        #expect(caller.waitExit(.seconds(10)) == 1)
+        #expect(caller.stderr.contains("handler_gone") && !caller.stderr.contains("timeout"), "\(caller.stderr)")
     }
 
     @Test func callTimeout() throws {
         let broker = try BrokerUnderTest(["--call-timeout", "300ms"])
         _ = try handler(broker, ["ch", "--exec", "sleep 5; echo 1", "--exec-timeout", "10s"])
-        let start = ContinuousClock.now
+        // The broker's call timeout answers while the handler still runs its command (whose
+        // answer, had it come first, would be the result 1), and counts it.
         let r = try broker.cli(["invoke", "ch", "m"])
-        #expect(r.0 == 1 && r.2.contains("timeout"))
-        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(r.0 == 1 && r.2.contains("timeout"), "\(r)")
+        let counters = try JSONValue(parsing: try broker.cli(["status", "--json"]).1.trimmingCharacters(in: .whitespacesAndNewlines))["counters"]
+        #expect(counters?["callTimeouts"] == 1, "\(String(describing: counters))")
     }
 
     @Test func takeOnceAcrossProcessesAndWaiting() throws {
@@ -101,10 +103,12 @@ import Testing
         #expect(try broker.cli(["put", "launch", #""late""#]).1 == "{\"delivered\":true,\"replaced\":false}\n")
         #expect(waiter.waitExit() == 0)
         #expect(waiter.stdout == "\"late\"\n")
-        // And one that is not fulfilled answers null after its wait.
-        let start = ContinuousClock.now
+        // And one that is not fulfilled answers null after its wait, and waits no more: the
+        // next put finds no taker and stays in the slot. (When the wait ends is the core's to
+        // hold, against its fake clock: ChannelTests.)
         #expect(try broker.cli(["take", "launch", "--wait", "300ms"]).1 == "null\n")
-        #expect(ContinuousClock.now - start >= .milliseconds(300))
+        #expect(try broker.cli(["put", "launch", #""kept""#]).1 == "{\"delivered\":false,\"replaced\":false}\n")
+        #expect(try broker.cli(["peek", "launch"]).1 == "\"kept\"\n")
     }
 
     @Test func slotsSurviveSIGKILLWithStateDir() throws {

@@ -98,7 +98,6 @@ final class Recorder: @unchecked Sendable {
         async let post = client.post("e")
         async let take = client.take("never", wait: .seconds(30))
         try await Task.sleep(for: .milliseconds(300))
-        let start = ContinuousClock.now
         broker.child.signal(SIGKILL)
         do {
             _ = try await post
@@ -112,10 +111,6 @@ final class Recorder: @unchecked Sendable {
         } catch let error as NotifBusError {
             guard case .connectionLost = error else { Issue.record("unexpected \(error)"); return }
         }
-        // Lost, not timed out (the error says so), and before the earliest bound of their own,
-        // the post's 60 s request timeout: generous, since a sanitized run on a busy machine is
-        // slow (3 s was measured under TSan).
-        #expect(ContinuousClock.now - start < .seconds(55))
         do {
             _ = try await client.status()
             Issue.record("a closed connection still answered")

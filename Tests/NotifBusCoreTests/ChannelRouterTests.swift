@@ -1,4 +1,5 @@
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 // ChannelRouter on its own, with a fake clock: method routes before whole channels,
@@ -83,9 +84,10 @@ struct ChannelRouterTests {
     /// Random starts, returns, expiries and handlers leaving, checked after each step against
     /// the calls a plain dictionary says are in flight: the next deadline is always the
     /// earliest of theirs.
-    @Test func theNextDeadlineFollowsAnyMixOfCallsEnding() {
-        var rng = SystemRandomNumberGenerator()
-        for _ in 0..<20 {
+    /// Seeded: a failure names its seed (Swift Testing prints a failing case's arguments).
+    @Test(arguments: UInt64(1)...20) func theNextDeadlineFollowsAnyMixOfCallsEnding(seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
+        do {
             var r = ChannelRouter()
             var live: [Int64: (deadline: Instant, handler: ConnectionID)] = [:]
             var now: Instant = 0

@@ -142,7 +142,9 @@ import Testing
         #expect(h.request(putter, #"{"op":"put","id":4,"slot":"s","value":"v1"}"#)["result"] == ["replaced": false, "delivered": true])
         #expect(h.take(t1).frame == ["op": "reply", "id": 1, "result": "v1"])
         #expect(h.request(putter, #"{"op":"peek","id":5,"slot":"s"}"#)["result"] == .null)
-        h.advance(ms: 5000)
+        h.advance(ms: 4999)
+        #expect(h.sent.isEmpty)  // not a moment before its wait is over
+        h.advance(ms: 1)
         #expect(h.take(t2).frame == ["op": "reply", "id": 2, "result": .null])
         // A taker that disconnects stops waiting.
         h.send(t1, #"{"op":"take","id":6,"slot":"q","wait":5000}"#)

@@ -1,15 +1,17 @@
-import Testing
-
 // IDTable on its own: every insert, lookup and removal agrees with a Dictionary, through
 // growth and through removals that shift probe runs back (wrapping the end of the table),
 // and emptying.
+import TestSupport
+import Testing
+
 @testable import NotifBusCore
 
 struct IDTableTests {
-    @Test func agreesWithADictionaryThroughGrowthAndRemovals() {
+    /// Seeded: a failure names its seed (Swift Testing prints a failing case's arguments).
+    @Test(arguments: [UInt64(42)]) func agreesWithADictionaryThroughGrowthAndRemovals(seed: UInt64) {
         var table = IDTable<Int>()
         var model: [Int: Int] = [:]
-        var rng = SplitMix(seed: 42)
+        var rng = SeededGenerator(seed: seed)
         for step in 0..<20_000 {
             // Keys mostly sequential (as the broker hands them out), some scattered.
             let key = step % 3 == 0 ? Int(rng.next() % 5000) : step / 2
@@ -34,18 +36,5 @@ struct IDTableTests {
         for key in [0, 1, 2, 4, 5, 6] { #expect(table[key] == "v\(key)") }
         table.removeAll()
         #expect(table.isEmpty && table[0] == nil)
-    }
-}
-
-/// A small deterministic generator, so that a failure repeats.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

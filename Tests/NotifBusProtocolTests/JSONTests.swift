@@ -1,6 +1,7 @@
 // The JSON scanner, tree parser and writer, byte-level: grammar edge cases, UTF-8
 // validation, escapes, deep nesting without recursion, and exact numbers.
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 func scanTop(_ text: String) -> Result<[JSONField], JSONError> {
@@ -167,19 +168,6 @@ func expectSameScan(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceL
     #expect(r.fastValid == r.referenceValid, "\(bytes)", sourceLocation: sourceLocation)
 }
 
-/// A small deterministic generator (SplitMix64), so that a failing case repeats.
-struct SplitMix {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 @Suite struct WideStepScannerTests {
     /// Bytes that end a run of plain string bytes, or look like they might.
     static let stringSpecials: [[UInt8]] = [
@@ -300,8 +288,9 @@ struct SplitMix {
         }
     }
 
-    @Test func randomDocumentsAndMutations() {
-        var random = SplitMix(state: 0x5EED)
+    /// Seeded: a failure names its seed (Swift Testing prints a failing case's arguments).
+    @Test(arguments: [UInt64(0x5EED)]) func randomDocumentsAndMutations(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
         let pieces: [[UInt8]] = [
             Array(#"{"op":"post","id":1,"name":"n","payload":"#.utf8), Array("{".utf8), Array("}".utf8), Array("[".utf8),
             Array("]".utf8), Array(",".utf8), Array(":".utf8), Array(" ".utf8), Array("\n\t\r".utf8),

@@ -1,6 +1,7 @@
 // The message decoder's classification and rejections, at the protocol layer.
 import Glibc
 import NotifBusProtocol
+import TestSupport
 import Testing
 
 func decode(_ text: String) -> DecodeResult {
@@ -260,10 +261,11 @@ func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8
         }
     }
 
-    @Test func integersOfEveryLengthInEveryNumberField() {
-        // Up to 8 digits are read as one word that ends with the number: short frames (the
-        // number within the first 8 bytes), signs, fractions and exponents, every length.
-        var random = SplitMix(state: 0x1D_5EED)
+    /// Up to 8 digits are read as one word that ends with the number: short frames (the
+    /// number within the first 8 bytes), signs, fractions and exponents, every length.
+    /// Seeded: a failure names its seed (Swift Testing prints a failing case's arguments).
+    @Test(arguments: [UInt64(0x1D_5EED)]) func integersOfEveryLengthInEveryNumberField(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
         var numbers = ["0", "-0", "7", "-7", "1.5", "12e3", "1E+2", "9.0", "00", "01", "1.", "-"]
         for digits in 1...20 {
             for _ in 0..<12 {
@@ -283,8 +285,9 @@ func sameResult(_ fast: DecodeResult, _ reference: DecodeResult, _ bytes: [UInt8
         }
     }
 
-    @Test func randomOrdersAndMixtures() {
-        var random = SplitMix(state: 0xDEC0DE)
+    /// Seeded: a failure names its seed (Swift Testing prints a failing case's arguments).
+    @Test(arguments: [UInt64(0xDEC0DE)]) func randomOrdersAndMixtures(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
         for _ in 0..<20000 {
             var m = decoderTemplates[random.below(decoderTemplates.count)]
             for _ in 0..<random.below(4) {

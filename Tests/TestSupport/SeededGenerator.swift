@@ -14,4 +14,9 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// A number in `0..<n` by remainder: a little uneven for a large `n`, which exploring
+    /// does not mind, and the same sequence for a seed on every platform and toolchain
+    /// (unlike `Int.random(in:using:)`, whose algorithm is the standard library's to change).
+    public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }

@@ -406,7 +406,7 @@ def garbage_worker(path: str, until: float, rng: random.Random) -> int:
             violation(f"{what}: connection left open")
 
     def random_bytes(c: sl.Conn) -> None:
-        data = os.urandom(rng.randint(1, 3000))
+        data = rng.randbytes(rng.randint(1, 3000))
         c.send_raw(data)
         length = struct.unpack(">I", data[:4])[0] if len(data) >= 4 else None
         if length is not None and (length == 0 or length > max_frame):
@@ -438,7 +438,7 @@ def garbage_worker(path: str, until: float, rng: random.Random) -> int:
     def oversized(c: sl.Conn) -> None:
         c.send({"op": "hello", "id": 1, "protocol": 1})
         expect(c, "hello", ok_reply(1))
-        c.send_raw(struct.pack(">I", rng.randint(max_frame + 1, 0xFFFFFFFF)) + os.urandom(rng.randint(0, 64)))
+        c.send_raw(struct.pack(">I", rng.randint(max_frame + 1, 0xFFFFFFFF)) + rng.randbytes(rng.randint(0, 64)))
         expect(c, "oversized length prefix", error_frame("frame_too_large"))
         closed(c, "oversized length prefix")
 
@@ -749,9 +749,12 @@ def controller(args: argparse.Namespace) -> int:
                      total("nonreader", "cut_off") >= 1 and cut_logged >= 1,
                      f"{total('nonreader', 'cut_off')} cut off, {cut_logged} logged")
     kills = sum(fleet.kills.values())
-    checks.check("some work got done", posts >= 5 * args.seconds and invokes >= 50 * args.seconds
-                 and kills >= (args.seconds - 3) / 2,
-                 f"{posts} posts, {invokes} invokes, {kills} kills in {args.seconds:.0f} s")
+    # Work, not speed: every poster had posts and invokes answered, and workers were killed
+    # under them (how many per second is the figures' to tell).
+    idle = [r for r in reports["poster"] if not r.get("outcomes") or not r.get("invoke_answers")]
+    checks.check("some work got done", not idle and answered > 0 and kills >= 1,
+                 f"{posts} posts, {invokes} invokes, {kills} kills in {args.seconds:.0f} s; "
+                 f"{len(idle)} poster(s) with nothing answered")
     checks.check("broker fds back to baseline", fds_after == fds_before and fds_final == fds_before,
                  f"before {fds_before}, after the clients left {fds_after}, after the final check {fds_final}")
     checks.check("broker answers ping afterwards", ping_ok)
@@ -766,7 +769,7 @@ def controller(args: argparse.Namespace) -> int:
     code = checks.report()
     if code:
         os.remove(binary)
-        print(f"(broker log and workers.log kept in {folder})")
+        print(f"(broker log and workers.log kept in {folder}; the same run again: --seed {args.seed})")
     else:
         import shutil
         shutil.rmtree(folder, ignore_errors=True)

@@ -166,14 +166,14 @@ describe('closing and timeouts', () => {
         reached.resolve();
         return new Promise(() => {});
       });
-      const startedAt = Date.now();
+      // The client's own timeout, while the hop still runs: the broker's hop timeout (10 s)
+      // would have answered with a result, not an error.
       await assert.rejects(poster.post('hang', null, { timeout: 300 }), (error) => {
         assert.ok(error instanceof RequestTimeoutError);
         assert.equal(error.code, 'request_timeout');
         assert.equal(error.op, 'post');
         return true;
       });
-      assert.ok(Date.now() - startedAt < 2_000);
       await within(reached.promise, 1_000, 'hop delivered');
       // The connection is still usable after a client-side timeout.
       await poster.ping();
@@ -184,7 +184,7 @@ describe('closing and timeouts', () => {
 });
 
 describe('losing the broker', () => {
-  test('SIGKILL during pending requests rejects them all promptly', T, async () => {
+  test('SIGKILL during pending requests rejects them all as lost', T, async () => {
     const broker = await freshBroker(['--hop-timeout', '10s', '--call-timeout', '10s']);
     const [handler, invoker] = [
       await connect({ socket: broker.socket, timeout: 10_000, reconnect: false }),
@@ -202,12 +202,12 @@ describe('losing the broker', () => {
     invoker.once('close', lost[1].resolve);
     await within(reached.promise, 2_000, 'call delivered');
 
-    const killedAt = Date.now();
     await broker.kill();
+    // Lost, not timed out (the call timeout and the take's wait are 10 s): they failed with
+    // the connection.
     assert.ok(isLost(await within(invoked, 1_000, 'invoke after SIGKILL')));
     assert.ok(isLost(await within(taken, 1_000, 'take after SIGKILL')));
     await within(Promise.all(lost.map((d) => d.promise)), 1_000, "'close' on both clients");
-    assert.ok(Date.now() - killedAt < 2_000);
     await assert.rejects(invoker.post('after'), isLost);
   });
 

@@ -242,9 +242,10 @@ async def test_slots_with_waits(broker):
         taken, put = await asyncio.gather(taker.take("launch", wait=5), put_later())
         assert taken == {"emailId": "e-9"}
         assert put.delivered is True
-        started = time.monotonic()
+        # None when the wait ends, and the take waits no more: the next put stays in the slot.
         assert await taker.take("launch", wait=0.3) is None
-        assert 0.25 <= time.monotonic() - started < 3
+        assert (await putter.put("launch", "kept")) == notifbus.PutResult(replaced=False, delivered=False)
+        assert await putter.peek("launch") == "kept"
 
 
 @bounded
@@ -307,11 +308,10 @@ async def test_broker_killed_during_invoke_and_take(broker):
         await asyncio.wait_for(entered.wait(), 5)
         await asyncio.sleep(0.1)
         broker.kill()
-        started = time.monotonic()
+        # ConnectionLost, not a timeout or None after the 30 s wait: both failed with the connection.
         for pending in (invoke, take):
             with pytest.raises(ConnectionLost):
                 await asyncio.wait_for(pending, 5)
-        assert time.monotonic() - started < 5
         with pytest.raises(ConnectionLost):
             await caller.ping()
 

@@ -417,10 +417,9 @@ def test_broker_call_timeout_and_client_timeout(make_broker):
         with pytest.raises(MethodCallError) as late:
             channel.invoke_method("m")
         assert late.value.code == "timeout"
-        started = time.monotonic()
+        # The client's own timeout (RequestTimeout), not the broker's (MethodCallError "timeout").
         with pytest.raises(notifbus.RequestTimeout):
             channel.invoke_method("m", timeout=0.05)
-        assert time.monotonic() - started < 1.0
         # The broker's own timeout reply comes later and is dropped.
         time.sleep(0.5)
         assert caller.peek("nothing") is None
@@ -482,11 +481,12 @@ def test_take_wait_fulfilled_by_a_later_put(broker):
 
 
 def test_take_wait_times_out_with_none(broker):
+    # None when the wait ends, and the take waits no more: the next put finds no taker and
+    # stays in the slot. (When the wait ends is the broker core's to hold, on a fake clock.)
     with open_client(broker) as bus:
-        started = time.monotonic()
         assert bus.take("empty", wait=0.3) is None
-        elapsed = time.monotonic() - started
-        assert 0.25 <= elapsed < 3
+        assert bus.put("empty", "kept") == notifbus.PutResult(replaced=False, delivered=False)
+        assert bus.peek("empty") == "kept"
 
 
 # -- notification profile -------------------------------------------------------------
@@ -578,10 +578,9 @@ def test_broker_killed_during_invoke_fails_the_call_promptly(broker):
         app.method_channel("ch").set_method_call_handler(lambda m, args: entered.set() or release.wait(10))
         killer = threading.Thread(target=lambda: entered.wait(5) and broker.kill())
         killer.start()
-        started = time.monotonic()
+        # ConnectionLost, not RequestTimeout: the call failed when the connection did.
         with pytest.raises(ConnectionLost):
             caller.method_channel("ch").invoke_method("m")
-        assert time.monotonic() - started < 5
         killer.join(5)
         with pytest.raises(ConnectionLost):
             caller.ping()
@@ -596,10 +595,9 @@ def test_broker_killed_during_take_wait_fails_the_call_promptly(broker):
     with open_client(broker) as bus:
         timer = threading.Timer(0.3, broker.kill)
         timer.start()
-        started = time.monotonic()
+        # ConnectionLost, not None after the 30 s wait: the take failed when the connection did.
         with pytest.raises(ConnectionLost):
             bus.take("launch", wait=30)
-        assert time.monotonic() - started < 5
         timer.join(5)
 
 
