@@ -80,7 +80,7 @@ def plot_matplotlib(report, data, path):
     width = 0.38
     top = axis_top(data) * 1.08
     named = set()
-    for i, (label, f, b, ratio, kind) in enumerate(data):
+    for i, (_label, f, b, ratio, kind) in enumerate(data):
         for side, (d, color, name) in enumerate(((f, "#9aa5b1", "floor"), (b, COLORS[kind], NAMES[kind]))):
             if not d:
                 continue

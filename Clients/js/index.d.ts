@@ -35,6 +35,7 @@ export interface ObserverEvent {
 }
 
 /** Returns `NEXT`, `STOP` or `complete(value)`; nothing, a throw or a rejection answers `next`. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler may return nothing, an async one Promise<void>
 export type ObserverHandler = (event: ObserverEvent) => ChainAnswer | void | Promise<ChainAnswer | void>;
 
 export type Eviction = { observer: string; by: string } | { handler: string; by: string };

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import shutil
 import signal
 import socket
@@ -23,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BROKER = HERE.parent.parent / ".build" / "debug" / "notifbus"

@@ -42,10 +42,10 @@ def measure(way: str, rounds: int) -> list:
             shown = channel.invoke_method("add", notification(f"n{n}", "INVITE"))
             before = len(launches(out))
             sent = d.tool("clicks", str(shown["desktopId"]))
-            wait_until(lambda: len(launches(out)) > before, f"round {n}: the app to hold its launch response")
+            wait_until(lambda before=before: len(launches(out)) > before, f"round {n}: the app to hold its launch response")
             latencies.append(launches(out)[-1]["at"] - sent)
             # The app quits before the next click, so that each click starts it again.
-            wait_until(lambda: f"observes didReceive" in d.log().split(f"on n{n}:")[-1], f"round {n}: the bridge to see it observe")
+            wait_until(lambda n=n: "observes didReceive" in d.log().split(f"on n{n}:")[-1], f"round {n}: the bridge to see it observe")
             d.stop_app(out)
             wait_until(lambda: not any(o["key"] == APP for o in watcher.status()["observers"]), f"round {n}: the app to quit")
             if way == "dbus":

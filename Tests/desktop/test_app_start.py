@@ -135,7 +135,7 @@ def test_a_failed_exec_is_logged_and_the_click_stays_in_launch(desktop, exec_lin
     desktop.emit("ActionInvoked", "us", shown["desktopId"], "default")
     wait_until(lambda: "could not start" in desktop.log(), "the bridge to give the start up")
     log = desktop.log()
-    line = next(l for l in log.splitlines() if "could not start" in l)
+    line = next(entry for entry in log.splitlines() if "could not start" in entry)
     pid = line.split("(pid ")[1].split(")")[0] if "(pid " in line else ""
     assert reason.format(pid=pid) in line and line.endswith("the click stays in slot 'launch'"), line
     taken = desktop.client().take("launch")
@@ -149,7 +149,7 @@ def test_a_dbus_activation_the_bus_cannot_make_is_a_failed_start(desktop):
     shown = channel.invoke_method("add", notification("n1", "INVITE"))
     desktop.emit("ActionInvoked", "us", shown["desktopId"], "default")
     wait_until(lambda: "could not start" in desktop.log(), "the bridge to give the start up")
-    line = next(l for l in desktop.log().splitlines() if "could not start" in l)
+    line = next(entry for entry in desktop.log().splitlines() if "could not start" in entry)
     assert f"D-Bus activation of {MAIL} failed: org.freedesktop.DBus.Error.ServiceUnknown" in line, line
     assert line.endswith("the click stays in slot 'launch'"), line
     assert desktop.client().take("launch")["notification"]["identifier"] == "n1"
@@ -180,7 +180,7 @@ def test_no_start_while_the_app_observes(desktop):
     app.receive_notification_responses(MAIL, lambda response: notifbus.PASS)
     shown = channel.invoke_method("add", notification("n1", "INVITE"))
     desktop.emit("ActionInvoked", "us", shown["desktopId"], "default")
-    wait_until(lambda: f"observes didReceive (it runs), so it is not started" in desktop.log(), "the bridge to decline")
+    wait_until(lambda: "observes didReceive (it runs), so it is not started" in desktop.log(), "the bridge to decline")
     assert started(out) == [] and "starting" not in desktop.log()
 
 

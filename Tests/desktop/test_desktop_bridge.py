@@ -621,7 +621,7 @@ def test_help_and_usage_errors():
     assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
     for bad in ("../x", "a/b", ".hidden", ""):
         out = subprocess.run([str(BIN / "notifbus"), "desktop", "--app-id", bad], capture_output=True, text=True, timeout=WAIT)
-        assert out.returncode == 2 and f"--app-id needs a desktop file id" in out.stderr and f"not '{bad}'" in out.stderr
+        assert out.returncode == 2 and "--app-id needs a desktop file id" in out.stderr and f"not '{bad}'" in out.stderr
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--start-timeout", "soon"], capture_output=True, text=True, timeout=WAIT)
     assert out.returncode == 2 and "--start-timeout needs a duration such as 10s or 500ms, not 'soon'" in out.stderr
     for bad in ("0", "many", "1000001"):

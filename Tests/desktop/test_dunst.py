@@ -219,7 +219,7 @@ def test_a_click_on_dunst_starts_the_app_that_had_quit(terminated):
     d.dunstctl("action", "0")
     wait_until(lambda: "[mail app] launched by a click on email e-2: opening it" in d.log(), "the started app to open e-2")
     log = d.log()
-    assert f"on mail-e-2: unhandled, retained for launch" in log and f"starting {APP} for didReceive" in log, log
+    assert "on mail-e-2: unhandled, retained for launch" in log and f"starting {APP} for didReceive" in log, log
     wait_until(lambda: d.displayed() == 0, "dunst to close the clicked notification")
     assert d.client().peek("launch") is None
 

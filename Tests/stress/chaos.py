@@ -305,7 +305,7 @@ def poster_worker(path: str, until: float, rng: random.Random) -> int:
         pending: Dict[int, tuple] = {}
         drop_at = time.time() + rng.uniform(3, 12)
 
-        def on_frame(frame: Dict[str, Any]) -> None:
+        def on_frame(frame: Dict[str, Any], pending: Dict[int, tuple] = pending) -> None:
             if frame.get("op") != "reply":
                 violation(f"unexpected frame {frame!r}"[:200])
                 return
@@ -361,7 +361,7 @@ def poster_worker(path: str, until: float, rng: random.Random) -> int:
                 stats["dropped_connections"] += 1
                 peer.sock.close()
                 continue
-            peer.pump(time.time() + DRAIN_SECONDS, on_frame, stop=lambda: not pending)
+            peer.pump(time.time() + DRAIN_SECONDS, on_frame, stop=lambda pending=pending: not pending)
             stats["unanswered"] += len(pending)
             for request, _ in list(pending.values())[:3]:
                 violation(f"no answer to {request!r}"[:200])

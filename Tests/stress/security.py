@@ -737,7 +737,7 @@ def check_shutdown(checks: sl.Checks, ctx: Context) -> None:
     with sl.Conn(b.socket) as c:
         c.hello()
         c.request("put", slot="fill", value="w" * 400_000)
-        for i in range(30):  # about 12 MB queued for the watcher, under its 16 MiB bound
+        for _ in range(30):  # about 12 MB queued for the watcher, under its 16 MiB bound
             c.request("peek", slot="fill")
         c.send({"op": "post", "id": "p1", "name": "s"})
         c.send({"op": "post", "id": "p2", "name": "s"})

@@ -50,6 +50,7 @@ export class BrokerError extends NotifBusError {
   static fromWire(error) {
     const code = typeof error?.code === 'string' ? error.code : 'unknown';
     const message = typeof error?.message === 'string' ? error.message : '';
+    // biome-ignore lint/complexity/noThisInStatic: called on a subclass, it builds that subclass
     return new this(code, message, error?.details);
   }
 }
@@ -82,6 +83,7 @@ export class MethodCallError extends BrokerError {
       const message = typeof error.message === 'string' ? error.message : '';
       return new MissingPluginError(message, error.details);
     }
+    // biome-ignore lint/complexity/noThisInStatic: BrokerError's, building a MethodCallError
     return super.fromWire(error);
   }
 }

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
-import subprocess
 import threading
 import time
 from typing import Any, Awaitable, Callable, List

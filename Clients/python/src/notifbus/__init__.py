@@ -14,8 +14,9 @@ Durations are seconds (floats) everywhere: ``timeout=``, ``take``'s ``wait``::
 from __future__ import annotations
 
 from . import _exports
-from ._blocking import DEFAULT_TIMEOUT, Client, MethodChannel, connect
+from ._blocking import Client, MethodChannel, connect
 from ._exports import *  # noqa: F401,F403  (the names notifbus.aio exports too)
+from ._front import DEFAULT_TIMEOUT
 from ._paths import resolve_socket_path
 from ._session import HANDLER_EXCEPTION_CODE, PROTOCOL_VERSION
 from ._types import SeenFrame, Verdict

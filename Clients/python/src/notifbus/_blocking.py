@@ -18,9 +18,9 @@ from types import TracebackType
 from typing import Any, Callable, Optional, Type, TypeVar, cast
 
 from ._blocking_reconnect import BlockingReconnect
-from ._errors import ConnectionLost, RequestTimeout
+from ._errors import ConnectionLost
 from ._framing import FrameDecoder
-from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Threads
+from ._front import READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Threads
 from ._front import Connecting, blocking_connect, connecting, hand_over, read_failure, timed_out, work_steps
 from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry

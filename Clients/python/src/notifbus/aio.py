@@ -20,7 +20,7 @@ from ._aio_reconnect import AsyncReconnect
 from ._errors import ConnectionLost, RequestTimeout
 from ._exports import *  # noqa: F401,F403  (the names notifbus exports too)
 from ._framing import FrameDecoder
-from ._front import DEFAULT_TIMEOUT, READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Tasks
+from ._front import READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Tasks
 from ._front import Connecting, connecting, coroutine_connect, hand_over, read_failure, timed_out, work_steps
 from ._front import EvictionCallback, MethodCallHandler, ObserverHandler  # noqa: F401  (importable from here as before)
 from ._paths import socket_error

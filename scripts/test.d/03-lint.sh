@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Gate: the Python and JavaScript files pass their linters, as the Swift files pass
+# `swift format lint` (02-format.sh): ruff (ruff.toml) and Biome (biome.json), the versions
+# pinned in scripts/lib/python-tools.txt, which scripts/setup.sh installs into .build/venv.
+# Reads only. `scripts/test.d/03-lint.sh --fix` formats every Python and JavaScript file,
+# sorts their imports and applies the linters' safe fixes, in place.
+#
+# The formatters' check (ruff format, import order, Biome's formatter) runs when
+# format_check is on. It is off while the tree has not been formatted once: the command
+# that formats it and turns the check on is in CONTRIBUTING.md, "Python and JavaScript".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/venv.sh
+format_check=off
+
+for tool in ruff biome; do
+    command -v "$tool" >/dev/null || { echo "lint: $tool is missing; scripts/setup.sh installs it into .build/venv"; exit 1; }
+done
+
+if [ "${1:-}" = --fix ]; then
+    timeout 300 ruff check --fix --quiet .
+    timeout 300 ruff format --quiet .
+    timeout 300 biome check --write --no-errors-on-unmatched
+    echo "lint: formatted and fixed what needed it"
+    exit 0
+fi
+
+status=0
+# Import order (the I rules) is part of the format check below.
+if [ "$format_check" = on ]; then
+    timeout 300 ruff check --output-format concise . || status=1
+    timeout 300 ruff format --check . || status=1
+    timeout 300 biome ci --error-on-warnings || status=1
+else
+    timeout 300 ruff check --output-format concise --extend-ignore I . || status=1
+    timeout 300 biome lint --error-on-warnings || status=1
+fi
+if [ $status -ne 0 ]; then
+    echo "lint: the findings above need fixing (scripts/test.d/03-lint.sh --fix fixes what it safely can)"
+    exit 1
+fi
+echo "lint: the Python and JavaScript files pass ruff and Biome (format check: $format_check)"
