@@ -24,7 +24,7 @@ if [ ! -f "$graphs/NotifBusClient.symbols.json" ] || [ ! -f "$graphs/NotifBusPro
     mkdir -p "$graphs"
     build_graphs
 fi
-# Every public symbol the client declares has a /// comment (STYLE.md).
+# Every public symbol the client declares has a /// comment (ARCHITECTURE.md: What the gates hold).
 python3 - "$graphs/NotifBusClient.symbols.json" <<'PY'
 import json, sys
 graph = json.load(open(sys.argv[1]))

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Checks that every Swift module imports and calls only what its layer allows.
 
-The layers (STYLE.md, "Layout"): NotifBusProtocol has no sockets and no clock;
-NotifBusCore is a pure state machine with no system I/O at all; NotifBusClient stands
-beside the broker's modules, never on them; each C library is imported by the one module
-that wraps it (and by that module's own tests). Besides, a target imports only what
+The layers, as ARCHITECTURE.md ("The layers") describes them: NotifBusProtocol has no
+sockets and no clock; NotifBusCore is a pure state machine with no system I/O at all;
+NotifBusClient stands beside the broker's modules, never on them; each C library is
+imported by the one module that wraps it (and by that module's own tests). Besides, a target imports only what
 Package.swift declares it depends on (or what those dependencies re-export with
 `@_exported`), plus the toolchain's modules.
 It reads sources only (comments and string literals are skipped) and changes nothing.
@@ -85,18 +85,18 @@ def _each(names: Iterable[str], why: str) -> Dict[str, str]:
     return {n: why for n in names}
 
 
-NO_SOCKETS = "the protocol layer has no sockets (STYLE.md)"
-NO_CLOCK_PROTOCOL = "the protocol layer reads no clock (STYLE.md)"
-PURE_CORE = "the core is a pure state machine: no I/O, no clock, no event loop (STYLE.md)"
-CLIENT_BESIDE = "the client stands beside the broker's modules, never on them (STYLE.md)"
+NO_SOCKETS = "the protocol layer has no sockets (ARCHITECTURE.md: The layers)"
+NO_CLOCK_PROTOCOL = "the protocol layer reads no clock (ARCHITECTURE.md: The layers)"
+PURE_CORE = "the core is a pure state machine: no I/O, no clock, no event loop (ARCHITECTURE.md: The layers)"
+CLIENT_BESIDE = "the client stands beside the broker's modules, never on them (ARCHITECTURE.md: The layers)"
 
 LAYER_RULES: Dict[str, LayerRule] = {
     "NotifBusProtocol": LayerRule(
         forbidden_imports={
             **_each(["CLibevent", "CSdBus", "CNats", "FoundationNetworking"], NO_SOCKETS),
             **_each(["Foundation", "FoundationEssentials", "Dispatch"],
-                    "the protocol layer has no sockets and no clock; Foundation and Dispatch bring both (STYLE.md)"),
-            **_each(["NotifBusCore", "NotifBusTransport", "NotifBusClient"], "the protocol layer is the bottom one (STYLE.md)"),
+                    "the protocol layer has no sockets and no clock; Foundation and Dispatch bring both (ARCHITECTURE.md: The layers)"),
+            **_each(["NotifBusCore", "NotifBusTransport", "NotifBusClient"], "the protocol layer is the bottom one (ARCHITECTURE.md: The layers)"),
         },
         forbidden_calls={**_each(SOCKET_CALLS | (IO_CALLS - {"stat", "lstat", "fstat"}), NO_SOCKETS),
                          **_each(CLOCK_CALLS, NO_CLOCK_PROTOCOL)},
@@ -408,7 +408,7 @@ def main() -> int:
         print(p)
     files = sum(len(swift_files(t)) for t in targets_of(root, manifest))
     if problems:
-        print(f"layering: {len(problems)} break(s) of the layer rules (see STYLE.md, Layout)")
+        print(f"layering: {len(problems)} break(s) of the layer rules (see ARCHITECTURE.md: The layers)")
         return 1
     print(f"layering: {files} Swift files in {len(manifest['targets'])} targets follow the layer rules")
     return 0
