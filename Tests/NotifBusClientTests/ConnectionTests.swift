@@ -290,11 +290,13 @@ final class Collected<T>: @unchecked Sendable {
             let off = s - full * 0.75
             #expect(off < .microseconds(2) && off > .microseconds(-2), "\(s) against \(full)")
         }
+        // Jitters drawn as the default draws them, from a seeded generator.
+        var rng = SeededGenerator(seed: 0x7177)
         var random = RetryDelays()
-        _ = random.next()
-        for _ in 0..<50 {
-            let d = random.next()
-            #expect(d >= .microseconds(7_500) && d <= .seconds(1))
+        _ = random.next(jitter: Double.random(in: RetryDelays.jitter, using: &rng))
+        for step in 0..<50 {
+            let d = random.next(jitter: Double.random(in: RetryDelays.jitter, using: &rng))
+            #expect(d >= .microseconds(7_500) && d <= .seconds(1), "seed 0x7177, step \(step): \(d)")
         }
     }
 }
