@@ -10,6 +10,7 @@
 # that formats it and turns the check on is in CONTRIBUTING.md, "Python and JavaScript".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+[ -f scripts/lib/venv.sh ] || { echo "lint: scripts/lib/venv.sh is missing: the linters live in .build/venv"; exit 1; }
 source scripts/lib/venv.sh
 format_check=off
 
