@@ -34,8 +34,8 @@ import time
 import nats
 
 import notifbus
-from natslib import FAILURES, Process, RawObserver, SmallDisk, check, publish, read_subject, retried, wait_until
 
+from natslib import FAILURES, Process, RawObserver, SmallDisk, check, publish, read_subject, retried, wait_until
 
 
 class Device:
@@ -361,7 +361,7 @@ async def stress(ctx: Context, seed: int) -> None:
             times = [t for t, _ in d.observer.times]
         firsts = [min(t for t in times if t > r) - r for r in restarts if any(t > r for t in times)]
         if firsts:
-            print(f"figure: bridge restart to the next applied post: " + ", ".join(f"{f * 1000:.0f}" for f in firsts)
+            print("figure: bridge restart to the next applied post: " + ", ".join(f"{f * 1000:.0f}" for f in firsts)
                   + f" ms (median {statistics.median(firsts) * 1000:.0f} ms)", flush=True)
 
 
