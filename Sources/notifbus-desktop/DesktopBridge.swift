@@ -87,6 +87,11 @@ final class DesktopBridge: @unchecked Sendable {
     private var unrecorded: [UInt32: JournalFileError] = [:]
     /// When the bridge started (`nowMs`).
     private let started = ContinuousClock.now
+    /// This run's part of the `once` keys of its posts (`nextKey`): 128 random bits, so that
+    /// no run, before or after a restart, reuses another's keys.
+    private let runID = String(UInt64.random(in: .min ... .max), radix: 16) + "-" + String(UInt64.random(in: .min ... .max), radix: 16)
+    /// The posts keyed so far in this run.
+    private var postedKeys = 0
 
     init(
         broker: NotifBusConnection, server: NotificationServer, options: BridgeOptions, identity: AppIdentity,
@@ -367,19 +372,23 @@ final class DesktopBridge: @unchecked Sendable {
         }
     }
 
-    /// Posts one response, waiting for the broker while it is away. A response nothing
-    /// handled is posted again on the next broker session; one that may have been handled
-    /// is logged and let go (`FailedPost`). Returns the broker's result, if it answered.
+    /// Posts one response, waiting for the broker while it is away, under a `once` key of
+    /// its own: whatever is lost on the way (the answer, the connection, the broker), the
+    /// response is sent again with the same key, and a broker that had it answers with its
+    /// first outcome instead of running it again (`FailedPost`). Returns the broker's result,
+    /// if it answered with one.
     @discardableResult
     func post(_ response: NotificationResponse) async -> PostResult? {
         let what = DesktopBridge.describe(response)
+        let key = nextKey()
         var again = false
+        var pauseMs = DesktopBridge.firstRetryPauseMs
         while true {
             if await waitForBroker() || again { await waitForObservers() }
             lock.withLock { headSent = true }
             let answer: Result<PostResult, NotifBusError>
             do {
-                answer = .success(try await broker.post(didReceive: response))
+                answer = .success(try await broker.post(didReceive: response, once: key))
             } catch {
                 answer = .failure(error)
             }
@@ -387,23 +396,37 @@ final class DesktopBridge: @unchecked Sendable {
             switch answer {
             case .success(let result):
                 log(
-                    "\(what)\(again ? " (posted again)" : ""): \(result.outcome.rawValue)"
-                        + (result.by.map { " by \($0)" } ?? "") + (result.isRetainedForLaunch ? ", retained for launch" : ""))
+                    "\(what)\(again ? " (posted again)" : "")\(result.isRepeat ? " (the broker had it already)" : ""): "
+                        + result.outcome.rawValue + (result.by.map { " by \($0)" } ?? "")
+                        + (result.isRetainedForLaunch ? ", retained for launch" : ""))
                 return result
             case .failure(let error):
                 switch FailedPost(error) {
                 case .postAgain:
-                    log("\(what) was not handled (\(error)); posting it again once the broker is back")
+                    log("\(what) got no answer (\(error)); posting it again under its key once the broker is back")
                     again = true
-                    await waitForSessionEnd(lock.withLock { brokerChanges })
+                    if case .broker = error { await waitForSessionEnd(lock.withLock { brokerChanges }) }
+                case .retryLater:
+                    log("\(what) was not taken now (\(error)); posting it again in \(pauseMs) ms")
+                    again = true
+                    try? await Task.sleep(for: .milliseconds(pauseMs))
+                    pauseMs = min(pauseMs * 2, DesktopBridge.lastRetryPauseMs)
+                case .interrupted:
+                    log("\(what) was cut short: the broker stopped while its chain ran (\(error)); not posted again")
+                    return nil
                 case .refused:
                     log("\(what) was refused: \(error)")
                     return nil
-                case .outcomeUnknown:
-                    log("\(what) may have been handled: no answer came (\(error)); not posted again")
-                    return nil
                 }
             }
+        }
+    }
+
+    /// A `once` key no other post of any bridge run uses: the run's random id and a count.
+    func nextKey() -> String {
+        lock.withLock {
+            postedKeys += 1
+            return "notifbus-desktop/\(runID)/\(postedKeys)"
         }
     }
 
@@ -490,6 +513,11 @@ final class DesktopBridge: @unchecked Sendable {
     static let observerGraceSeconds: Int64 = 3
     /// How often that wait asks the broker's `status`.
     static let observerPollInterval = Duration.milliseconds(50)
+    /// The pause before a post the broker could not take now (`queue_full`,
+    /// `storage_failed`) is sent again, doubled per try up to the last: a full queue drains
+    /// at the pace of its events, a full disk when someone frees it.
+    static let firstRetryPauseMs = 50
+    static let lastRetryPauseMs = 5_000
 
     /// How many responses are still to be posted.
     var unpostedCount: Int { lock.withLock { taken.count } }

@@ -96,6 +96,9 @@ class Desktop:
         self.bridge_log = os.path.join(folder, "bridge.log")
         self.clients: List[notifbus.Client] = []
         self.responses: "queue.Queue[Dict[str, Any]]" = queue.Queue()
+        # The broker's --state-dir, once a test asks for one: every broker it starts then
+        # keeps its slots, categories and once keys there.
+        self.broker_state: Optional[str] = None
 
     # -- the fake server ---------------------------------------------------------------
 
@@ -164,9 +167,13 @@ class Desktop:
 
     # -- notifbus ----------------------------------------------------------------------
 
-    def start_broker(self) -> None:
+    def start_broker(self, state_dir: bool = False) -> None:
         log = open(os.path.join(self.folder, "broker.log"), "ab")
-        self.broker = subprocess.Popen([str(BIN / "notifbus"), "broker", "--socket", self.socket], stdout=log, stderr=log)
+        if state_dir:
+            self.broker_state = os.path.join(self.folder, "broker-state")
+        flags = ["--state-dir", self.broker_state] if self.broker_state else []
+        self.broker = subprocess.Popen([str(BIN / "notifbus"), "broker", "--socket", self.socket, *flags],
+                                       stdout=log, stderr=log)
         wait_until(lambda: self._pings(), "the broker to accept connections")
 
     def _pings(self) -> bool:
