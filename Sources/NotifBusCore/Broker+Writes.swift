@@ -182,6 +182,7 @@ extension Broker {
     ) {
         guard configuration.persistsState else { return complete(completion, written: true, now: now) }
         var acknowledgement: Acknowledgement? = nil
+        var durable = true
         switch completion {
         case .put(let c, let rid, _, _, _, _), .empty(let c, let rid, _, _, _), .take(let c, let rid, _, _), .categories(let c, let rid, _, _):
             sessions[c]?.writesInFlight += 1
@@ -191,13 +192,15 @@ extension Broker {
                 sessions[c]?.writesInFlight += 1
                 acknowledgement = Acknowledgement(connection: c, requestID: rid)
             }
-        case .retention, .restore, .running, .ended:
+        case .running:
+            durable = false
+        case .retention, .restore, .ended:
             break
         }
         let id = writes.begin(
             PendingWrite(
                 key: key, completion: completion,
-                record: PendingWriteRecord(record: record, once: once, acknowledges: acknowledgement),
+                record: PendingWriteRecord(record: record, once: once, acknowledges: acknowledgement, durable: durable),
                 reservedSlots: reservedSlots, reservedBytes: reservedBytes))
         slots.reserve(slots: reservedSlots, bytes: reservedBytes)
         actions.append(.persist(id))

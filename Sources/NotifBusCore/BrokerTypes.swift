@@ -115,9 +115,9 @@ public enum BrokerAction: Sendable {
     case send(ConnectionID, OutputRange)
     /// Stop reading, flush what was queued, then close.
     case close(ConnectionID)
-    /// Write the record of this write durably (`Broker.pendingWrite`), then report
-    /// `Broker.persisted(id, written:)`: the change takes effect only then. The record is
-    /// not carried here, so that every action is plain data that needs no destroying.
+    /// Write the record of this write (`Broker.pendingWrite`), durably where it says so,
+    /// then report `Broker.persisted(id, written:)`: the change takes effect only then. The
+    /// record is not carried here, so that every action is plain data that needs no destroying.
     case persist(WriteID)
 }
 
@@ -128,6 +128,17 @@ public struct PendingWriteRecord: Sendable {
     public let record: StateRecord
     public let once: [OnceRecord]
     public let acknowledges: Acknowledgement?
+    /// Whether it is reported only once on disk (synced), as every change is; false for a
+    /// keyed post's "running" record, reported once written: a broker that stops still finds
+    /// it, and the post's outcome record, synced, makes it durable with it (decision 43).
+    public let durable: Bool
+
+    public init(record: StateRecord, once: [OnceRecord], acknowledges: Acknowledgement?, durable: Bool = true) {
+        self.record = record
+        self.once = once
+        self.acknowledges = acknowledges
+        self.durable = durable
+    }
 }
 
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).

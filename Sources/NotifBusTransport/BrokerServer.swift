@@ -60,6 +60,9 @@ enum Trampolines {
     static let forceExit: event_callback_fn = { _, _, context in
         Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().forceExit()
     }
+    static let syncDone: event_callback_fn = { _, _, context in
+        Unmanaged<BrokerServer>.fromOpaque(context!).takeUnretainedValue().syncFinished()
+    }
     /// Ends a bounded wait (`BrokerServer.turn(maxWaitMs:)`); its running is all it does.
     static let wake: event_callback_fn = { _, _, _ in }
 }
@@ -88,6 +91,14 @@ public final class BrokerServer {
     /// `flushPending` has written them and calls `core.outputTaken()`.
     let output: OutputStore
     var journal: StateJournal?
+    /// Syncs the journal on a thread of its own (made with the first durable write), and
+    /// the loop's event that reads its results.
+    var syncer: JournalSyncer? = nil
+    var syncEvent: OpaquePointer? = nil
+    /// The sync in flight, and the writes it makes durable.
+    var inFlightSync: (ticket: StateJournal.SyncTicket, writes: [WriteID])? = nil
+    /// Durable writes appended while a sync was in flight: the next sync takes them all.
+    var awaitingSync: [WriteID] = []
     var connections = IDTable<Connection>()
     var nextConnectionID = 1
     var listenFD: Int32 = -1
@@ -112,9 +123,9 @@ public final class BrokerServer {
     /// Connections the transport ended on its own account while the core still counted them
     /// as clients (they were open): told to the core by `reportLost`, in this order.
     var lost: [ConnectionID] = []
-    /// Durable writes appended to the journal in this batch, and whether each append
-    /// worked; reported to the core once the journal is synced.
-    var unreported: [(write: WriteID, appended: Bool)] = []
+    /// Writes appended to the journal in this batch, whether each append worked and
+    /// whether it is to be durable; reported to the core once the journal is synced.
+    var unreported: [(write: WriteID, appended: Bool, durable: Bool)] = []
     var toFlush: [Connection] = []
     /// The connections `flushPending` is writing to now: `toFlush` swapped out, so that
     /// both lists keep their storage from turn to turn.
@@ -176,6 +187,7 @@ public final class BrokerServer {
         for connection in connections.values { connection.release() }
         connections.removeAll()
         for e in signalEvents { event_free(e) }
+        if let e = syncEvent { event_free(e) }
         if let e = wakeEvent { event_free(e) }
         if let e = logFlushEvent { event_free(e) }
         if let e = forceExitEvent { event_free(e) }
@@ -213,6 +225,7 @@ public final class BrokerServer {
         // for are then synced together, and the output they queued is written in one go,
         // one send per connection, however many frames it holds.
         while turn() {}
+        finishSync()
         for connection in Array(connections.values) { closeNow(connection) }
         return 0
     }
@@ -574,20 +587,95 @@ public final class BrokerServer {
         case .persist(let write):
             guard let pending = core.pendingWrite(write) else { preconditionFailure("write \(write) asked for but not in flight") }
             let appended = journal?.record(pending.record, once: pending.once) ?? false
-            unreported.append((write, appended))
+            unreported.append((write, appended, pending.durable))
         }
     }
 
-    /// Syncs the journal and reports every write appended since the last report; false
-    /// when there was none.
+    /// Reports every write appended since the last report that needs no sync (a keyed
+    /// post's "running" record, or one whose append failed), and hands the durable ones to
+    /// the next sync; false when there was none. A sync runs on the syncer's thread while
+    /// the loop goes on: the writes of the turns it takes wait for the next one, so that
+    /// one sync makes the records of many turns durable (group commit).
     func reportWrites() -> Bool {
         guard !unreported.isEmpty else { return false }
-        let synced = journal?.syncIfNeeded() ?? false
         let batch = unreported
         unreported.removeAll(keepingCapacity: true)
         let now = monotonicNow()
-        for item in batch { core.persisted(item.write, written: item.appended && synced, now: now, into: &actionBuffer) }
+        for item in batch {
+            if item.appended && item.durable {
+                awaitingSync.append(item.write)
+            } else {
+                core.persisted(item.write, written: item.appended, now: now, into: &actionBuffer)
+            }
+        }
+        startSync()
         return true
+    }
+
+    /// Starts a sync of every durable write that waits for one, unless one is in flight. Without
+    /// a thread for it (none could be made) it syncs in line.
+    func startSync() {
+        guard let journal, inFlightSync == nil, !awaitingSync.isEmpty else { return }
+        let writes = awaitingSync
+        awaitingSync.removeAll(keepingCapacity: true)
+        guard let ticket = journal.beginSync() else {
+            // Already on disk: an in-line sync took them (see `syncFinished`).
+            return report(writes, written: true)
+        }
+        if syncer == nil, let made = JournalSyncer() {
+            syncEvent = event_new(base, made.resultRead, Int16(EV_READ | EV_PERSIST), Trampolines.syncDone, context)
+            if let syncEvent, event_add(syncEvent, nil) == 0 { syncer = made }
+        }
+        if let syncer, syncer.start(ticket.fd) {
+            inFlightSync = (ticket, writes)
+            return
+        }
+        let synced = journal.endSync(ticket, errno: fdatasync(ticket.fd) == 0 ? 0 : errno)
+        report(writes, written: synced)
+        if !synced { failUnsynced() }
+    }
+
+    /// The syncer's thread finished the sync in flight: its writes take effect (or are
+    /// refused), and the next sync starts.
+    func syncFinished() {
+        guard let syncer, let journal, let code = syncer.result(), let (ticket, writes) = inFlightSync else { return }
+        inFlightSync = nil
+        let synced = journal.endSync(ticket, errno: code)
+        report(writes, written: synced)
+        if !synced { return failUnsynced() }
+        if journal.compactionDue && !awaitingSync.isEmpty, let rest = journal.beginSync() {
+            // Under a steady stream of writes something is always unsynced; the journal is
+            // rewritten only when nothing is, so this once the rest is synced in line.
+            let writes = awaitingSync
+            awaitingSync.removeAll(keepingCapacity: true)
+            let synced = journal.endSync(rest, errno: fdatasync(rest.fd) == 0 ? 0 : errno)
+            report(writes, written: synced)
+            if !synced { return failUnsynced() }
+        }
+        startSync()
+    }
+
+    /// A failed sync cut every record not yet on disk off the journal: the writes waiting
+    /// for a sync, and those appended in this turn and not yet reported, are refused.
+    func failUnsynced() {
+        report(awaitingSync, written: false)
+        awaitingSync.removeAll(keepingCapacity: true)
+        for i in unreported.indices { unreported[i].appended = false }
+    }
+
+    func report(_ writes: [WriteID], written: Bool) {
+        let now = monotonicNow()
+        for write in writes { core.persisted(write, written: written, now: now, into: &actionBuffer) }
+    }
+
+    /// Waits (bounded) for the sync in flight when the loop ends, so that the writes it
+    /// carries are on disk before the broker exits.
+    func finishSync() {
+        guard let syncer, let journal, let (ticket, _) = inFlightSync else { return }
+        if let code = syncer.result(waitMs: Int32(BrokerServer.shutdownDeadlineMs)) {
+            _ = journal.endSync(ticket, errno: code)
+        }
+        inFlightSync = nil
     }
 
     /// Queues a frame for a connection, cutting off a peer whose unread output is too large.

@@ -52,6 +52,8 @@ public final class StateJournal {
     /// The file's length at the last successful sync: a failed sync cuts it back to this.
     private var syncedBytes = 0
     private var liveBytes = 0
+    /// A sync is in flight (`beginSync`): the descriptor stays as it is until `endSync`.
+    private var syncing = false
     /// Records appended since the last sync, applied to `slots` and `categories` once synced.
     private var unsynced: [(kind: Kind, name: String, value: [UInt8])] = []
     /// No usable journal file is open (the one found was set aside and no fresh one could be
@@ -145,20 +147,46 @@ public final class StateJournal {
         }
     }
 
-    /// Makes every record appended since the last call durable. Called once per batch,
-    /// before the changes take effect; false when they may not be on disk, and then they
-    /// are cut off the file again, so that disk and memory keep agreeing.
+    /// Makes every record appended since the last call durable, in line. Called before the
+    /// changes take effect; false when they may not be on disk, and then they are cut off
+    /// the file again, so that disk and memory keep agreeing.
     public func syncIfNeeded() -> Bool {
-        guard !unsynced.isEmpty else { return true }
-        let records = unsynced
-        unsynced.removeAll()
-        guard fdatasync(fd) == 0 else {
-            logLine("notifbus: state journal: \(SystemError("fdatasync \(path)")); \(records.count) change(s) refused")
+        guard let ticket = beginSync() else { return true }
+        return endSync(ticket, errno: fdatasync(ticket.fd) == 0 ? 0 : errno)
+    }
+
+    /// A sync in flight: the descriptor to sync, and the records and bytes it covers.
+    public struct SyncTicket: Sendable {
+        public let fd: Int32
+        let records: Int
+        let bytes: Int
+    }
+
+    /// Starts making the records appended so far durable: the caller runs `fdatasync` on
+    /// the ticket's descriptor (another thread may), then `endSync`. Until then the file is
+    /// neither compacted nor replaced, and records appended meanwhile wait for the next
+    /// sync. Nil when every record is on disk already.
+    public func beginSync() -> SyncTicket? {
+        precondition(!syncing, "one journal sync at a time")
+        guard !unsynced.isEmpty else { return nil }
+        syncing = true
+        return SyncTicket(fd: fd, records: unsynced.count, bytes: fileBytes)
+    }
+
+    /// Ends the sync of `ticket` with fdatasync's `errno` (0: it worked): its records are
+    /// applied to the state on disk. False when it failed: then every record not yet on disk,
+    /// those appended after the ticket too, is cut off the file. Compaction runs here, when
+    /// nothing is left unsynced (`compactionDue` tells a caller to sync the rest in line).
+    public func endSync(_ ticket: SyncTicket, errno code: Int32) -> Bool {
+        syncing = false
+        guard code == 0 else {
+            logLine("notifbus: state journal: \(SystemError("fdatasync \(path)", code: code)); \(unsynced.count) change(s) refused")
+            unsynced.removeAll()
             cutBack(to: syncedBytes)
             return false
         }
-        syncedBytes = fileBytes
-        for r in records {
+        syncedBytes = ticket.bytes
+        for r in unsynced.prefix(ticket.records) {
             switch r.kind {
             case .slotValue: slots[r.name] = r.value
             case .slotEmptied: slots[r.name] = nil
@@ -166,8 +194,9 @@ public final class StateJournal {
             case .keyed: _ = applyKeyed(r.value)
             }
         }
+        unsynced.removeFirst(ticket.records)
         liveBytes = currentLiveBytes()
-        if fileBytes > 4 * liveBytes + (1 << 20) && fileBytes >= compactionRetryAt {
+        if unsynced.isEmpty && compactionDue {
             do {
                 try compact()
                 if compactionPostponed { logLine("notifbus: state journal: compacted \(path) again") }
@@ -181,9 +210,20 @@ public final class StateJournal {
         return true
     }
 
+    /// Whether the file has grown enough past the live state to be rewritten at the next
+    /// sync that leaves nothing unsynced.
+    public var compactionDue: Bool {
+        fileBytes > 4 * liveBytes + (1 << 20) && fileBytes >= compactionRetryAt
+    }
+
     /// Writes one record; on failure cuts the file back, so no torn record hides later ones.
     private func append(_ kind: Kind, name: String, value: [UInt8]) -> Bool {
         if needsFreshFile {
+            // The file is replaced only while no sync uses its descriptor.
+            guard !syncing else {
+                logLine("notifbus: state journal: no journal file while a sync is in flight; the write is refused")
+                return false
+            }
             // The live state has to be on disk before any change to it can be.
             do {
                 try compact()

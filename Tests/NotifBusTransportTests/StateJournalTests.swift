@@ -158,6 +158,68 @@ import Testing
         #expect(folderEntries(dir) == [StateJournal.fileName])
     }
 
+    /// A sync handed to another thread covers the records appended before it began; those
+    /// appended while it runs wait for the next one, and the file is not compacted under it.
+    @Test func aSyncCoversWhatWasAppendedBeforeIt() throws {
+        let folder = try TempFolder()
+        let dir = folder.path + "/state"
+        let journal = try StateJournal(directory: dir)
+        #expect(journal.recordSlot(name: "a", value: utf8("1")))
+        let ticket = try #require(journal.beginSync())
+        #expect(journal.recordSlot(name: "b", value: utf8("2")))
+        #expect(fdatasync(ticket.fd) == 0)
+        #expect(journal.endSync(ticket, errno: 0))
+        #expect(journal.slots == ["a": utf8("1")])
+        let next = try #require(journal.beginSync())
+        #expect(journal.endSync(next, errno: 0))
+        #expect(journal.slots == ["a": utf8("1"), "b": utf8("2")])
+        #expect(journal.beginSync() == nil)
+        #expect(try StateJournal(directory: dir).slots == ["a": utf8("1"), "b": utf8("2")])
+    }
+
+    /// A failed sync refuses every record not yet on disk, those appended after its ticket
+    /// too, and cuts them off the file: disk and memory agree, and later writes work.
+    @Test func aFailedSyncCutsOffEverythingUnsynced() throws {
+        let folder = try TempFolder()
+        let dir = folder.path + "/state"
+        let journal = try StateJournal(directory: dir)
+        #expect(journal.recordSlot(name: "kept", value: utf8("0")))
+        #expect(journal.syncIfNeeded())
+        let synced = fileSize(journal.path)
+        #expect(journal.recordSlot(name: "a", value: utf8("1")))
+        let ticket = try #require(journal.beginSync())
+        #expect(journal.recordSlot(name: "b", value: utf8("2")))
+        #expect(!journal.endSync(ticket, errno: EIO))
+        #expect(fileSize(journal.path) == synced)
+        #expect(journal.beginSync() == nil)
+        #expect(journal.slots == ["kept": utf8("0")])
+        #expect(journal.recordSlot(name: "c", value: utf8("3")))
+        #expect(journal.syncIfNeeded())
+        #expect(try StateJournal(directory: dir).slots == ["kept": utf8("0"), "c": utf8("3")])
+    }
+
+    /// Compaction waits for a sync that leaves nothing unsynced, so that no record appended
+    /// during a sync is dropped by the rewrite.
+    @Test func compactionWaitsUntilNothingIsUnsynced() throws {
+        let folder = try TempFolder()
+        let dir = folder.path + "/state"
+        let journal = try StateJournal(directory: dir)
+        let value = utf8("\"" + String(repeating: "v", count: 4000) + "\"")
+        // One slot rewritten, unsynced, until the file is well past 4 x the live state + 1 MiB.
+        for _ in 0..<300 { #expect(journal.recordSlot(name: "churn", value: value)) }
+        #expect(journal.compactionDue)
+        let before = fileSize(journal.path)
+        let ticket = try #require(journal.beginSync())
+        #expect(journal.recordSlot(name: "late", value: utf8("1")))
+        #expect(journal.endSync(ticket, errno: 0))
+        #expect(fileSize(journal.path) >= before, "compacted while a record was unsynced")
+        #expect(journal.compactionDue)
+        let rest = try #require(journal.beginSync())
+        #expect(journal.endSync(rest, errno: 0))
+        #expect(fileSize(journal.path) < before)
+        #expect(try StateJournal(directory: dir).slots == ["churn": value, "late": utf8("1")])
+    }
+
     @Test func onlyARegularFileIsAJournal() throws {
         let folder = try TempFolder()
         let fifoDir = folder.path + "/fifo"
