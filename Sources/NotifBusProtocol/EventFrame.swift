@@ -51,14 +51,14 @@ public final class EventFrame {
     }
 
     private func write(event: Int64, name: String, bytes payload: UnsafeRawBufferPointer?) {
-        var w = FrameCursor(base)
+        var w = FrameCursor(base, end: base + capacity)
         EventFrame.head(event: event, &w)
         let head = base.distance(to: w.p)
         // A post of the same name as the last one these bytes held, behind a head as long,
         // finds the name written already (most posts repeat a few names): its escaping is
         // skipped when its UTF-8 is the bytes between the quotes there.
         if head == headCount && holdsName(name, at: w.p) {
-            w.p += namePartCount
+            w.skip(namePartCount)
         } else {
             let start = w.p
             EventFrame.namePart(name, &w)

@@ -162,7 +162,7 @@ public final class OutputStore {
     func frame(upTo n: Int, _ body: (inout FrameCursor) -> Void) -> OutputRange {
         reserve(Limits.headerBytes &+ n)
         let start = base + count
-        var cursor = FrameCursor(start + Limits.headerBytes)
+        var cursor = FrameCursor(start + Limits.headerBytes, end: start + Limits.headerBytes + n)
         body(&cursor)
         let length = start.distance(to: cursor.p)
         precondition(length &- Limits.headerBytes <= n, "a frame wrote more than the room it made")
@@ -256,7 +256,7 @@ public struct FrameBuilder: ~Copyable {
     @inline(__always)
     mutating func reserving<R>(_ n: Int, _ body: (inout FrameCursor) -> R) -> R {
         reserve(n)
-        var cursor = FrameCursor(base + count)
+        var cursor = FrameCursor(base + count, end: base + count + n)
         let result = body(&cursor)
         count = base.distance(to: cursor.p)
         return result
@@ -375,10 +375,35 @@ public struct FrameBuilder: ~Copyable {
 /// counts, `maxStringBytes` per string); the cursor must not pass it.
 struct FrameCursor {
     var p: UnsafeMutablePointer<UInt8>
+    #if DEBUG
+    /// The end of the room made for the frame. Debug builds (every test runs one) check
+    /// each write against it before it is made; release builds check the frame's length
+    /// once it is written, as `OutputStore.frame` does.
+    let end: UnsafeMutablePointer<UInt8>
+    #endif
 
+    /// A cursor at `p` that may write up to `end`.
     @inline(__always)
-    init(_ p: UnsafeMutablePointer<UInt8>) {
+    init(_ p: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>) {
         self.p = p
+        #if DEBUG
+        self.end = end
+        #endif
+    }
+
+    /// Traps (debug builds) when `n` bytes from `at` would pass the room made for the frame.
+    @inline(__always)
+    func checkRoom(_ n: Int, at q: UnsafeMutablePointer<UInt8>? = nil) {
+        #if DEBUG
+        precondition((q ?? p).distance(to: end) >= n, "FrameCursor: a write of \(n) bytes passes the room made for the frame")
+        #endif
+    }
+
+    /// Moves past `n` bytes written already (`EventFrame`'s kept name).
+    @inline(__always)
+    mutating func skip(_ n: Int) {
+        checkRoom(n)
+        p += n
     }
 
     /// Room an integer needs: 20 characters for any Int64 with its sign, which also covers
@@ -387,6 +412,7 @@ struct FrameCursor {
 
     @inline(__always)
     mutating func byte(_ b: UInt8) {
+        checkRoom(1)
         p.pointee = b
         p += 1
     }
@@ -394,12 +420,14 @@ struct FrameCursor {
     /// A literal's bytes: its length is known here, so the copy is a few fixed-size stores.
     @inline(__always)
     mutating func literal(_ text: StaticString) {
+        checkRoom(text.utf8CodeUnitCount)
         UnsafeMutableRawPointer(p).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
         p += text.utf8CodeUnitCount
     }
 
     @inline(__always)
     mutating func raw(_ start: UnsafePointer<UInt8>, _ n: Int) {
+        checkRoom(n)
         UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: n)
         p += n
     }
@@ -407,6 +435,7 @@ struct FrameCursor {
     @inline(__always)
     mutating func raw(_ bytes: UnsafeRawBufferPointer) {
         guard let start = bytes.baseAddress else { return }
+        checkRoom(bytes.count)
         UnsafeMutableRawPointer(p).copyMemory(from: start, byteCount: bytes.count)
         p += bytes.count
     }
@@ -420,6 +449,8 @@ struct FrameCursor {
     mutating func string(_ text: String) {
         var text = text
         text.withUTF8 { utf8 in
+            // Its room is the bound, whatever the escapes turn out to be.
+            checkRoom(FrameCursor.maxStringBytes(utf8.count))
             var q = p
             q.pointee = UInt8(ascii: "\"")
             q += 1
@@ -474,6 +505,7 @@ struct FrameCursor {
         if value < 10 {
             byte(UInt8(truncatingIfNeeded: value) &+ 0x30)
         } else if value < 100 {
+            checkRoom(2)
             let pairs = UnsafeRawPointer(FrameCursor.digitPairs.utf8Start)
             UnsafeMutableRawPointer(p).storeBytes(
                 of: pairs.loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: value) &* 2, as: UInt16.self), as: UInt16.self)
@@ -503,6 +535,7 @@ struct FrameCursor {
     private mutating func leadingDigits(_ value: UInt64) {
         let digits = FrameCursor.digitBytes(value)
         let zeros = digits.trailingZeroBitCount & ~7  // the leading zero digits, in bits
+        checkRoom(8)
         UnsafeMutableRawPointer(p).storeBytes(of: ((digits | FrameCursor.asciiZeros) &>> zeros).littleEndian, as: UInt64.self)
         p += 8 &- zeros &>> 3
     }
@@ -510,6 +543,7 @@ struct FrameCursor {
     /// `value` (below 10^8) as exactly eight digits, leading zeros included.
     @inline(__always)
     private mutating func eightDigits(_ value: UInt64) {
+        checkRoom(8)
         UnsafeMutableRawPointer(p).storeBytes(of: (FrameCursor.digitBytes(value) | FrameCursor.asciiZeros).littleEndian, as: UInt64.self)
         p += 8
     }

@@ -1,9 +1,11 @@
 // Frames built one after another in an OutputStore are the frames built alone, a frame larger
 // than the space left there (a large payload) is written whole, a reset starts the store again
 // in a new generation, and frames at the edges of the room their encoders make for them are
-// written whole and read back as what they stand for.
-import NotifBusProtocol
+// written whole and read back as what they stand for; a write past the room a frame made
+// traps in a debug build before it is made.
 import Testing
+
+@testable import NotifBusProtocol
 
 struct OutboundScratchTests {
     @Test func framesBuiltInTheStoreAreTheSameBytes() {
@@ -99,5 +101,28 @@ struct OutboundScratchTests {
         let result = try json(.reply(rid, .posted(post)))
         #expect(result["result"]?["trace"]?.arrayValue?.count == 200)
         #expect(result["result"]?["trace"]?.arrayValue?.last?["observer"]?.stringValue == "o\(big - 199)")
+    }
+
+    /// Every test runs a debug build, where a cursor checks each write against the room its
+    /// frame made: an encoder that counts its room short traps at the write, before any
+    /// memory past the room is touched.
+    @Test func aWritePastTheRoomTrapsBeforeItIsMade() async {
+        #if DEBUG
+        await #expect(processExitsWith: .failure) {
+            let store = OutputStore()
+            _ = store.frame(upTo: 4) { $0.literal("12345678") }
+        }
+        await #expect(processExitsWith: .failure) {
+            var builder = FrameBuilder(capacity: 64, lengthPrefix: false)
+            builder.reserving(3) { $0.int(123_456_789) }
+        }
+        #endif
+        // Within the room, both write what they were given.
+        let store = OutputStore()
+        let range = store.frame(upTo: 8) { $0.literal("12345678") }
+        #expect(range.count == 12)
+        var builder = FrameBuilder(capacity: 64, lengthPrefix: false)
+        builder.reserving(FrameCursor.maxIntBytes) { $0.int(123_456_789) }
+        #expect(builder.finish() == Array("123456789".utf8))
     }
 }
