@@ -116,7 +116,7 @@ async def crash_run(js, device: Device, bridge: Process, pids: dict) -> None:
         publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": i}).encode(), f"m{i}") for i in range(POSTS)]))
     await wait_until(lambda: device.distinct() >= 200, 120)
     info = await retried(lambda: js.stream_info(STREAM))
-    leader = info.cluster.leader if info.cluster else "n1"
+    leader = info.cluster.leader if info.cluster and info.cluster.leader else "n1"
     os.kill(int(pids[leader]), signal.SIGKILL)
     print(f"SIGKILLed NATS node {leader}, the stream's leader, after {device.distinct()} posts", flush=True)
     await wait_until(lambda: device.distinct() >= 500, 120)
