@@ -38,9 +38,9 @@ total() {
     awk '/^(summary|totals):/ { print $2; exit }' "$file"
 }
 
-printf '%-12s %10s %14s %14s %12s %10s\n' mode N 'total(N)' 'total(0)' 'instr/op' target
+printf '%-22s %10s %14s %14s %12s %10s\n' mode N 'total(N)' 'total(0)' 'instr/op' target
 # mode, count, target (0: none), bytes per operation (0: none)
-rows=("core-invoke $n 4000" "ping $n 800" "chain3 $n 8000" "chain3-once $n 8000" "validate64k $((n / 400)) 0")
+rows=("core-invoke $n 4000" "core-invoke-monitored $n 0" "ping $n 800" "chain3 $n 8000" "chain3-once $n 8000" "validate64k $((n / 400)) 0")
 for row in "${rows[@]}"; do
     read -r mode count target <<<"$row"
     a=$(total "$mode" "$count")
@@ -48,9 +48,11 @@ for row in "${rows[@]}"; do
     per=$(( (a - b) / count ))
     if [ "$target" -gt 0 ]; then
         verdict="<= $target $([ "$per" -le "$target" ] && echo met || echo "MISSED x$(awk -v p="$per" -v t="$target" 'BEGIN { printf "%.1f", p / t }')")"
+    elif [ "$mode" != validate64k ]; then
+        verdict="(no target; compare with core-invoke)"
     else
         frame=$(sed -n 's/.*of a \([0-9]*\)-byte.*/\1/p' "$out/stdout.$mode.$count")
         verdict="$(awk -v p="$per" -v f="$frame" 'BEGIN { printf "%.1f instr/byte", p / f }')"
     fi
-    printf '%-12s %10s %14s %14s %12s   %s\n' "$mode" "$count" "$a" "$b" "$per" "$verdict"
+    printf '%-22s %10s %14s %14s %12s   %s\n' "$mode" "$count" "$a" "$b" "$per" "$verdict"
 done

@@ -27,6 +27,8 @@ let usage = """
     `valgrind --tool=callgrind` (total(N) - total(0)) / N is the instructions per operation:
       core-invoke N   an invoke round trip through decode and core: invoke in, call out,
                       return in, reply out
+      core-invoke-monitored N
+                      core-invoke with a monitor attached: each frame also shown to it
       ping N          a ping in, its reply out
       chain3 N        a post through a chain of 3 observers: post in, event out, next in,
                       event out, next in, event out, complete in, result out
@@ -151,28 +153,38 @@ struct CoreDriver {
     }
 }
 
-func runCoreInvoke(_ n: Int) {
-    var core = CoreDriver(connections: 2)
-    core.feed(Array(#"{"op":"handle","id":1,"channel":"bench","method":"echo"}"#.utf8), 1, expecting: 1)
+func runCoreInvoke(_ n: Int) { runCoreInvoke(n, monitored: false) }
+func runCoreInvokeMonitored(_ n: Int) { runCoreInvoke(n, monitored: true) }
+
+/// With `monitored`, a third connection is a monitor: each frame in and out is also shown
+/// to it (`seen`), so each feed sends three frames.
+func runCoreInvoke(_ n: Int, monitored: Bool) {
+    var core = CoreDriver(connections: monitored ? 3 : 2)
+    if monitored { core.feed(Array(#"{"op":"monitor","id":1}"#.utf8), 3, expecting: 1) }
+    let perFeed = monitored ? 3 : 1
+    let mode = monitored ? "core-invoke-monitored" : "core-invoke"
+    core.feed(Array(#"{"op":"handle","id":1,"channel":"bench","method":"echo"}"#.utf8), 1, expecting: perFeed)
     let invoke = frames[1].1
     // Warm-up: learn the broker's call ids from the call frames.
     var call = 0
+    // The call and the reply come after the `seen` of the frame that caused them.
+    let own = monitored ? 1 : 0
     for _ in 0..<warmupRounds {
-        core.feed(invoke, 2, expecting: 1)
-        guard let id = core.sentInteger("call") else { fail("core-invoke: no call id in \(core.sentText())") }
+        core.feed(invoke, 2, expecting: perFeed)
+        guard let id = core.sentInteger("call", own) else { fail("\(mode): no call id in \(core.sentText(own))") }
         call = id
-        core.feed(Array("{\"op\":\"return\",\"call\":\(id),\"result\":\(arguments)}".utf8), 1, expecting: 1)
+        core.feed(Array("{\"op\":\"return\",\"call\":\(id),\"result\":\(arguments)}".utf8), 1, expecting: perFeed)
     }
     var ret = CountingFrame("{\"op\":\"return\",\"call\":", call + 1, ",\"result\":\(arguments)}")
     let start = now()
     for _ in 0..<n {
-        core.feed(invoke, 2, expecting: 1)
-        core.feed(ret.bytes, 1, expecting: 1)
+        core.feed(invoke, 2, expecting: perFeed)
+        core.feed(ret.bytes, 1, expecting: perFeed)
         ret.increment()
     }
     let elapsed = now() - start
-    core.verify("core-invoke", lastSent: #""op":"reply""#)
-    report("core-invoke", n, elapsed, "invoke round trips (2 frames in, 2 out)")
+    core.verify(mode, lastSent: #""op":"reply""#, index: own)
+    report(mode, n, elapsed, monitored ? "invoke round trips with a monitor (2 frames in, 6 out)" : "invoke round trips (2 frames in, 2 out)")
 }
 
 func runPing(_ n: Int) {
@@ -314,7 +326,7 @@ extension String {
 
 let argv = Array(CommandLine.arguments.dropFirst())
 let modes: [String: (Int) -> Void] = [
-    "core-invoke": runCoreInvoke, "ping": runPing, "chain3": runChain3, "chain3-once": runChain3Once,
+    "core-invoke": runCoreInvoke, "core-invoke-monitored": runCoreInvokeMonitored, "ping": runPing, "chain3": runChain3, "chain3-once": runChain3Once,
     "validate64k": runValidate64k,
 ]
 if argv.first == "-h" || argv.first == "--help" {

@@ -28,8 +28,9 @@ extension Broker {
     }
 
     /// Mirrors a frame `c` sent (its body, in the read buffer) to every other monitor.
-    mutating func mirrorInbound(_ body: UnsafeRawBufferPointer, from c: ConnectionID, _ decoded: DecodeResult) {
-        if case .badJSON = decoded { return }  // only JSON objects can be embedded in `seen`
+    /// Only JSON objects can be embedded in `seen`: the caller passes no other.
+    @inline(never)
+    mutating func mirrorInbound(_ body: UnsafeRawBufferPointer, from c: ConnectionID) {
         for m in sessions.monitors where m != c {
             actions.append(.send(m, OutboundFrame.seen(inbound: true, client: c, frame: body, into: output)))
         }

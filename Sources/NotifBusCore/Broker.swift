@@ -129,14 +129,18 @@ public struct Broker {
         let id = client.id
         // Any frame shows the peer is there again (decision 30).
         client.unresponsive = false
-        // The per-event frames of a greeted connection, when no monitor mirrors them, are
-        // acted on as the direct path decodes them; anything else takes the full decoder.
+        // The per-event frames of a greeted connection are acted on as the direct path
+        // decodes them, monitored or not (a monitor is shown the frame first, as below);
+        // anything else takes the full decoder.
         var frame = DirectFrame.ping(id: 0)
-        if client.greeted && sessions.monitors.isEmpty && frame.decode(body) {
+        if client.greeted && frame.decode(body) {
+            if _slowPath(!sessions.monitors.isEmpty) { mirrorInbound(body, from: id) }
             return receive(frame, from: client, now: now)
         }
         let decoded = MessageDecoder.decode(body)
-        if !sessions.monitors.isEmpty { mirrorInbound(body, from: id, decoded) }
+        if !sessions.monitors.isEmpty {
+            if case .badJSON = decoded {} else { mirrorInbound(body, from: id) }
+        }
         // Before hello, `hello_required` echoes the refused request's id when it had a usable
         // one (an answer, or a frame whose id is missing or unusable, gets `"id": null`).
         switch consume decoded {
