@@ -363,6 +363,7 @@ def build_cases() -> None:
     bad("status with a page no reply wrote", {"op": "status", "id": 1, "page": "x1"})
     bad("status with a non-string page", {"op": "status", "id": 1, "page": 3})
     bad("status with an empty page", {"op": "status", "id": 1, "page": ""})
+    bad("status with a hand-made page", {"op": "status", "id": 1, "page": "o1:0"})
     case("monitor", {"op": "monitor", "id": 16}, result={})
     bad("monitor with unknown field", {"op": "monitor", "id": 1, "filter": "x"})
     case("getCategories on a fresh broker", {"op": "getCategories", "id": 14}, result={"categories": []})

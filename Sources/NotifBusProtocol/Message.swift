@@ -193,7 +193,9 @@ public enum Request: Sendable {
 
 /// Where a `status` page starts: just after this item of the lists `clients`, `observers`,
 /// `handlers`, `slots`, in that order. On the wire an opaque string (`next` of the page
-/// before): `c<id>`, `o<priority>:<id>`, `h<id>` or `s<slot name>`.
+/// before): the position, `c<id>`, `o<priority>:<id>`, `h<id>` or `s<slot name>`, then `.`
+/// and its seal, 16 hex digits of SipHash keyed by this process's random hashing seed
+/// (`Hasher`), so that a cursor no reply of this broker wrote is refused (decision 31).
 public enum StatusPage: Sendable, Equatable {
     case client(Int)
     case observer(priority: Int32, id: Int)
@@ -210,8 +212,19 @@ public enum StatusPage: Sendable, Equatable {
         }
     }
 
-    /// The cursor string, or nil for text no status reply writes.
+    /// The position a cursor string names, or nil for text no status reply of this process
+    /// wrote: a position without its seal, or with a seal that does not match it.
     public init?(cursor text: String) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count > StatusPage.sealLength + 1, utf8[utf8.count - StatusPage.sealLength - 1] == UInt8(ascii: ".") else { return nil }
+        let position = String(decoding: utf8[..<(utf8.count - StatusPage.sealLength - 1)], as: UTF8.self)
+        let seal = utf8[(utf8.count - StatusPage.sealLength)...]
+        guard seal.elementsEqual(StatusPage.seal(position).utf8) else { return nil }
+        self.init(position: position)
+    }
+
+    /// The position of an unsealed cursor string, or nil for text no position is written as.
+    init?(position text: String) {
         guard let tag = text.first else { return nil }
         let rest = text.dropFirst()
         func number(_ s: Substring) -> Int? {
@@ -240,13 +253,31 @@ public enum StatusPage: Sendable, Equatable {
         }
     }
 
+    /// The cursor string `next` writes: the position and its seal.
     public var cursor: String {
+        let position = self.position
+        return position + "." + StatusPage.seal(position)
+    }
+
+    var position: String {
         switch self {
         case .client(let n): "c\(n)"
         case .observer(let p, let n): "o\(p):\(n)"
         case .handler(let n): "h\(n)"
         case .slot(let name): "s" + name
         }
+    }
+
+    static let sealLength = 16
+
+    /// A position's seal: its SipHash under the process's random seed, in hex.
+    static func seal(_ position: String) -> String {
+        var hasher = Hasher()
+        hasher.combine("notifbus status page")
+        hasher.combine(position)
+        let bits = UInt64(bitPattern: Int64(hasher.finalize()))
+        let digits = String(bits, radix: 16)
+        return String(repeating: "0", count: sealLength - digits.count) + digits
     }
 }
 

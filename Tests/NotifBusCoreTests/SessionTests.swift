@@ -275,8 +275,15 @@ import Testing
         #expect(listed == byPriority)
         #expect(handlers.compactMap { $0["handler"]?.stringValue } == (1...6).map { "h\($0)" })
         #expect(slots.compactMap(\.stringValue) == (0..<9).map { "\(long)\($0)" }.sorted())
-        // A cursor no reply wrote is refused.
+        // A cursor no reply wrote is refused, also one that names a real position.
         #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":"x1"}"#)) == "bad_request")
+        for made in ["o100:580", "o1:0", "s:", "c1", "h1", "o5:1.0000000000000000"] {
+            #expect(errorCode(h.request(a, "{\"op\":\"status\",\"id\":8,\"page\":\"\(made)\"}")) == "bad_request", "\(made)")
+        }
+        // A written cursor with its position changed is refused too.
+        let written = StatusPage.observer(priority: 5, id: 1).cursor
+        let forged = "o4:1" + written.dropFirst(4)
+        #expect(errorCode(h.request(a, "{\"op\":\"status\",\"id\":8,\"page\":\"\(forged)\"}")) == "bad_request")
         #expect(errorCode(h.request(a, #"{"op":"status","id":8,"page":5}"#)) == "bad_request")
     }
 

@@ -114,7 +114,7 @@ func frameText(_ members: Members) -> String {
 let decoderTemplates: [Members] = [
     [("op", #""hello""#), ("id", "0"), ("protocol", "1"), ("name", #""client""#)],
     [("op", #""ping""#), ("id", "12345")],
-    [("op", #""status""#), ("id", #""s""#), ("page", #""c12""#)],
+    [("op", #""status""#), ("id", #""s""#), ("page", "\"\(StatusPage.client(12).cursor)\"")],
     [("op", #""subscribe""#), ("id", "1"), ("events", #"["a","b"]"#), ("priority", "-3"), ("key", #""k""#), ("resume", "true")],
     [("op", #""unsubscribe""#), ("id", "2"), ("observer", #""o1""#)],
     [("op", #""unsubscribe""#), ("id", "2"), ("key", #""k""#)],
