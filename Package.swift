@@ -59,7 +59,8 @@ let package = Package(
             path: "Benchmarks/notifbus-bench",
             linkerSettings: [.linkedLibrary("event_core"), .linkedLibrary("systemd")]
         ),
-        .executableTarget(name: "notifbus-microbench", dependencies: ["NotifBusCore", "NotifBusProtocol"], path: "Benchmarks/microbench"),
+        .executableTarget(
+            name: "notifbus-microbench", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"], path: "Benchmarks/microbench"),
         // Fuzzing: libFuzzer drivers when built with -sanitize=fuzzer; corpus replayers otherwise.
         .target(name: "CFuzzerSupport", path: "Fuzz/CFuzzerSupport"),
         .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),

@@ -35,6 +35,11 @@ let usage = """
       chain3-once N   chain3 with an idempotency key of its own on every post (`once`),
                       the broker keeping 1024 keys, so that each post also forgets one
       validate64k N   decode (validate) a post frame with a 64 KiB payload; prints GiB/s
+      tree-build N    build JSONValue trees of arrays of 5,000, 20,000 and 40,000 numbers,
+                      N times each; prints the best time of each (Trees.swift)
+      tree-growth N   build, copy, compare, hash, encode and free trees 10^3 to 10^5 wide
+                      and 10^2 to 10^5 deep, N times each; prints the times and exits 1 if
+                      one grows faster than linearly (Trees.swift)
     """
 
 let arguments = #"{"emailId":"e-123456","thread":"t-99","title":"Lunch tomorrow?","n":[1,2,3,4,5]}"#
@@ -327,7 +332,7 @@ extension String {
 let argv = Array(CommandLine.arguments.dropFirst())
 let modes: [String: (Int) -> Void] = [
     "core-invoke": runCoreInvoke, "core-invoke-monitored": runCoreInvokeMonitored, "ping": runPing, "chain3": runChain3, "chain3-once": runChain3Once,
-    "validate64k": runValidate64k,
+    "validate64k": runValidate64k, "tree-build": runTreeBuild, "tree-growth": runTreeGrowth,
 ]
 if argv.first == "-h" || argv.first == "--help" {
     print(usage)

@@ -239,12 +239,12 @@ struct JSONValueDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = value else { throw mismatch("an object") }
-        return KeyedDecodingContainer(KeyedDecoder<Key>(members: members, codingPath: codingPath))
+        return KeyedDecodingContainer(KeyedDecoder<Key>(members: members.members, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard case .array(let elements) = value else { throw mismatch("an array") }
-        return UnkeyedDecoder(elements: elements, codingPath: codingPath)
+        return UnkeyedDecoder(elements: elements.elements, codingPath: codingPath)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }

@@ -289,7 +289,7 @@ struct JSONObjectReader {
 
     init(_ value: JSONValue, path: String) throws(NotificationDecodingError) {
         guard case .object(let members) = value else { throw NotificationDecodingError(path: path, reason: "must be an object") }
-        self.members = members
+        self.members = members.members
         base = path
     }
 

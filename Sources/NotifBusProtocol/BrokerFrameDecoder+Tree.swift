@@ -1,8 +1,8 @@
 // JSONValue trees of user data of any nesting depth, for clients: parsed with an explicit
-// stack (JSONWriter writes trees the same way), so the call stack never grows with the input.
-// It must not recurse; the one recursion left is Swift's own release of a tree's nested
-// arrays and objects (about 200 bytes of stack per level, measured), which is why clients
-// keep user data as bytes and build a tree only when the application reads one.
+// stack whose open containers grow in place (each value appended once: time linear in the
+// input), so the call stack never grows with the input. JSONWriter writes trees the same
+// way, and a tree's containers free, compare and hash themselves with worklists
+// (`JSONContainers.swift`).
 
 extension JSONValue {
     /// Parses one JSON document of any nesting depth (UTF-8 bytes), rejecting trailing
@@ -19,10 +19,12 @@ extension JSONValue {
 
 extension JSONScanner {
     /// A container being filled: its elements so far, or its members so far and the key whose
-    /// value comes next.
-    private enum Partial {
-        case array([JSONValue])
-        case object([String: JSONValue], key: String)
+    /// value comes next. Kept on the stack and grown where it lies, never copied.
+    private struct Partial {
+        var isObject: Bool
+        var elements: [JSONValue] = []
+        var members: [String: JSONValue] = [:]
+        var key: String = ""
     }
 
     /// Parses a whole document of any depth into a tree, rejecting trailing bytes.
@@ -38,9 +40,9 @@ extension JSONScanner {
                 skipWhitespace()
                 if position < count, base[position] == UInt8(ascii: "}") {
                     position += 1
-                    value = .object([:])
+                    value = .object(JSONObject())
                 } else {
-                    stack.append(.object([:], key: try readKeyAndColonForTree()))
+                    stack.append(Partial(isObject: true, key: try readKeyAndColonForTree()))
                     continue parsing
                 }
             case UInt8(ascii: "["):
@@ -48,9 +50,9 @@ extension JSONScanner {
                 skipWhitespace()
                 if position < count, base[position] == UInt8(ascii: "]") {
                     position += 1
-                    value = .array([])
+                    value = .array(JSONArray())
                 } else {
-                    stack.append(.array([]))
+                    stack.append(Partial(isObject: false))
                     continue parsing
                 }
             case UInt8(ascii: "\""):
@@ -67,28 +69,25 @@ extension JSONScanner {
                 value = JSONScanner.number(UnsafeRawBufferPointer(rebasing: bytes[start..<position]), integral: integral)
             }
             // A value is complete: put it into the containers it closes, innermost first.
-            while let open = stack.popLast() {
+            while !stack.isEmpty {
                 skipWhitespace()
                 guard position < count else { throw fail("unterminated container") }
                 let b = base[position]
                 position += 1
-                switch open {
-                case .array(var elements):
-                    elements.append(value)
+                let top = stack.count - 1
+                if stack[top].isObject {
+                    stack[top].members[stack[top].key] = value
                     if b == UInt8(ascii: ",") {
-                        stack.append(.array(elements))
-                        continue parsing
-                    }
-                    guard b == UInt8(ascii: "]") else { throw fail("expected ',' or ']'", at: position - 1) }
-                    value = .array(elements)
-                case .object(var members, let key):
-                    members[key] = value
-                    if b == UInt8(ascii: ",") {
-                        stack.append(.object(members, key: try readKeyAndColonForTree()))
+                        stack[top].key = try readKeyAndColonForTree()
                         continue parsing
                     }
                     guard b == UInt8(ascii: "}") else { throw fail("expected ',' or '}'", at: position - 1) }
-                    value = .object(members)
+                    value = .object(JSONObject(stack.removeLast().members))
+                } else {
+                    stack[top].elements.append(value)
+                    if b == UInt8(ascii: ",") { continue parsing }
+                    guard b == UInt8(ascii: "]") else { throw fail("expected ',' or ']'", at: position - 1) }
+                    value = .array(JSONArray(stack.removeLast().elements))
                 }
             }
             skipWhitespace()

@@ -2,15 +2,17 @@
 // need a tree. The broker's hot path never builds one: it forwards user data as raw bytes.
 
 /// A JSON value. Integers written without fraction or exponent that fit in 64 bits are
-/// `.integer`; every other number is `.double`.
-public enum JSONValue: Sendable, Hashable {
+/// `.integer`; every other number is `.double`. A tree of any depth is built, compared,
+/// hashed, encoded and freed without recursion (`JSONContainers.swift`, `JSONWriter`,
+/// `init(parsingAnyDepth:)`).
+public enum JSONValue: Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
     case double(Double)
     case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
+    case array(JSONArray)
+    case object(JSONObject)
 
     /// Parses one JSON document (UTF-8 bytes), rejecting trailing content.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONError) {
@@ -108,12 +110,12 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     public var arrayValue: [JSONValue]? {
-        if case .array(let a) = self { return a }
+        if case .array(let a) = self { return a.elements }
         return nil
     }
 
     public var objectValue: [String: JSONValue]? {
-        if case .object(let o) = self { return o }
+        if case .object(let o) = self { return o.members }
         return nil
     }
 
@@ -135,7 +137,7 @@ extension JSONValue: ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         var members: [String: JSONValue] = [:]
         for (k, v) in elements { members[k] = v }
-        self = .object(members)
+        self = .object(JSONObject(members))
     }
 }
 

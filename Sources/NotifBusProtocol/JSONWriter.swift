@@ -26,10 +26,10 @@ public enum JSONWriter {
                 case .string(let s): out.string(s)
                 case .array(let elements):
                     out.byte(UInt8(ascii: "["))
-                    stack.append(.array(elements.makeIterator(), first: true))
+                    stack.append(.array(elements.elements.makeIterator(), first: true))
                 case .object(let members):
                     out.byte(UInt8(ascii: "{"))
-                    stack.append(.object(members.keys.sorted().makeIterator(), members, first: true))
+                    stack.append(.object(members.keys.sorted().makeIterator(), members.members, first: true))
                 }
             }
             guard let top = stack.popLast() else { return }
