@@ -14,9 +14,8 @@ public struct ObserverEvent: Sendable {
     /// The poster's payload as the broker forwarded it, byte for byte, however deeply nested.
     public let rawPayload: RawJSON
 
-    /// The poster's payload; `.null` when it sent none. Built from `rawPayload` on each read;
-    /// for a payload nested tens of thousands of levels deep read `rawPayload` instead, since
-    /// Swift frees a tree by recursion.
+    /// The poster's payload; `.null` when it sent none. Built from `rawPayload` on each read,
+    /// at any depth (`JSONValue(parsingAnyDepth:)`); `rawPayload` is cheaper to pass on.
     public var payload: JSONValue { JSONValue(validated: rawPayload) }
 }
 

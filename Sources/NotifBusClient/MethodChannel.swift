@@ -141,6 +141,14 @@ extension NotifBusConnection {
         }
     }
 
+    /// The error return sent in place of a return above the broker's `maxFrame`.
+    static func returnTooLarge(_ call: Int64, _ what: String, _ why: String) -> JSONValue {
+        [
+            "op": .string(Op.return), "call": .integer(call),
+            "error": ["code": .string(MethodChannel.genericErrorCode), "message": .string("\(what) could not be returned: \(why)")],
+        ]
+    }
+
     func deliverCall(_ frame: BrokerFrame.Call, generation gen: Int = 0) {
         let call = frame.call
         let handler = lock.withLock { callHandlers[frame.handler] }
@@ -157,11 +165,15 @@ extension NotifBusConnection {
         Task { [self] in
             do {
                 let result = try await handler(received)
-                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "result": result])
+                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "result": result]) { why in
+                    NotifBusConnection.returnTooLarge(call, "the result", why)
+                }
             } catch let error as PlatformError {
                 var e: [String: JSONValue] = ["code": .string(error.code), "message": .string(error.message)]
                 if let details = error.details { e["details"] = details }
-                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "error": .object(e)])
+                sendMessage(generation: gen, ["op": .string(Op.return), "call": .integer(call), "error": .object(e)]) { why in
+                    NotifBusConnection.returnTooLarge(call, "the error", why)
+                }
             } catch {
                 sendMessage(
                     generation: gen,

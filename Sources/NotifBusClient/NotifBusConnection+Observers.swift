@@ -128,7 +128,8 @@ extension NotifBusConnection {
             case .complete(let value):
                 var answer: [String: JSONValue] = ["op": .string(Op.complete), "event": .integer(event)]
                 if let value { answer["value"] = value }
-                sendMessage(generation: gen, .object(answer))
+                // A value above maxFrame cannot go out: the event goes on down the chain.
+                sendMessage(generation: gen, .object(answer)) { _ in ["op": .string(Op.next), "event": .integer(event)] }
             }
         }
     }

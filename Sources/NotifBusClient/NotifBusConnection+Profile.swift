@@ -114,6 +114,34 @@ extension NotifBusConnection {
         try await post(ProfileEvent.willPresent.rawValue, payload: ["notification": notification.jsonValue], once: once, timeout: timeout)
     }
 
+    /// Posts `willPresent` with `userInfo` written as these bytes (one JSON object) in place
+    /// of `notification.content.userInfo`: for a bridge that passes on what an app sent, so
+    /// that the app's data arrives byte for byte (a number keeps its text) and is never
+    /// rebuilt into a larger frame.
+    public func post(
+        willPresent notification: Notification, userInfo: RawJSON, once: String? = nil, timeout: Duration? = nil
+    ) async throws(NotifBusError) -> PostResult {
+        guard JSONScanner.isValidDocument(userInfo), userInfo.first == UInt8(ascii: "{") else {
+            throw .invalidArgument("userInfo must be one JSON object")
+        }
+        var bare = notification
+        bare.content.userInfo = [:]
+        // The content's members, then userInfo; the notification's members, then the content.
+        var content = bare.content.jsonValue.encoded
+        content.removeLast()
+        if content.count > 1 { content.append(UInt8(ascii: ",")) }
+        content += Array(#""userInfo":"#.utf8) + userInfo + [UInt8(ascii: "}")]
+        guard case .object(var members) = bare.jsonValue else { preconditionFailure("a notification is an object") }
+        members.removeValue(forKey: "content")
+        var payload = Array(#"{"notification":"#.utf8) + JSONValue.object(members).encoded
+        payload.removeLast()
+        payload += Array(#","content":"#.utf8) + content + Array("}}".utf8)
+        var fields: [String: JSONValue] = ["name": .string(ProfileEvent.willPresent.rawValue)]
+        if let once { fields["once"] = .string(once) }
+        let answer = try await answeredRequest(Op.post, fields, raw: [("payload", payload)], timeout: timeout, onReply: nil)
+        return try PostResult(JSONValue(validated: answer.result), isRepeat: answer.isRepeat)
+    }
+
     /// Posts `didReceive`: the user answered a notification. The broker refuses a response
     /// its categories do not allow (`invalid_action`). `PostResult.isRetainedForLaunch`
     /// says whether it was kept for an app that is not running.

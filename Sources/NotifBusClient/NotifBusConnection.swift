@@ -278,7 +278,8 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// connection is back (when `resendKeyed`; within its one `timeout`): the broker applies
     /// it at most once and answers a repeat with the first outcome.
     func answeredRequest(
-        _ op: String, _ fields: [String: JSONValue], timeout: Duration?, onReply: (@Sendable (JSONValue) -> Void)?
+        _ op: String, _ fields: [String: JSONValue], raw: [(key: String, value: RawJSON)] = [], timeout: Duration?,
+        onReply: (@Sendable (JSONValue) -> Void)?
     ) async throws(NotifBusError) -> Answer {
         let bound = timeout ?? requestTimeout
         let clock = ContinuousClock()
@@ -295,7 +296,7 @@ public final class NotifBusConnection: @unchecked Sendable {
             let waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: clock.now - begin)
             let sentOn = resend ? lock.withLock { generation } : 0
             do {
-                return try await exchange(op, fields, bound: bound - waited, onReply: onReply, generation: nil)
+                return try await exchange(op, fields, raw: raw, bound: bound - waited, onReply: onReply, generation: nil)
             } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
                 // Refused before it was written: the connection is being made again, so wait.
                 continue
@@ -313,8 +314,8 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Sends one request on the present socket, or on socket `generation` only, and returns
     /// its result's bytes. `onReply` gets the result as a tree, on the reader thread.
     func exchange(
-        _ op: String, _ fields: [String: JSONValue], bound: Duration, onReply: (@Sendable (JSONValue) -> Void)?,
-        generation wanted: Int?
+        _ op: String, _ fields: [String: JSONValue], raw: [(key: String, value: RawJSON)] = [], bound: Duration,
+        onReply: (@Sendable (JSONValue) -> Void)?, generation wanted: Int?
     ) async throws(NotifBusError) -> Answer {
         let id = lock.withLock { () -> Int64 in
             defer { nextRequestID += 1 }
@@ -323,7 +324,8 @@ public final class NotifBusConnection: @unchecked Sendable {
         var message = fields
         message["op"] = .string(op)
         message["id"] = .integer(id)
-        let frame = NotifBusConnection.frame(.object(message))
+        let frame = NotifBusConnection.frame(.object(message), splicing: raw)
+        if let refusal = oversize(frame, op) { throw refusal }
         let result: Result<Answer, NotifBusError> = await withCheckedContinuation { continuation in
             let (registered, on) = lock.withLock { () -> (String?, Int) in
                 if let reason = closedReason { return (reason, generation) }
@@ -356,10 +358,32 @@ public final class NotifBusConnection: @unchecked Sendable {
         entry?.completion(result)
     }
 
-    /// A length-prefixed frame of `message`, written without recursion (user data in it may be deep).
-    static func frame(_ message: JSONValue) -> [UInt8] {
-        let body = message.messageEncoded
+    /// A length-prefixed frame of `message`, written without recursion (user data in it may be
+    /// deep), with each member of `raw` appended as its bytes: user data forwarded as it came,
+    /// never re-encoded (a number keeps its text).
+    static func frame(_ message: JSONValue, splicing raw: [(key: String, value: RawJSON)] = []) -> [UInt8] {
+        var body = message.messageEncoded
+        if !raw.isEmpty, body.last == UInt8(ascii: "}") {
+            body.removeLast()
+            for (key, value) in raw {
+                body.append(UInt8(ascii: ","))
+                body += JSONValue.string(key).encoded
+                body.append(UInt8(ascii: ":"))
+                body += value
+            }
+            body.append(UInt8(ascii: "}"))
+        }
         return FrameHeader.encode(length: body.count) + body
+    }
+
+    /// The error a frame above the broker's `maxFrame` fails with, before anything of it is
+    /// sent: the broker would answer `frame_too_large` and close the connection, failing
+    /// every other request on it (PROTOCOL.md decision 44). Nil when the frame fits.
+    func oversize(_ frame: [UInt8], _ op: String) -> NotifBusError? {
+        let limit = lock.withLock { maxFrame }
+        guard frame.count - 4 > limit else { return nil }
+        return .invalidArgument(
+            "\(op) frame of \(frame.count - 4) bytes exceeds the broker's maxFrame \(limit); it was not sent")
     }
 
     /// Writes a whole frame; nil on success. With `generation`, only on that socket.
@@ -388,6 +412,18 @@ public final class NotifBusConnection: @unchecked Sendable {
     }
 
     /// Sends a message that expects no reply (answers, returns), on socket `generation` only.
+    /// One above the broker's `maxFrame` is not sent: `instead` is sent in its place.
+    func sendMessage(generation: Int? = nil, _ message: JSONValue, instead: (String) -> JSONValue) {
+        let frame = NotifBusConnection.frame(message)
+        if let refusal = oversize(frame, message["op"]?.stringValue ?? "message") {
+            _ = send(NotifBusConnection.frame(instead("\(refusal)")), generation: generation)
+            return
+        }
+        _ = send(frame, generation: generation)
+    }
+
+    /// Sends a message that expects no reply and always fits `maxFrame` (`next`, `stop`, a
+    /// bare error return), on socket `generation` only.
     func sendMessage(generation: Int? = nil, _ message: JSONValue) {
         _ = send(NotifBusConnection.frame(message), generation: generation)
     }

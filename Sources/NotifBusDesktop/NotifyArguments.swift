@@ -212,3 +212,20 @@ public struct NotifyArguments: Sendable, Hashable, CustomStringConvertible {
         return out
     }
 }
+
+extension NotifyArguments {
+    /// The bytes of `content.userInfo` in an `add`'s arguments, as the app wrote them; nil
+    /// when it is absent or not an object. A repeated key counts as its last occurrence, as
+    /// in the tree `Notification(json:)` reads.
+    public static func rawUserInfo(in arguments: RawJSON) -> RawJSON? {
+        arguments.withUnsafeBytes { buffer -> RawJSON? in
+            var scanner = JSONScanner(buffer)
+            guard let top = try? scanner.scanTopLevelObject(),
+                let content = top.last(where: { scanner.key(of: $0) == "content" }),
+                let members = scanner.members(of: content),
+                let info = members.last(where: { scanner.key(of: $0) == "userInfo" }), info.kind == .object
+            else { return nil }
+            return scanner.raw(of: info)
+        }
+    }
+}

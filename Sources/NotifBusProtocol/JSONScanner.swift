@@ -52,9 +52,10 @@ struct JSONFieldList: JSONMemberSink {
 
 /// A cursor over UTF-8 bytes. Every method validates what it passes over.
 public struct JSONScanner {
-    /// Deepest nesting a tree parse (`JSONValue`, for clients and tests) accepts: a tree is
-    /// built and freed by recursion. The broker never builds trees of user data; it
-    /// validates with `skipValue`, which has no depth limit.
+    /// Deepest nesting `parseDocument` (for tests and the broker's few trees) accepts: it
+    /// builds a tree by recursion. Clients build trees of user data with
+    /// `parseDocumentAnyDepth`, which has no limit. The broker never builds trees of user
+    /// data; it validates with `skipValue`, which has no depth limit.
     public static let maxTreeDepth = 512
 
     public let bytes: UnsafeRawBufferPointer

@@ -113,7 +113,7 @@ final class DesktopBridge: @unchecked Sendable {
     func handle(_ call: MethodCall) async throws -> JSONValue {
         do {
             switch DesktopChannel.Method(rawValue: call.method) {
-            case .add?: return try await add(call.arguments)
+            case .add?: return try await add(call.arguments, raw: call.rawArguments)
             case .removeDeliveredNotifications?: return try await remove(call.arguments)
             case .removeAllDeliveredNotifications?: return try await removeAll()
             case .getDeliveredNotifications?:
@@ -128,6 +128,9 @@ final class DesktopBridge: @unchecked Sendable {
             }
         } catch let error as DesktopError {
             throw error.platformError
+        } catch NotifBusError.invalidArgument(let why) {
+            // The app's request could not be passed on as it is (a post above maxFrame).
+            throw DesktopBridge.badArguments("the bridge could not pass the request on: \(why)")
         } catch let error as NotifBusError {
             throw PlatformError(code: error.code ?? ErrorCode.handlerGone.rawValue, message: "the bridge's broker call failed: \(error)")
         }
@@ -142,7 +145,9 @@ final class DesktopBridge: @unchecked Sendable {
         badArguments("\(field) contains a NUL character (U+0000), which a D-Bus string cannot carry; the notification was not shown")
     }
 
-    func add(_ arguments: JSONValue) async throws -> JSONValue {
+    /// Shows a notification the `willPresent` chain lets through. Its `userInfo` goes into
+    /// the post as the bytes the app sent (`raw`), never re-encoded.
+    func add(_ arguments: JSONValue, raw: RawJSON) async throws -> JSONValue {
         let notification: NotifBusClient.Notification
         do {
             notification = try NotifBusClient.Notification(json: arguments)
@@ -154,7 +159,12 @@ final class DesktopBridge: @unchecked Sendable {
         // could go nowhere, so the add fails at once instead of waiting for the broker.
         let session = lock.withLock { brokerChanges }
         guard broker.isOpen else { throw NotifBusError.connectionLost(DesktopBridge.reconnecting) }
-        let decision = try await broker.post(willPresent: notification)
+        let decision =
+            if let userInfo = NotifyArguments.rawUserInfo(in: raw) {
+                try await broker.post(willPresent: notification, userInfo: userInfo)
+            } else {
+                try await broker.post(willPresent: notification)
+            }
         let chosen: PresentationOptions
         switch decision.outcome {
         case .completed: chosen = decision.presentationOptions ?? []

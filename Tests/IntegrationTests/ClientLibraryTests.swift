@@ -145,6 +145,66 @@ final class Recorder: @unchecked Sendable {
         #expect(depth(of: echoed) == 10_000)
     }
 
+    /// A frame above the broker's maxFrame is never sent: the request fails with
+    /// `invalidArgument` naming both sizes, a request in flight meanwhile is answered, and
+    /// the connection stays. A result or a complete value above it is replaced by an error
+    /// return or `next` (PROTOCOL.md decision 44).
+    @Test func framesAboveMaxFrameFailOnlyThemselves() async throws {
+        let broker = try BrokerUnderTest(["--max-frame", "65536"])
+        let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")
+        let server = try await NotifBusConnection.connect(socket: broker.socket, name: "server")
+        defer { a.close(); server.close() }
+        #expect(a.maxFrame == 65536)
+        let big = JSONValue.array(Array(repeating: .integer(1_000_000_000), count: 10_000))
+        try await server.methodChannel("c").setMethodCallHandler(
+            { call in
+                if call.arguments == "big" { return big }
+                try? await Task.sleep(for: .milliseconds(300))
+                return "slow"
+            })
+        async let slow = a.methodChannel("c").invokeMethod("m", arguments: "wait")
+        try await Task.sleep(for: .milliseconds(50))
+        do {
+            _ = try await a.post("e", payload: big)
+            Issue.record("a post above maxFrame was sent")
+        } catch {
+            guard case .invalidArgument(let why) = error else { Issue.record("unexpected \(error)"); return }
+            #expect(why.contains("exceeds the broker's maxFrame 65536"), "\(why)")
+        }
+        #expect(try await slow == "slow")
+        _ = try await a.ping()
+        do {
+            _ = try await a.methodChannel("c").invokeMethod("m", arguments: "big")
+            Issue.record("a result above maxFrame came back")
+        } catch {
+            guard case .platform(let e) = error else { Issue.record("unexpected \(error)"); return }
+            #expect(e.code == MethodChannel.genericErrorCode && e.message.contains("maxFrame"), "\(e)")
+        }
+        try await server.addObserver(events: ["e"]) { _ in .complete(big) }
+        let result = try await a.post("e", payload: 1)
+        #expect(result.outcome == .unhandled)
+        _ = try await server.ping()
+    }
+
+    /// `post(willPresent:userInfo:)` forwards userInfo as its bytes: a number keeps its text.
+    @Test func willPresentCarriesUserInfoAsItsBytes() async throws {
+        let broker = try BrokerUnderTest()
+        let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")
+        defer { a.close() }
+        let received = Recorder()
+        try await a.addObserver(events: ["willPresent"]) { event in
+            received.add(String(decoding: event.rawPayload, as: UTF8.self))
+            return .next
+        }
+        let userInfo = Array(#"{"n":[1e9, 1.50],"s":"x"}"#.utf8)
+        let notification = Notification(identifier: "n1", content: NotificationContent(title: "t", userInfo: ["ignored": 1]))
+        _ = try await a.post(willPresent: notification, userInfo: userInfo)
+        #expect(received.all == [#"{"notification":{"identifier":"n1","content":{"title":"t","userInfo":{"n":[1e9, 1.50],"s":"x"}}}}"#])
+        await #expect(throws: NotifBusError.invalidArgument("userInfo must be one JSON object")) {
+            _ = try await a.post(willPresent: notification, userInfo: Array("[1]".utf8))
+        }
+    }
+
     @Test func methodChannelErrorsAreTyped() async throws {
         let broker = try BrokerUnderTest()
         let server = try await NotifBusConnection.connect(socket: broker.socket)
