@@ -20,19 +20,36 @@ extension Broker {
         actions.append(.send(c, frame))
     }
 
-    /// Mirrors a frame sent to `c` to every other monitor.
+    /// Mirrors a frame sent to `c` to every other monitor: one `seen` frame, encoded once
+    /// and queued for each of them, so that a large frame costs its size once in the output
+    /// store however many monitors there are.
     mutating func mirror(_ frame: OutputRange, sentTo c: ConnectionID) {
+        if sessions.monitors.count == 1 {
+            let m = sessions.monitors[0]
+            if m != c { actions.append(.send(m, OutboundFrame.seen(sent: frame, client: c, into: output))) }
+            return
+        }
+        var seen: OutputRange? = nil
         for m in sessions.monitors where m != c {
-            actions.append(.send(m, OutboundFrame.seen(sent: frame, client: c, into: output)))
+            if seen == nil { seen = OutboundFrame.seen(sent: frame, client: c, into: output) }
+            actions.append(.send(m, seen!))
         }
     }
 
-    /// Mirrors a frame `c` sent (its body, in the read buffer) to every other monitor.
-    /// Only JSON objects can be embedded in `seen`: the caller passes no other.
+    /// Mirrors a frame `c` sent (its body, in the read buffer) to every other monitor, as
+    /// one `seen` frame queued for each. Only JSON objects can be embedded in `seen`: the
+    /// caller passes no other.
     @inline(never)
     mutating func mirrorInbound(_ body: UnsafeRawBufferPointer, from c: ConnectionID) {
+        if sessions.monitors.count == 1 {
+            let m = sessions.monitors[0]
+            if m != c { actions.append(.send(m, OutboundFrame.seen(inbound: true, client: c, frame: body, into: output))) }
+            return
+        }
+        var seen: OutputRange? = nil
         for m in sessions.monitors where m != c {
-            actions.append(.send(m, OutboundFrame.seen(inbound: true, client: c, frame: body, into: output)))
+            if seen == nil { seen = OutboundFrame.seen(inbound: true, client: c, frame: body, into: output) }
+            actions.append(.send(m, seen!))
         }
     }
 

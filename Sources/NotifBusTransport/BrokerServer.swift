@@ -545,6 +545,27 @@ public final class BrokerServer {
         }
     }
 
+    /// Before `bytes` of output are copied for a connection that is not reading (its socket
+    /// still refuses earlier output): while the copy would take the total past
+    /// `--max-buffered-bytes`, closes the connections not reading, biggest first (that one
+    /// included), instead of copying for them. A frame mirrored to many monitors that do not
+    /// read is so counted against the budget before each copy is made, not after all of
+    /// them. Input holders are left to `cutOffBiggestHolder`.
+    func cutOffStalledReaders(toCopy bytes: Int) {
+        while bufferedBytes + bytes > options.maxBufferedBytes {
+            guard
+                let connection = connections.values.filter({ !$0.isClosed && $0.writeArmed && $0.accounted > 0 })
+                    .max(by: { $0.accounted < $1.accounted })
+            else { return }
+            log(
+                "notifbus: c\(connection.id): cut off: it held \(connection.accounted) unread bytes, and \(bytes) more would take the "
+                    + "\(bufferedBytes) bytes buffered across all connections above --max-buffered-bytes \(options.maxBufferedBytes)",
+                kind: "cut-off-budget")
+            cutOffCount += 1
+            lose(connection)
+        }
+    }
+
     /// Syncs the turn's journal records once and tells the core how each write went, goes on
     /// reading connections that were paused, then writes queued output, repeating while
     /// that produced new inputs (a peer found gone). Writes started meanwhile (requests
@@ -685,6 +706,10 @@ public final class BrokerServer {
     @inline(never)
     func queue(_ frame: OutputRange, to id: ConnectionID) {
         guard let connection = connections[id], !connection.isClosed else { return }
+        if connection.writeArmed && bufferedBytes + frame.count > options.maxBufferedBytes {
+            cutOffStalledReaders(toCopy: frame.count)
+            if connection.isClosed { return }
+        }
         connection.enqueue(frame, from: output, keep: !connection.writeArmed)
         account(connection)
         if connection.pendingOutputBytes > options.maxOutputBytes {

@@ -73,6 +73,11 @@ final class Connection {
     /// there by the turn's flush, before the store is reset (what the kernel does not take is
     /// copied into `output` then). Set only while `output` is empty, so order is kept.
     private(set) var kept: OutputRange? = nil
+    /// More output kept in the store after `kept`, in order: frames that do not join it
+    /// because others lie between them (a frame mirrored to every monitor is encoded once
+    /// and kept by each). Copied, like `kept`, only when the kernel does not take them.
+    private var keptAfter: [OutputRange] = []
+    private var keptAfterBytes = 0
 
     /// Takes ownership of `fd`, an accepted non-blocking socket; its events are made on the
     /// server's event base.
@@ -88,10 +93,10 @@ final class Connection {
 
     var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
-    var pendingOutputBytes: Int { output.count - outputOffset + (kept?.count ?? 0) }
+    var pendingOutputBytes: Int { output.count - outputOffset + (kept?.count ?? 0) + keptAfterBytes }
 
     /// Output bytes this connection holds (or holds in the output store), as accounted.
-    var heldOutputBytes: Int { output.count + (kept?.count ?? 0) }
+    var heldOutputBytes: Int { output.count + (kept?.count ?? 0) + keptAfterBytes }
 
     // State tests by pattern, not `==`: the hot path asks them for every frame, and the
     // synthesized `==` of an enum with payloads costs a call and copies.
@@ -143,17 +148,27 @@ final class Connection {
 
     // MARK: Output
 
-    /// Queues a frame of `store`. With nothing queued and `keep` (the frame is flushed in
-    /// this turn), only its range is kept, and a frame right after it in the store joins it;
-    /// otherwise the bytes are copied after what is queued.
+    /// Queues a frame of `store`. With `keep` (the frame is flushed in this turn) and
+    /// nothing copied queued, only its range is kept, and a frame right after it in the store
+    /// joins it; otherwise the bytes are copied after what is queued.
     func enqueue(_ frame: OutputRange, from store: OutputStore, keep: Bool) {
         if let k = kept {
-            if let both = k.joined(to: frame) {
+            if keptAfter.isEmpty, let both = k.joined(to: frame) {
                 kept = both
+                return
+            }
+            if keep {
+                if let last = keptAfter.last, let both = last.joined(to: frame) {
+                    keptAfter[keptAfter.count - 1] = both
+                } else {
+                    keptAfter.append(frame)
+                }
+                keptAfterBytes += frame.count
                 return
             }
             kept = nil
             store.withBytes(of: k) { output.append(contentsOf: $0) }
+            copyKeptAfter(from: store)
         } else if pendingOutputBytes == 0 {
             if !output.isEmpty {
                 output = []
@@ -167,36 +182,67 @@ final class Connection {
         store.withBytes(of: frame) { output.append(contentsOf: $0) }
     }
 
+    /// Copies the ranges kept after `kept` into `output`, in order.
+    private func copyKeptAfter(from store: OutputStore) {
+        for range in keptAfter { store.withBytes(of: range) { output.append(contentsOf: $0) } }
+        keptAfter.removeAll()
+        keptAfterBytes = 0
+    }
+
+    /// Sends one kept range straight from `store`; what the kernel does not take is copied
+    /// after `output` (empty while anything is kept).
+    private func sendKept(_ range: OutputRange, from store: OutputStore) -> FlushResult {
+        let flags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+        return store.withBytes(of: range) { bytes in
+            var sent = 0
+            while sent < bytes.count {
+                let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, flags)
+                if n > 0 {
+                    sent += n
+                    continue
+                }
+                let e = errno
+                if e == EINTR { continue }
+                guard e == EAGAIN || e == EWOULDBLOCK else { return .failed(e) }
+                output.append(contentsOf: bytes[sent...])
+                outputOffset = 0
+                return .wouldBlock
+            }
+            return .done
+        }
+    }
+
+    /// Goes on with the ranges kept after `kept` once it was sent with `result`: sent while
+    /// the kernel takes them, then copied into `output`.
+    private func sendKeptAfter(from store: OutputStore, after result: FlushResult) -> FlushResult {
+        var result = result
+        let after = keptAfter
+        keptAfter.removeAll()
+        keptAfterBytes = 0
+        for range in after {
+            switch result {
+            case .done: result = sendKept(range, from: store)
+            case .wouldBlock: store.withBytes(of: range) { output.append(contentsOf: $0) }
+            case .failed: return result
+            }
+        }
+        return result
+    }
+
     enum FlushResult {
         case done
         case wouldBlock
         case failed(Int32)
     }
 
-    /// Writes as much queued output as the kernel takes: a kept range straight from
+    /// Writes as much queued output as the kernel takes: kept ranges straight from
     /// `store`, what it does not take copied into `output`.
     func flush(from store: OutputStore) -> FlushResult {
         if let k = kept {
             kept = nil
-            let flags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
-            let result: FlushResult = store.withBytes(of: k) { bytes in
-                var sent = 0
-                while sent < bytes.count {
-                    let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, flags)
-                    if n > 0 {
-                        sent += n
-                        continue
-                    }
-                    let e = errno
-                    if e == EINTR { continue }
-                    guard e == EAGAIN || e == EWOULDBLOCK else { return .failed(e) }
-                    output = Array(bytes[sent...])
-                    outputOffset = 0
-                    return .wouldBlock
-                }
-                return .done
-            }
-            return result
+            let result = sendKept(k, from: store)
+            guard !keptAfter.isEmpty else { return result }
+            return sendKeptAfter(from: store, after: result)
         }
         while output.count - outputOffset > 0 {
             let n = output.withUnsafeBytes { bytes in
@@ -288,6 +334,8 @@ final class Connection {
         output = []
         outputOffset = 0
         kept = nil
+        keptAfter = []
+        keptAfterBytes = 0
         pendingInput = []
         close(fd)
     }

@@ -60,8 +60,8 @@ import Testing
             }, reading: monitor)
         #expect(monitorReplies.first?["result"] == .object([:]))
 
-        // Each ping's reply lies between two mirrors in the store: the pinger's output is
-        // copied frame by frame, the monitor's too, and both keep their order.
+        // Each ping's reply lies between two mirrors in the store: the pinger's replies and
+        // the monitor's mirrors are each kept as ranges apart, and both keep their order.
         pinger.sendRaw(OutputStoreTransportTests.pings(100))
         var replies: [JSONValue] = []
         var mirrors: [JSONValue] = []

@@ -15,6 +15,10 @@
   answered (figures: page count and sizes, page and ping round trips).
 - buffer-budget: input and output buffered across connections beyond
   --max-buffered-bytes cut off the biggest holders with `overloaded`; status reports it.
+- monitor-copies: 200 monitors that never read and two 900 kB posts at
+  --max-buffered-bytes 8 MiB: the broker's peak RSS (VmHWM) grows by less than the budget
+  plus 32 MiB, since what is mirrored to every monitor is counted against the budget
+  before it is copied (figures: VmHWM before and after, connections cut off).
 - signals: SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM leave the broker running; SIGUSR1 logs a
   status line, each time it is sent; SIGTERM still stops it cleanly.
 - log-flood: under EMFILE, failed accepts are logged at most once a second with a count.
@@ -462,6 +466,38 @@ def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
                  cut == 1 and sl.peer_hung_up(lazy.sock, 3.0) and status["buffers"]["bytes"] <= budget, str(status["buffers"]))
 
 
+def check_monitor_copies(checks: sl.Checks, ctx: Context) -> None:
+    budget = 8 << 20
+    overhead = 32 << 20
+    b = ctx.broker(["--max-buffered-bytes", str(budget)])
+    monitors = []
+    for i in range(200):
+        m = greeted(b.socket, f"monitor{i}")
+        m.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        m.request("monitor")
+        monitors.append(m)
+    poster = greeted(b.socket, "poster", timeout=30)
+    poster.request("ping")
+    before = b.hwm_kib()
+    # The second post finds the monitors left after the first still not reading: its
+    # copies are made for connections whose earlier output waits on their sockets.
+    replies = [poster.request("post", timeout=30, name="big", payload="p" * 900_000) for _ in range(2)]
+    settled = sl.wait_until(lambda: poster.request("status")["result"]["buffers"]["bytes"] <= budget, 10)
+    after = b.hwm_kib()
+    status = poster.request("status")["result"]
+    grown = (after - before) * 1024
+    print(f"  200 monitors not reading, two 900 kB posts, --max-buffered-bytes {sl.mib(budget // 1024)}: "
+          f"VmHWM {sl.mib(before)} -> {sl.mib(after)} (+{sl.mib(grown // 1024)}); "
+          f"cut off {status['buffers']['cutOff']}, buffered now {status['buffers']['bytes']} bytes", flush=True)
+    checks.check("the posts are answered", all("result" in r for r in replies), str(replies)[:200])
+    checks.check("the buffers settle within the budget", settled, str(status["buffers"]))
+    checks.check(f"peak RSS grows by less than the budget + {sl.mib(overhead // 1024)}", grown < budget + overhead,
+                 f"+{sl.mib(grown // 1024)}")
+    checks.check("the broker still answers", poster.request("ping").get("result") == {})
+    for m in monitors:
+        m.close()
+
+
 def check_signals(checks: sl.Checks, ctx: Context) -> None:
     b = ctx.broker(["--hop-timeout", "5s"])
     observer = greeted(b.socket, "observer")
@@ -640,7 +676,7 @@ def check_durable_sigterm(checks: sl.Checks, ctx: Context) -> None:
 CHECKS = [
     ("silent-flood", check_silent_flood), ("queue-share", check_queue_share),
     ("hop-budget", check_hop_budget), ("status-pages", check_status_pages), ("buffer-budget", check_buffer_budget),
-    ("signals", check_signals), ("log-flood", check_log_flood),
+    ("monitor-copies", check_monitor_copies), ("signals", check_signals), ("log-flood", check_log_flood),
     ("durable-stream", check_durable_stream), ("durable-sigterm", check_durable_sigterm),
 ]
 
