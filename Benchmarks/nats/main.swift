@@ -1,6 +1,8 @@
 // notifbus-nats-bench: inbound post throughput and latency through the NATS bridge (NATS →
-// bridge → broker → 1 observer → result → NATS) against a raw cnats floor in the same run
-// (JetStream publish → consume → ack, no notifbus). It prints numbers and asserts nothing.
+// bridge → broker → 1 observer → result → NATS) against a raw cnats floor in the same run that
+// does the bridge path's NATS work without notifbus: consume an inbound message, publish a
+// result to an R3 stream and take its publish ack, ack the inbound message. It prints numbers
+// and asserts nothing.
 import Dispatch
 import Glibc
 import NotifBusClient
@@ -155,85 +157,189 @@ struct CPUSample {
     }
 }
 
+/// The floor's consumer: what a bridge does on NATS and nothing else, in cnats calls on a
+/// connection of its own. It fetches inbound messages in batches of 256 (the bridge's
+/// `--batch`), publishes one result per message to the R3 result stream without waiting, and
+/// acks each inbound message from the result's publish ack; fetching goes on meanwhile, bounded
+/// by the consumer's MaxAckPending (6 × 256, as the bridge's) and 4,096 pending publishes.
+final class FloorConsumer: @unchecked Sendable {
+    static let resultSubject = "notifbus-bench-floor.result"
+    private var connection: OpaquePointer? = nil
+    private var jetStream: OpaquePointer? = nil
+    private var subscription: OpaquePointer? = nil
+    private let lock = Lock()
+    /// Inbound messages whose result is being published, by inbound msg id.
+    private var held: [String: OpaquePointer] = [:]
+
+    init(urls: [String], stream: String, durable: String) {
+        var s = natsConnection_ConnectTo(&connection, urls.joined(separator: ","))
+        guard s == NATS_OK else { fail("connect", s) }
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.PublishAsync.MaxPending = 4096
+        options.PublishAsync.AckHandler = { _, msg, ack, failure, closure in
+            guard let msg, let closure else { return }
+            Unmanaged<FloorConsumer>.fromOpaque(closure).takeUnretainedValue().published(msg, ok: ack != nil && failure == nil)
+        }
+        options.PublishAsync.AckHandlerClosure = Unmanaged.passUnretained(self).toOpaque()
+        s = natsConnection_JetStream(&jetStream, connection, &options)
+        guard s == NATS_OK else { fail("jetstream", s) }
+        var code = jsErrCode(rawValue: 0)
+        var subOptions = jsSubOptions()
+        jsSubOptions_Init(&subOptions)
+        let cStream = strdup(stream)!, cDurable = strdup(durable)!
+        defer { free(cStream); free(cDurable) }
+        subOptions.Stream = UnsafePointer(cStream)
+        subOptions.Consumer = UnsafePointer(cDurable)
+        s = js_PullSubscribe(&subscription, jetStream, nil, durable, nil, &subOptions, &code)
+        guard s == NATS_OK else { fail("pull subscribe", s) }
+        _ = DetachedThread.start { [self] in run() }
+    }
+
+    private func fail(_ what: String, _ s: natsStatus) -> Never {
+        say("nats-bench: floor consumer: \(what): \(String(cString: natsStatus_GetText(s)))")
+        exit(1)
+    }
+
+    private func run() {
+        var results: [OpaquePointer?] = []
+        while true {
+            var list = natsMsgList()
+            var code = jsErrCode(rawValue: 0)
+            let s = natsSubscription_Fetch(&list, subscription, 256, 1000, &code)
+            if s == NATS_TIMEOUT { continue }
+            guard s == NATS_OK else { fail("fetch", s) }
+            results.removeAll(keepingCapacity: true)
+            for i in 0..<Int(list.Count) {
+                guard let inbound = list.Msgs[i] else { continue }
+                list.Msgs[i] = nil
+                var id: UnsafePointer<CChar>? = nil
+                guard natsMsgHeader_Get(inbound, NATSLink.msgIDHeader, &id) == NATS_OK, let id else { fail("inbound msg id", NATS_ERR) }
+                let msgID = String(cString: id)
+                // A result of the bridge's shape and about its size.
+                let body = Array(
+                    (#"{"msgId":""# + msgID
+                        + #"","event":"bench","result":{"event":1,"outcome":"completed","by":"o1","value":{"shown":true},"retained":null,"trace":[{"observer":"o1","reply":"complete"}]}}"#)
+                        .utf8)
+                var result: OpaquePointer? = nil
+                let created = body.withUnsafeBufferPointer {
+                    natsMsg_Create(
+                        &result, FloorConsumer.resultSubject, nil, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self),
+                        Int32($0.count))
+                }
+                guard created == NATS_OK, let result else { fail("result message", created) }
+                natsMsgHeader_Set(result, NATSLink.msgIDHeader, "result:" + msgID)
+                natsMsgHeader_Set(result, NATSSubjects.inboundIDHeader, msgID)
+                lock.withLock { held[msgID] = inbound }
+                results.append(result)
+            }
+            natsMsgList_Destroy(&list)
+            for i in results.indices {
+                let s = js_PublishMsgAsync(jetStream, &results[i], nil)
+                if let left = results[i] { natsMsg_Destroy(left) }
+                guard s == NATS_OK else { fail("publish result", s) }
+            }
+        }
+    }
+
+    /// The result's publish ack came: the inbound message is done, so it is acked.
+    private func published(_ result: OpaquePointer, ok: Bool) {
+        defer { natsMsg_Destroy(result) }
+        guard ok else { fail("a result's publish failed", NATS_ERR) }
+        var id: UnsafePointer<CChar>? = nil
+        guard natsMsgHeader_Get(result, NATSSubjects.inboundIDHeader, &id) == NATS_OK, let id else { return }
+        let key = String(cString: id)
+        guard let inbound = lock.withLock({ held.removeValue(forKey: key) }) else { return }
+        _ = natsMsg_Ack(inbound, nil)
+        natsMsg_Destroy(inbound)
+    }
+}
+
 /// The benchmark's connections and both measured paths.
 final class Bench: @unchecked Sendable {
     let runID = String(getpid()) + "-" + String(nowNs() / 1_000_000)
     let link: NATSLink
     let subjects: NATSSubjects
-    let floorSub: OpaquePointer
     let arrivals = Arrivals()
+    let floorArrivals = Arrivals()
     let floorStream = "NOTIFBUS_BENCH_FLOOR"
+    var floorConsumer: FloorConsumer? = nil
 
     init(_ options: BenchOptions) {
         let link = must("connect to NATS") { try NATSLink(urls: options.urls, name: "notifbus-nats-bench", log: { say("nats-bench: " + $0) }) }
         self.link = link
         subjects = NATSSubjects(device: options.device)
-        let stream = floorStream, id = runID
-        must("floor stream") {
+        let stream = floorStream, durable = "floor-" + runID
+        must("floor streams") {
             try link.createStream(
-                stream, subjects: ["notifbus-bench-floor.>"], replicas: options.replicas,
+                stream, subjects: ["notifbus-bench-floor.post.>"], replicas: options.replicas, duplicateWindowMs: 10 * 60 * 1000)
+            try link.createStream(
+                stream + "_OUT", subjects: [FloorConsumer.resultSubject], replicas: options.replicas,
                 duplicateWindowMs: 10 * 60 * 1000)
         }
-        floorSub = must("floor consumer") {
-            _ = try link.ensureConsumer(stream: stream, durable: "floor-" + id, ackWaitMs: { _ in 30_000 }, maxAckPending: 512)
-            return try link.pullSubscribe(stream: stream, durable: "floor-" + id)
+        must("floor consumer") {
+            _ = try link.ensureConsumer(stream: stream, durable: durable, ackWaitMs: { _ in 30_000 }, maxAckPending: 6 * 256)
         }
-        let arrivals = self.arrivals
+        floorConsumer = FloorConsumer(urls: options.urls, stream: stream, durable: durable)
+        let arrivals = self.arrivals, floorArrivals = self.floorArrivals
         must("subscribe to results") {
             try link.subscribe(subjects.result) { msg in
                 arrivals.arrived(msg.header(NATSSubjects.inboundIDHeader) ?? "")
                 msg.destroy()
             }
+            try link.subscribe(FloorConsumer.resultSubject) { msg in
+                floorArrivals.arrived(msg.header(NATSSubjects.inboundIDHeader) ?? "")
+                msg.destroy()
+            }
         }
     }
 
-    // MARK: The floor: JetStream publish → consume → ack
-
-    func floorMessage(_ i: Int, _ tag: String) -> OutboundMessage {
-        OutboundMessage(
-            subject: "notifbus-bench-floor.mail", body: Array("{\"n\":\(i)}".utf8),
-            headers: [(NATSLink.msgIDHeader, "floor-\(runID)-\(tag)-\(i)")])
-    }
-
-    /// Consumes (fetch, ack) until `count` messages came.
-    func floorConsume(_ count: Int) {
-        var got = 0
-        let deadline = nowNs() + 300_000_000_000
-        while got < count {
-            if nowNs() > deadline {
-                say("nats-bench: the floor's consumer got \(got) of \(count) messages within 300 s")
-                exit(1)
-            }
-            let batch = (try? link.fetch(floorSub, batch: 128, timeoutMs: 2000)) ?? []
-            for m in batch {
-                _ = m.ack()
-                m.destroy()
-            }
-            got += batch.count
-        }
-    }
-
-    func floorThroughput(_ n: Int, tag: String) -> Double {
+    /// Publishes `n` messages made by `message` and waits until `into` counted `n` results.
+    func throughput(_ n: Int, _ into: Arrivals, _ message: @escaping @Sendable (Int) -> OutboundMessage) -> Double {
+        into.reset()
         let start = nowNs()
         _ = DetachedThread.start { [self] in
-            for i in 0..<n { try? link.publishAsync(floorMessage(i, tag), maxWaitMs: 10_000) }
+            for i in 0..<n { try? link.publishAsync(message(i), maxWaitMs: 10_000) }
             try? link.publishComplete(timeoutMs: 30_000)
         }
-        floorConsume(n)
-        _ = link.flush(timeoutMs: 5000)
+        if !into.expect(total: n) {
+            if into.signal.wait(timeout: .now() + .seconds(300)) == .timedOut {
+                say("nats-bench: results did not all come within 300 s")
+                exit(1)
+            }
+        }
         return Double(n) / (Double(nowNs() - start) / 1e9)
     }
 
-    func floorLatency(_ k: Int) -> [UInt64] {
+    /// One message at a time: publish, wait for its result.
+    func latency(_ k: Int, _ into: Arrivals, _ message: (Int) -> OutboundMessage) -> [UInt64] {
+        into.reset()
         var samples: [UInt64] = []
         for i in 0..<k {
+            let m = message(i)
+            into.expect(id: m.msgID!)
             let t0 = nowNs()
-            try? link.publishAsync(floorMessage(i, "lat"), maxWaitMs: 10_000)
-            floorConsume(1)
+            try? link.publishAsync(m, maxWaitMs: 10_000)
+            if into.signal.wait(timeout: .now() + .seconds(60)) == .timedOut {
+                say("nats-bench: no result for \(m.msgID!) within 60 s")
+                exit(1)
+            }
             samples.append(nowNs() - t0)
         }
         return samples.sorted()
     }
+
+    // MARK: The floor: consume → publish the result to R3 with its ack → ack, in cnats
+
+    func floorMessage(_ i: Int, _ tag: String) -> OutboundMessage {
+        OutboundMessage(
+            subject: "notifbus-bench-floor.post.bench", body: Array("{\"n\":\(i)}".utf8),
+            headers: [(NATSLink.msgIDHeader, "floor-\(runID)-\(tag)-\(i)")])
+    }
+
+    func floorThroughput(_ n: Int, tag: String) -> Double { throughput(n, floorArrivals) { [self] in floorMessage($0, tag) } }
+
+    func floorLatency(_ k: Int) -> [UInt64] { latency(k, floorArrivals) { self.floorMessage($0, "lat") } }
 
     // MARK: Through the bridge: NATS → bridge → broker → observer → result → NATS
 
@@ -243,39 +349,9 @@ final class Bench: @unchecked Sendable {
             headers: [(NATSLink.msgIDHeader, "bench-\(runID)-\(tag)-\(i)")])
     }
 
-    func bridgeThroughput(_ n: Int, tag: String) -> Double {
-        arrivals.reset()
-        let start = nowNs()
-        _ = DetachedThread.start { [self] in
-            for i in 0..<n { try? link.publishAsync(postMessage(i, tag), maxWaitMs: 10_000) }
-            try? link.publishComplete(timeoutMs: 30_000)
-        }
-        if !arrivals.expect(total: n) {
-            if arrivals.signal.wait(timeout: .now() + .seconds(300)) == .timedOut {
-                say("nats-bench: results did not all come within 300 s")
-                exit(1)
-            }
-        }
-        return Double(n) / (Double(nowNs() - start) / 1e9)
-    }
+    func bridgeThroughput(_ n: Int, tag: String) -> Double { throughput(n, arrivals) { [self] in postMessage($0, tag) } }
 
-    func bridgeLatency(_ k: Int) -> [UInt64] {
-        arrivals.reset()
-        var samples: [UInt64] = []
-        for i in 0..<k {
-            let message = postMessage(i, "lat")
-            arrivals.expect(id: message.msgID!)
-            let t0 = nowNs()
-            try? link.publishAsync(message, maxWaitMs: 10_000)
-            if arrivals.signal.wait(timeout: .now() + .seconds(60)) == .timedOut {
-                say("nats-bench: no result for \(message.msgID!) within 60 s")
-                exit(1)
-            }
-            samples.append(nowNs() - t0)
-        }
-        return samples.sorted()
-    }
-
+    func bridgeLatency(_ k: Int) -> [UInt64] { latency(k, arrivals) { self.postMessage($0, "lat") } }
 }
 
 /// The benchmark's one observer of `bench`, written against the wire directly: a blocking
@@ -435,7 +511,7 @@ func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
 say(
     "NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, "
         + "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
-say(line("floor  (JetStream publish → consume → ack):                        ", floorRate, floorLat))
+say(line("floor  (publish → consume → result to R3, its ack → ack; raw cnats): ", floorRate, floorLat))
 say(floorCPU)
 say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
 say(brokerCPU)
