@@ -90,7 +90,8 @@ public final class NATSLink: @unchecked Sendable {
 
     /// Connects to any of `urls`; with no server up it keeps trying in the background
     /// (cnats' retry on failed connect), so the bridge starts even while NATS is down.
-    public init(urls: [String], name: String, log: @escaping @Sendable (String) -> Void) throws(NATSError) {
+    /// With `retryFirstConnect` false (a command that does one thing), no server up is an error.
+    public init(urls: [String], name: String, retryFirstConnect: Bool = true, log: @escaping @Sendable (String) -> Void) throws(NATSError) {
         self.log = log
         var options: OpaquePointer? = nil
         var s = natsOptions_Create(&options)
@@ -126,7 +127,7 @@ public final class NATSLink: @unchecked Sendable {
                 let text = String(decoding: url.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue().log("NATS reconnected to \(text)")
             }, context)
-        natsOptions_SetRetryOnFailedConnect(options, true, nil, nil)
+        if retryFirstConnect { natsOptions_SetRetryOnFailedConnect(options, true, nil, nil) }
         var nc: OpaquePointer? = nil
         s = natsConnection_Connect(&nc, options)
         // NATS_NOT_YET_CONNECTED: retrying in the background, which is what a device wants.
@@ -348,6 +349,42 @@ public final class NATSLink: @unchecked Sendable {
         defer { if let ack { jsPubAck_Destroy(ack) } }
         guard s == NATS_OK else { throw NATSError("js_PublishMsg \(m.subject)", s, code) }
         return ack?.pointee.Duplicate ?? false
+    }
+
+    /// Publishes to JetStream and waits for the ack: the stream, the message's sequence in it,
+    /// and whether the stream called it a duplicate (then the sequence is the first copy's).
+    public func publishAcked(_ m: OutboundMessage, timeoutMs: Int64) throws(NATSError) -> (stream: String, sequence: UInt64, duplicate: Bool) {
+        let msg = try makeMessage(m)
+        defer { natsMsg_Destroy(msg) }
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeoutMs
+        var ack: UnsafeMutablePointer<jsPubAck>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_PublishMsg(&ack, jetStream, msg, &options, &code)
+        defer { if let ack { jsPubAck_Destroy(ack) } }
+        guard s == NATS_OK, let ack else { throw NATSError("js_PublishMsg \(m.subject)", s, code) }
+        return (ack.pointee.Stream.map { String(cString: $0) } ?? "", ack.pointee.Sequence, ack.pointee.Duplicate)
+    }
+
+    /// The stream sequence below which the consumer `durable` has every message acked.
+    public func ackFloor(stream: String, durable: String) throws(NATSError) -> UInt64 {
+        var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
+        defer { if let info { jsConsumerInfo_Destroy(info) } }
+        guard s == NATS_OK, let info else { throw NATSError("js_GetConsumerInfo \(durable)", s, code) }
+        return info.pointee.AckFloor.Stream
+    }
+
+    /// Sends a core NATS request and waits at most `timeoutMs` for its reply, which the caller owns.
+    public func request(_ m: OutboundMessage, timeoutMs: Int64) throws(NATSError) -> NATSMessage {
+        let msg = try makeMessage(m)
+        defer { natsMsg_Destroy(msg) }
+        var reply: OpaquePointer? = nil
+        let s = natsConnection_RequestMsg(&reply, connection, msg, timeoutMs)
+        guard s == NATS_OK, let reply else { throw NATSError("request \(m.subject)", s) }
+        return NATSMessage(raw: reply)
     }
 
     /// Publishes a core NATS message (a reply to a request).

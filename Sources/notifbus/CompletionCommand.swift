@@ -145,7 +145,9 @@ enum CompletionCommand {
         }
         for (command, opts) in siblingOptions {
             var specs = opts.map { "'\($0)'" }
-            if let words = positionalWords[command] { specs.insert("'1:engine:(\(words.joined(separator: " ")))'", at: 0) }
+            if let words = positionalWords[command] {
+                specs.insert("'1:\(command == "push" ? "action" : "engine"):(\(words.joined(separator: " ")))'", at: 0)
+            }
             cases.append("    \(command)) _arguments \(specs.joined(separator: " ")) ;;")
         }
         let described =

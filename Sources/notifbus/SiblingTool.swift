@@ -1,17 +1,20 @@
 // Subcommands that live in executables of their own beside `notifbus` (the bridges, which link
-// sd-bus or cnats): `notifbus desktop ...` replaces this process with `notifbus-desktop ...`.
+// sd-bus or cnats): `notifbus desktop ...` replaces this process with `notifbus-desktop ...`,
+// `notifbus push ...` with `notifbus-bridge push ...`.
 // The broker binary links nothing for them; it only finds and execs them, and asks them
 // for their help text for the man page and the completion scripts.
 import Glibc
 
 enum SiblingTool {
-    /// Subcommand name, the executable that implements it, its one-line summary, and the
-    /// words its first argument takes (the bridge's engines).
-    typealias Tool = (command: String, executable: String, summary: String, arguments: [String])
+    /// Subcommand name, the executable that implements it, the words put before the
+    /// command's own arguments, its one-line summary, and the words its first argument takes
+    /// (the bridge's engines, push's actions).
+    typealias Tool = (command: String, executable: String, prefix: [String], summary: String, arguments: [String])
 
     static let tools: [Tool] = [
-        ("desktop", "notifbus-desktop", "be the delegate of the desktop's notification server (D-Bus)", []),
-        ("bridge", "notifbus-bridge", "bridge the bus to a remote engine (bridge nats ...)", ["nats"]),
+        ("desktop", "notifbus-desktop", [], "be the delegate of the desktop's notification server (D-Bus)", []),
+        ("bridge", "notifbus-bridge", [], "bridge the bus to a remote engine (bridge nats ...)", ["nats"]),
+        ("push", "notifbus-bridge", ["push"], "post, put or invoke on a device over NATS, as a server does", ["post", "put", "invoke"]),
     ]
 
     /// What `executable ARGUMENTS --help` prints, run from this executable's folder; nil when
@@ -24,9 +27,13 @@ enum SiblingTool {
         return String(decoding: result.stdout, as: UTF8.self)
     }
 
-    /// The help texts of `tool`: its own, then each engine's.
+    /// The help texts of `tool`: its own, then each engine's that differs from it.
     static func helpTexts(_ tool: Tool) -> [String] {
-        ([[]] + tool.arguments.map { [$0] }).compactMap { help(tool.executable, $0) }
+        var texts: [String] = []
+        for words in [tool.prefix] + tool.arguments.map({ tool.prefix + [$0] }) {
+            if let text = help(tool.executable, words), !texts.contains(text) { texts.append(text) }
+        }
+        return texts
     }
 
     /// The options `tool`'s help texts name (`--app-name`, `--url`, ...), sorted.
@@ -70,7 +77,9 @@ enum SiblingTool {
             Output.error("notifbus \(command): \(path) is not installed (build or install the '\(executable)' target)")
             return 1
         }
-        var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) }
+        // The words of the tool's prefix (`push`) go before the arguments.
+        let prefix = tools.first { $0.command == command }?.prefix ?? []
+        var argv: [UnsafeMutablePointer<CChar>?] = ([path] + prefix + arguments).map { strdup($0) }
         argv.append(nil)
         execv(path, argv)
         let reason = String(cString: strerror(errno))

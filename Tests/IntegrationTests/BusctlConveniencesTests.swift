@@ -185,6 +185,7 @@ import Testing
                 t notifbus monitor --match ''
                 t notifbus monitor --match op = p
                 t notifbus bridge ''
+                t notifbus push ''
                 t notifbus click --action d
                 t notifbus notify --source ''
                 t notifbus observe --pri
@@ -194,7 +195,7 @@ import Testing
         #expect(
             probe.stdoutLines == [
                 "set get", "next complete stop", "op= client= name= channel= method= dir=", "ping post put peek", "nats",
-                "default dismiss", "remote local", "--priority",
+                "post put invoke", "default dismiss", "remote local", "--priority",
             ], "\(probe.stdout) \(probe.stderr)")
     }
 
@@ -232,17 +233,19 @@ import Testing
         #expect(zsh.contains("'--reply:reply:(next complete stop)'"))
         #expect(zsh.contains("'--match:match:(op= client= name= channel= method= dir= op=hello"))
         #expect(zsh.contains("bridge) _arguments '1:engine:(nats)'"))
+        #expect(zsh.contains("push) _arguments '1:action:(post put invoke)'"))
     }
 
     @Test func theManPageCoversEveryCommand() throws {
         let (status, page, _) = try run(["manpage"])
         #expect(status == 0)
-        for name in NewcomerCLITests.brokerCommands + ["broker", "list", "completion", "manpage", "desktop", "bridge", "help"] {
+        for name in NewcomerCLITests.brokerCommands + ["broker", "list", "completion", "manpage", "desktop", "bridge", "push", "help"] {
             #expect(page.contains(".SS \(name)\n"), "\(name) missing from the man page")
         }
         // The bridges' sections hold their own help, read from the executables beside notifbus.
         #expect(page.contains("\\-\\-app\\-name NAME"), "the desktop bridge's options")
         #expect(page.contains("\\-\\-device ID"), "the NATS bridge's options")
+        #expect(page.contains("\\-\\-msg\\-id ID"), "push's options")
     }
 
     @Test func installPutsEveryExecutableInPlace() throws {
