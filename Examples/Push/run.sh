@@ -40,7 +40,7 @@ start mail-app observe didReceive --priority 10 --reply complete --value '{"open
 sleep 0.5
 
 say "The server pushes a new mail to the device"
-python3 -u "$HERE/server.py" --urls "$NATS_URLS" --device laptop 2>&1 | tee "$WORK/server.log" | tag server &
+PYTHONPATH="$HERE/../../Clients/python-server/src${PYTHONPATH:+:$PYTHONPATH}" python3 -u "$HERE/server.py" --urls "$NATS_URLS" --device laptop 2>&1 | tee "$WORK/server.log" | tag server &
 SERVER=$!
 PIDS+=($SERVER)
 for _ in $(seq 1 300); do

@@ -5,7 +5,8 @@
 # cluster, exactly once where it has been broken: oversized posts, the broker's disk full
 # under a group, refusals through bridge kills, a restart without waiting out AckWait, and
 # 2,000 posts through 10 bridge kills, 2 node kills and a full disk
-# (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments).
+# (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments); then the
+# servers' side on that cluster: `notifbus push` and notifbus_server (Tests/nats/push_test.py).
 # Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +26,7 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-export PYTHONPATH=Clients/python/src:Tests/nats
+export PYTHONPATH=Clients/python/src:Clients/python-server/src:Tests/nats
 
 # Ports in an unusual range: clients 14222-14224, routes 16222-16224.
 nats_cluster_start "$WORK/nats" 14222 16222
@@ -56,4 +57,5 @@ mkdir -p "$WORK/once"
 timeout 900 python3 Tests/nats/exactly_once_test.py --bin "$BIN" --urls "$NATS_URLS" --nats-dir "$WORK/nats2" \
     --node-pids "n1=${NATS_PIDS[1]},n2=${NATS_PIDS[2]},n3=${NATS_PIDS[3]}" --work "$WORK/once" \
     ${NOTIFBUS_STRESS_SEED:+--seed "$NOTIFBUS_STRESS_SEED"}
+timeout 300 python3 Tests/nats/push_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/push"
 echo "56-nats: ok"
