@@ -21,6 +21,8 @@ struct BenchOptions {
     var device = "bench"
     var count = 5000
     var latencyCount = 300
+    /// Rounds of floor-then-bridge; the figures are the medians.
+    var rounds = 1
     var replicas = 3
     /// `thread`: the observer answers each event on its socket's reader thread; `swift`: a
     /// NotifBusClient observer (its handler runs in a Task, one more thread hop per event).
@@ -29,7 +31,7 @@ struct BenchOptions {
 
 func usage() -> Never {
     say(
-        "usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--observer thread|swift]\n"
+        "usage: notifbus-nats-bench --url URLS --device ID [--socket PATH] [--count N] [--latency-count K] [--replicas R] [--rounds N] [--observer thread|swift]\n"
             + "  needs the broker on PATH and `notifbus bridge nats --device ID --create-stream` running")
     exit(2)
 }
@@ -47,11 +49,12 @@ while !argv.isEmpty {
     case "--count": options.count = Int(value) ?? 0
     case "--latency-count": options.latencyCount = Int(value) ?? 0
     case "--replicas": options.replicas = Int(value) ?? 0
+    case "--rounds": options.rounds = Int(value) ?? 0
     case "--observer": options.observer = value
     default: usage()
     }
 }
-guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas),
+guard !options.urls.isEmpty, options.count > 0, options.latencyCount > 0, (1...5).contains(options.replicas), (1...99).contains(options.rounds),
     ["thread", "swift"].contains(options.observer)
 else { usage() }
 
@@ -142,18 +145,21 @@ struct CPUSample {
     }
 
     /// One line: CPU µs per message of each watched process between `start` and now, and the
-    /// share of the machine's CPU that was idle.
-    static func report(since start: CPUSample, messages: Int) -> String {
+    /// share of the machine's CPU that was idle; and the sum over the processes.
+    static func report(since start: CPUSample, messages: Int) -> (line: String, total: Double) {
         let end = CPUSample()
         var parts: [String] = []
-        var nats = 0.0
+        var nats = 0.0, total = 0.0
         for (index, entry) in watched.enumerated() {
             let us = (end.seconds[index] - start.seconds[index]) * 1e6 / Double(messages)
+            total += us
             if entry.name.hasPrefix("nats") { nats += us } else { parts.append("\(entry.name) \(Int(us))") }
         }
         let wall = Double(end.wall - start.wall) / 1e9
         let idle = (end.idleSeconds - start.idleSeconds) / (wall * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        return "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") + "; machine idle \(Int((idle * 100).rounded()))%"
+        let line =
+            "  CPU µs per message: nats-servers \(Int(nats)), " + parts.joined(separator: ", ") + "; machine idle \(Int((idle * 100).rounded()))%"
+        return (line, total)
     }
 }
 
@@ -487,40 +493,64 @@ let poster: NotifBusConnection = {
     return box.value!
 }()
 
-// Warm-up, then the measured runs, the floor and the bridge one after the other.
+// Warm-up, then `--rounds` rounds of the floor and the bridge one after the other (the
+// machine's other load changes from one run to the next: the ratio is the medians'), the
+// broker's ceiling once, then latency.
 say("warming up")
 _ = bench.floorThroughput(300, tag: "warm")
 _ = bench.bridgeThroughput(300, tag: "warm")
-var mark = CPUSample()
-let floorRate = bench.floorThroughput(options.count, tag: "run")
-let floorCPU = CPUSample.report(since: mark, messages: options.count)
+var floorRates: [Double] = [], bridgeRates: [Double] = [], floorTotals: [Double] = [], bridgeTotals: [Double] = []
+var roundLines: [String] = []
+for round in 1...options.rounds {
+    var mark = CPUSample()
+    let floorRate = bench.floorThroughput(options.count, tag: "run\(round)")
+    let floorCPU = CPUSample.report(since: mark, messages: options.count)
+    mark = CPUSample()
+    let bridgeRate = bench.bridgeThroughput(options.count, tag: "run\(round)")
+    let bridgeCPU = CPUSample.report(since: mark, messages: options.count)
+    floorRates.append(floorRate)
+    bridgeRates.append(bridgeRate)
+    floorTotals.append(floorCPU.total)
+    bridgeTotals.append(bridgeCPU.total)
+    roundLines += [
+        "round \(round): floor \(Int(floorRate.rounded())) msg/s, bridge \(Int(bridgeRate.rounded())) msg/s, ratio \(hundredths(bridgeRate / floorRate))",
+        "  floor " + floorCPU.line.dropFirst(2), "  bridge path " + bridgeCPU.line.dropFirst(2),
+    ]
+    say(roundLines[roundLines.count - 3])
+}
 _ = brokerCeiling(300, poster, tag: "warm")
-mark = CPUSample()
+let mark = CPUSample()
 let brokerRate = brokerCeiling(options.count, poster, tag: "run")
 let brokerCPU = CPUSample.report(since: mark, messages: options.count)
-mark = CPUSample()
-let bridgeRate = bench.bridgeThroughput(options.count, tag: "run")
-let bridgeCPU = CPUSample.report(since: mark, messages: options.count)
 let floorLat = bench.floorLatency(options.latencyCount)
 let bridgeLat = bench.bridgeLatency(options.latencyCount)
+
+func hundredths(_ x: Double) -> String { String(Double(Int((x * 100).rounded())) / 100) }
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
 
 func line(_ name: String, _ rate: Double, _ lat: [UInt64]) -> String {
     let r = String(Int(rate.rounded()))
     return "\(name)  \(r) msg/s   latency p50 \(Int(percentile(lat, 0.5))) µs  p99 \(Int(percentile(lat, 0.99))) µs"
 }
+let floorRate = median(floorRates), bridgeRate = median(bridgeRates)
 say(
-    "NATS inbound posts, \(options.count) messages, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, "
+    "NATS inbound posts, \(options.count) messages × \(options.rounds) rounds, streams with \(options.replicas) replicas, \(options.latencyCount) one-at-a-time for latency, "
         + "observer: " + (options.observer == "thread" ? "answers on its reader thread" : "NotifBusClient (handler in a Task)"))
+roundLines.forEach(say)
 say(line("floor  (publish → consume → result to R3, its ack → ack; raw cnats): ", floorRate, floorLat))
-say(floorCPU)
-say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
-say(brokerCPU)
 say(line("bridge (NATS → bridge → broker → 1 observer → result → NATS):      ", bridgeRate, bridgeLat))
-say(bridgeCPU)
-let ratio = bridgeRate / floorRate
+say("broker (posts pipelined as the bridge does → broker → 1 observer, no NATS): \(Int(brokerRate.rounded())) msg/s")
+say(brokerCPU.line)
 say(
-    "throughput ratio bridge/floor: " + String(Double(Int(ratio * 100)) / 100) + " (target ≥ 0.8); " + "broker ceiling/floor: "
-        + String(Double(Int(brokerRate / floorRate * 100)) / 100))
+    "throughput ratio bridge/floor (medians): \(hundredths(bridgeRate / floorRate)) (target ≥ 0.8); broker ceiling/floor: \(hundredths(brokerRate / floorRate))"
+)
+say(
+    "CPU µs per message, every process above (medians): floor \(Int(median(floorTotals).rounded())), bridge path \(Int(median(bridgeTotals).rounded())); "
+        + "their ratio, the bound on a saturated machine: \(hundredths(median(floorTotals) / median(bridgeTotals)))")
 say(
     "latency overhead per message: p50 \(Int(percentile(bridgeLat, 0.5) - percentile(floorLat, 0.5))) µs, "
         + "p99 \(Int(percentile(bridgeLat, 0.99) - percentile(floorLat, 0.99))) µs")
