@@ -137,11 +137,17 @@ extension NotifBusConnection {
         let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
             if let reason = closedReason { return ([], reason) }
             var ids: [Int64] = []
+            // A group's requests mostly share their op: each message is written once per op.
+            var messageOp = "", message = ""
             for index in ops.indices {
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                registerPending(id, deadline: deadline, timeoutMessage: "no reply to '\(ops[index])' within \(bound.readable)") { result in
+                if index == 0 || ops[index] != messageOp {
+                    messageOp = ops[index]
+                    message = "no reply to '\(messageOp)' within \(bound.readable)"
+                }
+                registerPending(id, deadline: deadline, timeoutMessage: message) { result in
                     replies.fill(index, result.map(\.result))
                 }
             }

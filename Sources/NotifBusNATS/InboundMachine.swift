@@ -418,23 +418,42 @@ public struct InboundMachine {
     static func request(_ action: InboundAction, key: String) -> Request {
         switch action {
         case .post(let event, let payload):
-            var members = Array(#","name":"#.utf8) + JSONValue.string(event).encoded + Array(#","once":"#.utf8) + JSONValue.string(key).encoded
-            if let payload { members += Array(#","payload":"#.utf8) + payload }
+            var members: [UInt8] = []
+            members.reserveCapacity(event.utf8.count + key.utf8.count + (payload?.count ?? 0) + 40)
+            append(&members, #","name":"#, JSONValue.string(event).encoded, #","once":"#, JSONValue.string(key).encoded)
+            if let payload { append(&members, #","payload":"#, payload) }
             return Request(op: Op.post, members: members)
         case .put(let slot, let value):
-            let members =
-                Array(#","slot":"#.utf8) + JSONValue.string(slot).encoded + Array(#","once":"#.utf8) + JSONValue.string(key).encoded
-                + Array(#","value":"#.utf8) + value
+            var members: [UInt8] = []
+            members.reserveCapacity(slot.utf8.count + key.utf8.count + value.count + 40)
+            append(&members, #","slot":"#, JSONValue.string(slot).encoded, #","once":"#, JSONValue.string(key).encoded)
+            append(&members, #","value":"#, value)
             return Request(op: Op.put, members: members)
         }
+    }
+
+    /// Appends literal text and bytes, alternating, to `bytes` without temporary arrays.
+    private static func append(_ bytes: inout [UInt8], _ text: StaticString, _ value: [UInt8]) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        bytes.append(contentsOf: value)
+    }
+
+    private static func append(_ bytes: inout [UInt8], _ a: StaticString, _ x: [UInt8], _ b: StaticString, _ y: [UInt8]) {
+        append(&bytes, a, x)
+        append(&bytes, b, y)
     }
 
     /// `{"msgId":…,"event":…,"<member>":<value>}` with `value` as the broker wrote it.
     private func resultMessage(_ message: Message, event: String, member: String, value: [UInt8]) -> OutboundMessage {
         let id = message.msgID!
-        var body = Array(#"{"msgId":"#.utf8) + JSONValue.string(id).encoded
-        body += Array(#","event":"#.utf8) + JSONValue.string(event).encoded
-        body += Array(",\"\(member)\":".utf8) + value + Array("}".utf8)
+        var body: [UInt8] = []
+        body.reserveCapacity(id.utf8.count + event.utf8.count + member.utf8.count + value.count + 32)
+        InboundMachine.append(&body, #"{"msgId":"#, JSONValue.string(id).encoded, #","event":"#, JSONValue.string(event).encoded)
+        body.append(contentsOf: #","#.utf8)
+        body.append(contentsOf: JSONValue.string(member).encoded)
+        body.append(UInt8(ascii: ":"))
+        body.append(contentsOf: value)
+        body.append(UInt8(ascii: "}"))
         return OutboundMessage(
             subject: subjects.result, body: body,
             headers: [(NATSLink.msgIDHeader, "result:" + id), (NATSSubjects.inboundIDHeader, id)])
