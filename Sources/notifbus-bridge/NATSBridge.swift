@@ -280,6 +280,7 @@ final class PhaseProfile: @unchecked Sendable {
     private let enabled: Bool
     private var totals = [UInt64](repeating: 0, count: Phase.allCases.count)
     private var messages = 0
+    private var batches = 0
     private var started: UInt64 = 0
 
     init(enabled: Bool) { self.enabled = enabled }
@@ -298,6 +299,7 @@ final class PhaseProfile: @unchecked Sendable {
             // Nothing to fetch for a while: the bridge was idle, which is not a cost. Start over.
             totals = totals.map { _ in 0 }
             messages = 0
+            batches = 0
             started = now()
             return
         }
@@ -308,13 +310,15 @@ final class PhaseProfile: @unchecked Sendable {
         guard enabled else { return }
         if started == 0 { started = now() }
         messages += n
+        batches += 1
         guard messages >= 9_000 else { return }
         let wall = Double(now() - started)
         var parts = Phase.allCases.map { "\($0.label) \(Int(Double(totals[$0.rawValue]) / 1000 / Double(messages))) µs" }
         parts.append("wall \(Int(wall / 1000 / Double(messages))) µs")
-        log("profile, per message over \(messages): " + parts.joined(separator: ", "))
+        log("profile, per message over \(messages) in \(batches) fetched batches: " + parts.joined(separator: ", "))
         totals = totals.map { _ in 0 }
         messages = 0
+        batches = 0
         started = now()
     }
 }
