@@ -536,7 +536,7 @@ for round in 1...options.rounds {
         "  floor " + floorCPU.line.dropFirst(2) + "; \(Int(floorBatch.rounded())) messages per fetch",
         "  bridge path " + bridgeCPU.line.dropFirst(2),
     ]
-    say(roundLines[roundLines.count - 3])
+    say("round \(round) of \(options.rounds) done")
 }
 _ = brokerCeiling(300, poster, tag: "warm")
 let mark = CPUSample()
