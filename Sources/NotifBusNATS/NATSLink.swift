@@ -377,6 +377,59 @@ public final class NATSLink: @unchecked Sendable {
         return info.pointee.AckFloor.Stream
     }
 
+    /// The time message `sequence` of `stream` was stored, in nanoseconds since the epoch.
+    public func storedTime(stream: String, sequence: UInt64) throws(NATSError) -> Int64 {
+        var msg: OpaquePointer? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_GetMsg(&msg, jetStream, stream, sequence, nil, &code)
+        defer { if let msg { natsMsg_Destroy(msg) } }
+        guard s == NATS_OK, let msg else { throw NATSError("js_GetMsg \(stream) \(sequence)", s, code) }
+        return natsMsg_GetTime(msg)
+    }
+
+    /// Reads the messages on `subject` that its stream stored from `startNs` on, oldest first,
+    /// through an ordered consumer, until `visit` returns true (then true), every message the
+    /// stream held when the consumer was made was read, or `timeoutMs` passed (then false).
+    /// `visit` does not own the message.
+    public func scan(subject: String, fromNs startNs: Int64, timeoutMs: Int64, _ visit: (NATSMessage) -> Bool) throws(NATSError) -> Bool {
+        var subOptions = jsSubOptions()
+        jsSubOptions_Init(&subOptions)
+        subOptions.Ordered = true
+        subOptions.Config.DeliverPolicy = js_DeliverByStartTime
+        subOptions.Config.OptStartTime = startNs
+        var sub: OpaquePointer? = nil
+        var code = jsErrCode(rawValue: 0)
+        var s = js_SubscribeSync(&sub, jetStream, subject, nil, &subOptions, &code)
+        guard s == NATS_OK, let sub else { throw NATSError("js_SubscribeSync \(subject)", s, code) }
+        defer {
+            natsSubscription_Unsubscribe(sub)
+            natsSubscription_Destroy(sub)
+        }
+        // What the consumer has delivered and has still to deliver is what the stream held.
+        var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
+        s = natsSubscription_GetConsumerInfo(&info, sub, nil, &code)
+        guard s == NATS_OK, let info else { throw NATSError("natsSubscription_GetConsumerInfo \(subject)", s, code) }
+        var left = Int(info.pointee.Delivered.Consumer + info.pointee.NumPending)
+        jsConsumerInfo_Destroy(info)
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        let deadline = Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000 + timeoutMs
+        while left > 0 {
+            clock_gettime(CLOCK_MONOTONIC, &clock)
+            let wait = deadline - (Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000)
+            guard wait > 0 else { return false }
+            var raw: OpaquePointer? = nil
+            let next = natsSubscription_NextMsg(&raw, sub, wait)
+            if next == NATS_TIMEOUT { return false }
+            guard next == NATS_OK, let raw else { throw NATSError("natsSubscription_NextMsg \(subject)", next) }
+            let message = NATSMessage(raw: raw)
+            defer { message.destroy() }
+            if visit(message) { return true }
+            left -= 1
+        }
+        return false
+    }
+
     /// Sends a core NATS request and waits at most `timeoutMs` for its reply, which the caller owns.
     public func request(_ m: OutboundMessage, timeoutMs: Int64) throws(NATSError) -> NATSMessage {
         let msg = try makeMessage(m)

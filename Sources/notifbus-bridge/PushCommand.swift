@@ -207,6 +207,10 @@ private final class Outcome: @unchecked Sendable {
 }
 
 enum PushCommand {
+    /// The connection lives until the process exits: closing it calls back into it from a
+    /// cnats thread, which must not find it freed.
+    nonisolated(unsafe) static var link: NATSLink? = nil
+
     static func run(_ o: PushOptions) throws(PushFailure) -> Int32 {
         let subjects = NATSSubjects(device: o.device)
         let link: NATSLink
@@ -215,6 +219,7 @@ enum PushCommand {
         } catch {
             throw PushFailure("cannot reach NATS at \(o.urls.joined(separator: ",")): \(error.detail)")
         }
+        PushCommand.link = link
         let deadline = DispatchTime.now() + .milliseconds(Int(o.timeoutMs))
         switch o.verb {
         case .invoke(let channel, let method, let body):
@@ -267,6 +272,9 @@ enum PushCommand {
                 return 0
             }
             if isPost {
+                if ack.duplicate, let found = try earlierOutcome(link, subjects, msgID: msgID, ack: ack, timeoutMs: o.timeoutMs) {
+                    return report(found)
+                }
                 return try waitForResult(outcome, msgID: msgID, device: o.device, duplicate: ack.duplicate, deadline: deadline)
             }
             let consumer = o.consumer ?? "notifbus-bridge-" + o.device
@@ -297,15 +305,51 @@ enum PushCommand {
         guard outcome.arrived.wait(timeout: deadline) == .success, let found = outcome.value else {
             let again =
                 duplicate
-                ? "; the stream already held a message with this id, so its result may have been published before this command listened"
+                ? "; the stream already held a message with this id, and has no result for it yet"
                 : "; the post stays in the stream until the device's bridge takes it"
             throw PushFailure("no result from device \(device) for \(msgID) in time\(again)")
         }
         if found.dead { return dead(found.message, msgID: msgID) }
         let data = found.message.data
         found.message.destroy()
-        print(String(decoding: data, as: UTF8.self))
-        return isError(data) ? 1 : 0
+        return report((dead: false, data: data, reason: "", detail: ""))
+    }
+
+    /// A post the stream already held (the same msg id sent before) may have its result, or
+    /// its dead letter, stored already: they are read from the stream of the result subject,
+    /// from the time the post was first stored on.
+    private static func earlierOutcome(
+        _ link: NATSLink, _ subjects: NATSSubjects, msgID: String, ack: (stream: String, sequence: UInt64, duplicate: Bool), timeoutMs: Int64
+    ) throws(PushFailure) -> (dead: Bool, data: [UInt8], reason: String, detail: String)? {
+        var found: (dead: Bool, data: [UInt8], reason: String, detail: String)? = nil
+        do {
+            // A few seconds before the post was stored: the result stream's search by time
+            // need not start exactly at the first message stored after that time.
+            let since = try link.storedTime(stream: ack.stream, sequence: ack.sequence) - 5_000_000_000
+            for subject in [subjects.result, subjects.dead] where found == nil {
+                _ = try link.scan(subject: subject, fromNs: since, timeoutMs: timeoutMs) { message in
+                    guard message.header(NATSSubjects.inboundIDHeader) == msgID else { return false }
+                    found = (
+                        subject == subjects.dead, message.data, message.header(NATSSubjects.reasonHeader) ?? "?",
+                        message.header(NATSSubjects.detailHeader) ?? ""
+                    )
+                    return true
+                }
+            }
+        } catch {
+            throw PushFailure("reading the earlier outcome of \(msgID): \(error)")
+        }
+        return found
+    }
+
+    /// Prints a result (status 1 when it holds `error`), or says why the device refused the post.
+    private static func report(_ found: (dead: Bool, data: [UInt8], reason: String, detail: String)) -> Int32 {
+        if found.dead {
+            pushError("the device refused the post (dead letter): \(found.reason): \(found.detail)")
+            return 1
+        }
+        print(String(decoding: found.data, as: UTF8.self))
+        return isError(found.data) ? 1 : 0
     }
 
     /// Says why the device refused the message (its dead letter's headers); status 1.

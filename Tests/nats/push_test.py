@@ -83,6 +83,9 @@ async def cli(push: Push, apps: Apps, bus, work: str, notifbus_path: str) -> Non
     status, out, err = push.json("--msg-id", "cli-1", "post", "mail", '{"n":1}')
     check(status == 0 and out is not None and out.get("duplicate") is True,
           f"the same --msg-id again: stored once, the output says duplicate ({out} {err})")
+    status, again, err = push.json("--msg-id", "cli-1", "--wait", "post", "mail", '{"n":1}')
+    check(status == 0 and again is not None and again.get("result") == result,
+          f"the same --msg-id again with --wait: the first result, read from the result stream ({again} {err})")
     status, out, err = push.json("post", "mail", '{"n":2}')
     check(status == 0 and out is not None and out.get("msgId", "").startswith("push-")
           and out.get("stream") == f"NOTIFBUS_{DEVICE}" and isinstance(out.get("seq"), int),
