@@ -148,6 +148,8 @@ async def library(urls: str, apps: Apps, bus) -> None:
     check(result.get("outcome") == "completed" and result.get("value") == {"shown": 10}, f"notifbus_server post(wait=True) ({result})")
     stored = await device.post("mail", {"n": 10}, msg_id="lib-10")
     check(stored.get("duplicate") is True, f"notifbus_server: the same msg_id is stored once ({stored})")
+    again = await device.post("mail", {"n": 10}, msg_id="lib-10", wait=True)
+    check(again == result, f"notifbus_server: the same msg_id with wait=True gives the first result ({again})")
     applied = await device.put("launch", {"from": "python"}, wait=True)
     check(applied.get("applied") is True and bus.peek("launch") == {"from": "python"}, f"notifbus_server put(wait=True) ({applied})")
     check(await device.invoke("mail.actions", "archive", {"id": "e-2"}) == {"archived": "e-2"}, "notifbus_server invoke")

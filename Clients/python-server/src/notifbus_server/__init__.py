@@ -14,12 +14,14 @@ does from a shell, for asyncio programs. Needs nats-py; the device's own client
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import re
 import secrets
 import time
 from typing import Any, Optional
 
+import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 __all__ = ["Device", "DeadLetter", "Events", "PushError", "RemoteError"]
@@ -170,6 +172,10 @@ class Device:
             if not wait:
                 return stored
             if kind == "post":
+                if ack.duplicate:
+                    earlier = await self._earlier(ack.stream, ack.seq, msg_id, deadline)
+                    if earlier is not None:
+                        return self._outcome(earlier, msg_id)
                 try:
                     msg = await asyncio.wait_for(found, max(0.0, deadline - time.monotonic()))
                 except asyncio.TimeoutError:
@@ -193,6 +199,29 @@ class Device:
         finally:
             for sub in subs:
                 await sub.unsubscribe()
+
+    async def _earlier(self, stream: str, seq: int, msg_id: str, deadline: float):
+        """The result or dead letter of a post the stream already held (its id sent before),
+        read from the streams of the result and dead-letter subjects from a few seconds before
+        the first copy was stored (as `notifbus push` does), or None."""
+        stored = await self.js.get_msg(stream, seq)
+        since = stored.time - datetime.timedelta(seconds=5)
+        for subject in (self.prefix + "result", self.prefix + "dead"):
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
+            sub = await self.js.subscribe(subject, ordered_consumer=True, config=config)
+            try:
+                info = await sub.consumer_info()
+                left = info.delivered.consumer_seq + info.num_pending
+                while left > 0 and time.monotonic() < deadline:
+                    msg = await sub.next_msg(timeout=max(0.001, deadline - time.monotonic()))
+                    if (msg.headers or {}).get("Notifbus-Msg-Id") == msg_id:
+                        return msg
+                    left -= 1
+            except (asyncio.TimeoutError, nats.errors.TimeoutError):
+                return None
+            finally:
+                await sub.unsubscribe()
+        return None
 
     @staticmethod
     def _outcome(msg, msg_id: str) -> dict:
