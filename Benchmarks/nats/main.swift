@@ -193,15 +193,9 @@ final class FloorConsumer: @unchecked Sendable {
         options.PublishAsync.AckHandlerClosure = Unmanaged.passUnretained(self).toOpaque()
         s = natsConnection_JetStream(&jetStream, connection, &options)
         guard s == NATS_OK else { fail("jetstream", s) }
-        var code = jsErrCode(rawValue: 0)
-        var subOptions = jsSubOptions()
-        jsSubOptions_Init(&subOptions)
-        let cStream = strdup(stream)!, cDurable = strdup(durable)!
-        defer { free(cStream); free(cDurable) }
-        subOptions.Stream = UnsafePointer(cStream)
-        subOptions.Consumer = UnsafePointer(cDurable)
-        s = js_PullSubscribe(&subscription, jetStream, nil, durable, nil, &subOptions, &code)
-        guard s == NATS_OK else { fail("pull subscribe", s) }
+        do { subscription = try NATSLink.pullSubscribe(jetStream!, stream: stream, durable: durable) } catch {
+            fail("pull subscribe", error.status)
+        }
         _ = DetachedThread.start { [self] in run() }
     }
 

@@ -270,6 +270,11 @@ public final class NATSLink: @unchecked Sendable {
 
     /// Binds a pull subscription to the existing durable consumer.
     public func pullSubscribe(stream: String, durable: String) throws(NATSError) -> OpaquePointer {
+        try NATSLink.pullSubscribe(jetStream!, stream: stream, durable: durable)
+    }
+
+    /// Binds a pull subscription of the JetStream context `jetStream` to the existing durable consumer.
+    public static func pullSubscribe(_ jetStream: OpaquePointer, stream: String, durable: String) throws(NATSError) -> OpaquePointer {
         var code = jsErrCode(rawValue: 0)
         var subOptions = jsSubOptions()
         jsSubOptions_Init(&subOptions)
@@ -338,17 +343,7 @@ public final class NATSLink: @unchecked Sendable {
     /// Publishes to JetStream and waits for the ack. Returns whether the stream called it a duplicate.
     @discardableResult
     public func publish(_ m: OutboundMessage, timeoutMs: Int64 = 5000) throws(NATSError) -> Bool {
-        let msg = try makeMessage(m)
-        defer { natsMsg_Destroy(msg) }
-        var options = jsPubOptions()
-        jsPubOptions_Init(&options)
-        options.MaxWait = timeoutMs
-        var ack: UnsafeMutablePointer<jsPubAck>? = nil
-        var code = jsErrCode(rawValue: 0)
-        let s = js_PublishMsg(&ack, jetStream, msg, &options, &code)
-        defer { if let ack { jsPubAck_Destroy(ack) } }
-        guard s == NATS_OK else { throw NATSError("js_PublishMsg \(m.subject)", s, code) }
-        return ack?.pointee.Duplicate ?? false
+        try publishAcked(m, timeoutMs: timeoutMs).duplicate
     }
 
     /// Publishes to JetStream and waits for the ack: the stream, the message's sequence in it,

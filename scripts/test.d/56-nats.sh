@@ -5,8 +5,8 @@
 # cluster, exactly once where it has been broken: oversized posts, the broker's disk full
 # under a group, refusals through bridge kills, a restart without waiting out AckWait, and
 # 2,000 posts through 10 bridge kills, 2 node kills and a full disk
-# (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments); then the
-# servers' side on that cluster: `notifbus push` and notifbus_server (Tests/nats/push_test.py).
+# (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments); then, on
+# a third cluster, the servers' side: `notifbus push` and notifbus_server (Tests/nats/push_test.py).
 # Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,5 +57,10 @@ mkdir -p "$WORK/once"
 timeout 900 python3 Tests/nats/exactly_once_test.py --bin "$BIN" --urls "$NATS_URLS" --nats-dir "$WORK/nats2" \
     --node-pids "n1=${NATS_PIDS[1]},n2=${NATS_PIDS[2]},n3=${NATS_PIDS[3]}" --work "$WORK/once" \
     ${NOTIFBUS_STRESS_SEED:+--seed "$NOTIFBUS_STRESS_SEED"}
+nats_cluster_stop
+
+# The servers' side on a cluster of its own (the one above lost nodes on purpose): clients
+# 14242-14244, routes 16242-16244.
+nats_cluster_start "$WORK/nats3" 14242 16242
 timeout 300 python3 Tests/nats/push_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/push"
 echo "56-nats: ok"
