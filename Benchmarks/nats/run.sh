@@ -34,7 +34,7 @@ BROKER_FLAGS=${BROKER_FLAGS---state-dir $WORK/broker-state}
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$WORK/bus.sock" ] && break; sleep 0.1; done
 ${BRIDGE_WRAP:-} "$BIN/notifbus-bridge" nats --url "$NATS_URLS" --device bench --socket "$WORK/bus.sock" \
-    --create-stream --replicas 3 ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
+    --layout per-device --create-stream --replicas 3 ${BRIDGE_FLAGS:-} 2>"$WORK/bridge.log" &
 PIDS+=($!)
 for _ in $(seq 150); do grep -q "bridging device" "$WORK/bridge.log" && break; sleep 0.2; done
 grep -q "bridging device" "$WORK/bridge.log" || { echo "the bridge did not start"; cat "$WORK/bridge.log"; exit 1; }

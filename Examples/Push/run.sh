@@ -24,8 +24,8 @@ echo "    $NATS_URLS"
 
 say "The device 'laptop': a broker, the NATS bridge, and the mail app"
 start_broker
-echo "    \$ notifbus bridge nats --url ... --device laptop --create-stream --replicas 3 --export didReceive"
-"$NOTIFBUS_BIN" bridge nats --url "$NATS_URLS" --device laptop --create-stream --replicas 3 \
+echo "    \$ notifbus bridge nats --url ... --device laptop --layout per-device --create-stream --replicas 3 --export didReceive"
+"$NOTIFBUS_BIN" bridge nats --url "$NATS_URLS" --device laptop --layout per-device --create-stream --replicas 3 \
     --export didReceive 2> >(tag bridge >&2) &
 PIDS+=($!)
 for _ in $(seq 1 100); do

@@ -31,6 +31,8 @@ import NotifBusProtocol
 public struct InboundMachine {
     public struct Settings: Sendable {
         public var device: String
+        /// Which subjects the device's posts and puts come on.
+        public var layout: NATSLayout = .perDevice
         /// The inbound stream, for the dead letters' `Nats-Msg-Id`.
         public var stream: String
         /// Requests at the broker at once, in two groups of half this, each one write.
@@ -184,7 +186,7 @@ public struct InboundMachine {
 
     public init(settings: Settings) {
         self.settings = settings
-        subjects = NATSSubjects(device: settings.device)
+        subjects = NATSSubjects(device: settings.device, layout: settings.layout)
     }
 
     /// When the machine wants a `.tick` at the latest (a keep-alive, the end of a pause), if ever.

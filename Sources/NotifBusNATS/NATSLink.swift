@@ -184,9 +184,28 @@ public final class NATSLink: @unchecked Sendable {
         return nil
     }
 
+    /// What a stream shared by many devices keeps (Protocol/NATS.md §2).
+    public struct SharedLimits: Sendable {
+        /// Work-queue retention: an acked message is removed, so the stream holds what
+        /// devices have not applied yet.
+        public var workQueue: Bool
+        /// Messages kept per subject; a publish past it is refused (discard new, per subject).
+        /// Nil: no per-subject limit, and the oldest messages go at the stream's limits.
+        public var maxPerSubject: Int?
+        public var maxAgeMs: Int64
+
+        public init(workQueue: Bool, maxPerSubject: Int?, maxAgeMs: Int64) {
+            self.workQueue = workQueue
+            self.maxPerSubject = maxPerSubject
+            self.maxAgeMs = maxAgeMs
+        }
+    }
+
     /// Creates a file-backed stream of `subjects` with `replicas` copies and a duplicate
-    /// window of `duplicateWindowMs`, unless it exists.
-    public func createStream(_ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64) throws(NATSError) {
+    /// window of `duplicateWindowMs`, and `limits` when given, unless it exists.
+    public func createStream(
+        _ stream: String, subjects: [String], replicas: Int, duplicateWindowMs: Int64, limits: SharedLimits? = nil
+    ) throws(NATSError) {
         if streamExists(stream) == true { return }
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
@@ -198,6 +217,15 @@ public final class NATSLink: @unchecked Sendable {
         config.Storage = js_FileStorage
         config.Replicas = Int64(replicas)
         config.Duplicates = duplicateWindowMs * 1_000_000
+        if let limits {
+            if limits.workQueue { config.Retention = js_WorkQueuePolicy }
+            if let perSubject = limits.maxPerSubject {
+                config.MaxMsgsPerSubject = Int64(perSubject)
+                config.Discard = js_DiscardNew
+                config.DiscardNewPerSubject = true
+            }
+            config.MaxAge = limits.maxAgeMs * 1_000_000
+        }
         config.SubjectsLen = Int32(cSubjects.count)
         var info: UnsafeMutablePointer<jsStreamInfo>? = nil
         var code = jsErrCode(rawValue: 0)
@@ -213,7 +241,9 @@ public final class NATSLink: @unchecked Sendable {
     /// is given the AckWait `ackWaitMs(held)` decides from how many messages it holds unacked
     /// (delivered to an earlier run), and `maxAckPending`, in one update when they differ.
     /// Returns that count, 0 for a new consumer.
-    public func ensureConsumer(stream: String, durable: String, ackWaitMs: (Int) -> Int64, maxAckPending: Int) throws(NATSError) -> Int {
+    public func ensureConsumer(
+        stream: String, durable: String, filter: String? = nil, ackWaitMs: (Int) -> Int64, maxAckPending: Int
+    ) throws(NATSError) -> Int {
         var info: UnsafeMutablePointer<jsConsumerInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         var s = js_GetConsumerInfo(&info, jetStream, stream, durable, nil, &code)
@@ -238,6 +268,9 @@ public final class NATSLink: @unchecked Sendable {
         config.AckWait = ackWaitMs(0) * 1_000_000
         config.MaxAckPending = Int64(maxAckPending)
         config.DeliverPolicy = js_DeliverAll
+        let cFilter = filter.map { strdup($0)! }
+        defer { free(cFilter) }
+        config.FilterSubject = cFilter.map { UnsafePointer($0) }
         info = nil
         s = js_AddConsumer(&info, jetStream, stream, &config, nil, &code)
         if let info { jsConsumerInfo_Destroy(info) }

@@ -31,11 +31,24 @@ public struct DeadLetterReason: Equatable, Error {
     public static let tooLarge = "too_large"
 }
 
+/// How devices share a cluster's streams (Protocol/NATS.md §2).
+public enum NATSLayout: String, Sendable, CaseIterable {
+    /// One inbound stream and one outbound stream for every device; each device's bridge
+    /// reads its own subjects `notifbus.<device>.in.>` through a filtered consumer.
+    case shared
+    /// Two streams of its own per device; inbound subjects without the `in` token.
+    case perDevice = "per-device"
+}
+
 /// Subject names for one device (`notifbus.<device>.…`), written once here.
 public struct NATSSubjects: Sendable {
     public let device: String
+    public let layout: NATSLayout
 
-    public init(device: String) { self.device = device }
+    public init(device: String, layout: NATSLayout = .perDevice) {
+        self.device = device
+        self.layout = layout
+    }
 
     /// The largest name the broker accepts (protocol §3), in bytes.
     public static let maxNameBytes = 256
@@ -49,17 +62,26 @@ public struct NATSSubjects: Sendable {
     public static let clientHeader = "Notifbus-Client"
 
     public var prefix: String { "notifbus." + device + "." }
-    public var post: String { prefix + "post" }
-    public var put: String { prefix + "put" }
+    /// What comes before `post` and `put`: `notifbus.<device>.in.` in the shared layout,
+    /// whose consumer filter (one subject in JetStream 2.9) must take both.
+    public var inboundPrefix: String { layout == .shared ? prefix + "in." : prefix }
+    public var post: String { inboundPrefix + "post" }
+    public var put: String { inboundPrefix + "put" }
     public var invokeWildcard: String { prefix + "invoke.>" }
     public var result: String { prefix + "result" }
     public var dead: String { prefix + "dead" }
     public func event(_ name: String) -> String { prefix + "event." + name }
     public var eventWildcard: String { prefix + "event.>" }
-    /// The inbound stream's subjects.
-    public var inboundSubjects: [String] { [post + ".>", put + ".>"] }
+    /// The inbound stream's subjects: this device's, or in the shared layout every device's.
+    public var inboundSubjects: [String] {
+        layout == .shared ? ["notifbus.*.in.>"] : [post + ".>", put + ".>"]
+    }
     /// The outbound stream's subjects.
-    public var outboundSubjects: [String] { [result, dead, eventWildcard] }
+    public var outboundSubjects: [String] {
+        layout == .shared ? ["notifbus.*.result", "notifbus.*.dead", "notifbus.*.event.>"] : [result, dead, eventWildcard]
+    }
+    /// The consumer's filter in the shared layout (nil: the stream is the device's own).
+    public var consumerFilter: String? { layout == .shared ? inboundPrefix + ">" : nil }
     /// The largest idempotency key the broker takes (protocol-v1 `once`), in bytes.
     public static let maxKeyBytes = 256
     /// What comes before the inbound message id in its key: `nats/<device>/`.

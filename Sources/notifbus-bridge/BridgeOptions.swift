@@ -24,8 +24,13 @@ struct BridgeOptions {
     var batch = 256
     /// Messages at the broker at once: the pipeline depth.
     var inflight = 128
+    var layout = NATSLayout.shared
+    /// Limits of the shared inbound stream the bridge creates (Protocol/NATS.md §2): messages
+    /// kept per subject (a publish past it is refused), and their age.
+    var maxPerSubject = 1_000
+    var maxAgeMs: Int64 = 7 * 86_400_000
 
-    var inboundStream: String { stream ?? "NOTIFBUS_" + device }
+    var inboundStream: String { stream ?? (layout == .shared ? "NOTIFBUS" : "NOTIFBUS_" + device) }
     var outboundStream: String { inboundStream + "_OUT" }
     var durable: String { "notifbus-bridge-" + device }
     /// The consumer's MaxAckPending: the bridge holds at most four batches (two being
@@ -36,7 +41,8 @@ struct BridgeOptions {
         usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
 
         Bridges this device's broker to a NATS JetStream cluster (Protocol/NATS.md):
-          inbound  notifbus.<device>.post.<event>, notifbus.<device>.put.<slot>   (stream, acked once applied)
+          inbound  notifbus.<device>.in.post.<event>, notifbus.<device>.in.put.<slot>   (stream, acked once applied;
+                   without `in.` in the per-device layout)
           invoke   notifbus.<device>.invoke.<channel>.<method>                    (request/reply)
           outbound notifbus.<device>.result, notifbus.<device>.event.<name>, notifbus.<device>.dead
 
@@ -44,16 +50,22 @@ struct BridgeOptions {
           --url URLS           NATS servers, comma-separated (repeatable)
           --device ID          this device's subject token: 1-64 of A-Z a-z 0-9 - _
           --socket PATH        the broker's socket (default: as the notifbus client resolves it)
-          --stream NAME        inbound stream (default NOTIFBUS_<device>); results go to NAME_OUT
+          --layout L           shared (default): one inbound stream for all devices, read through
+                               a filtered consumer; per-device: two streams of the device's own
+          --stream NAME        inbound stream (default NOTIFBUS, per-device NOTIFBUS_<device>);
+                               results go to NAME_OUT
           --create-stream      create both streams when missing
           --replicas N         replicas of created streams (1-5, default 1)
+          --max-per-subject N  shared inbound stream created: messages kept per subject, a publish
+                               past it refused (1-1000000, default 1000)
+          --max-age DUR        shared streams created: messages removed after DUR (default 7d)
           --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
           --ack-wait DUR       AckWait of the bridge's consumer (default 30s)
           --batch N            messages fetched at once (1-1024, default 256)
           --inflight N         messages at the broker at once (1-1024, default 128)
         """
 
-    /// Parses `args` (after `nats`). Durations are `250ms`, `5s` or `1m`.
+    /// Parses `args` (after `nats`). Durations are `250ms`, `5s`, `1m`, `2h` or `7d`.
     static func parse(_ args: [String]) throws(BridgeUsageError) -> BridgeOptions? {
         var o = BridgeOptions()
         var i = 0
@@ -87,6 +99,19 @@ struct BridgeOptions {
             case "--socket": o.socket = try value(arg)
             case "--stream": o.stream = try value(arg)
             case "--create-stream": o.createStream = true
+            case "--layout":
+                let text = try value(arg)
+                guard let layout = NATSLayout(rawValue: text) else {
+                    throw BridgeUsageError("--layout takes shared or per-device, not '\(text)'")
+                }
+                o.layout = layout
+            case "--max-per-subject": o.maxPerSubject = try integer(arg, 1...1_000_000)
+            case "--max-age":
+                let text = try value(arg)
+                guard let ms = parseDuration(text), ms >= 1000, ms <= 3650 * 86_400_000 else {
+                    throw BridgeUsageError("--max-age needs a duration from 1s to 3650d (30s, 12h, 7d), not '\(text)'")
+                }
+                o.maxAgeMs = ms
             case "--replicas": o.replicas = try integer(arg, 1...5)
             case "--export":
                 let name = try value(arg)
@@ -119,7 +144,7 @@ struct BridgeOptions {
     }
 
     static func parseDuration(_ text: String) -> Int64? {
-        for (suffix, factor) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000)] where text.hasSuffix(suffix) {
+        for (suffix, factor) in [("ms", Int64(1)), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)] where text.hasSuffix(suffix) {
             guard let n = Int64(text.dropLast(suffix.count)), n >= 0, n < Int64.max / factor else { return nil }
             return n * factor
         }

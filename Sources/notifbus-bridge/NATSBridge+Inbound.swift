@@ -53,8 +53,10 @@ final class InboundLoop {
     init(bridge: NATSBridge, subscription: OpaquePointer, recovering: Bool) {
         self.bridge = bridge
         let options = bridge.options
-        machine = InboundMachine(
-            settings: .init(device: options.device, stream: options.inboundStream, inflight: options.inflight, ackWaitMs: options.ackWaitMs))
+        var settings = InboundMachine.Settings(
+            device: options.device, stream: options.inboundStream, inflight: options.inflight, ackWaitMs: options.ackWaitMs)
+        settings.layout = options.layout
+        machine = InboundMachine(settings: settings)
         let mailbox = self.mailbox
         fetcher = Fetcher(bridge: bridge, subscription: subscription, recovering: recovering) { mailbox.post(.fetched($0)) }
         finisher = Finisher(bridge: bridge) { mailbox.post(.finished(unit: $0)) }

@@ -56,7 +56,7 @@ final class NATSBridge: @unchecked Sendable {
 
     init(options: BridgeOptions) throws(NATSError) {
         self.options = options
-        subjects = NATSSubjects(device: options.device)
+        subjects = NATSSubjects(device: options.device, layout: options.layout)
         nats = try NATSLink(urls: options.urls, name: "notifbus-bridge " + options.device, log: { log($0) })
     }
 
@@ -90,16 +90,19 @@ final class NATSBridge: @unchecked Sendable {
         while true {
             do {
                 if options.createStream {
+                    let shared = options.layout == .shared
                     try nats.createStream(
                         options.inboundStream, subjects: subjects.inboundSubjects, replicas: options.replicas,
-                        duplicateWindowMs: NATSBridge.duplicateWindowMs)
+                        duplicateWindowMs: NATSBridge.duplicateWindowMs,
+                        limits: shared ? .init(workQueue: true, maxPerSubject: options.maxPerSubject, maxAgeMs: options.maxAgeMs) : nil)
                     try nats.createStream(
                         options.outboundStream, subjects: subjects.outboundSubjects, replicas: options.replicas,
-                        duplicateWindowMs: NATSBridge.duplicateWindowMs)
+                        duplicateWindowMs: NATSBridge.duplicateWindowMs,
+                        limits: shared ? .init(workQueue: false, maxPerSubject: nil, maxAgeMs: options.maxAgeMs) : nil)
                 }
                 let configured = options.ackWaitMs
                 let held = try nats.ensureConsumer(
-                    stream: options.inboundStream, durable: options.durable,
+                    stream: options.inboundStream, durable: options.durable, filter: subjects.consumerFilter,
                     ackWaitMs: { $0 > 0 ? NATSBridge.recoveryAckWaitMs : configured }, maxAckPending: options.maxAckPending)
                 return (try nats.pullSubscribe(stream: options.inboundStream, durable: options.durable), held)
             } catch {

@@ -5,7 +5,7 @@ import Glibc
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage =
-    "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--stream NAME] [--create-stream --replicas N] [--export EVENT]..."
+    "usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [--layout shared|per-device] [--stream NAME] [--create-stream --replicas N] [--export EVENT]..."
 
 func fail(_ message: String, status: Int32) -> Never {
     log(message)

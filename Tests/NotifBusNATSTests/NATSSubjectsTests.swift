@@ -53,6 +53,27 @@ import Testing
         #expect(s.invokeTarget("notifbus.d2.invoke.a.b") == nil)
     }
 
+    @Test func sharedLayout() {
+        let shared = NATSSubjects(device: "d1", layout: .shared)
+        #expect(shared.classify(subject: "notifbus.d1.in.post.mail.sync", msgID: "m", body: []) == .success(.post(event: "mail.sync", payload: nil)))
+        #expect(
+            shared.classify(subject: "notifbus.d1.in.put.launch", msgID: "m", body: Array("1".utf8))
+                == .success(.put(slot: "launch", value: Array("1".utf8))))
+        // The per-device form, and another device's, are not this device's in the shared layout.
+        for subject in ["notifbus.d1.post.mail", "notifbus.d2.in.post.mail", "notifbus.d1.in.take.x"] {
+            guard case .failure(let r) = shared.classify(subject: subject, msgID: "m", body: []) else {
+                Issue.record("\(subject) was taken")
+                continue
+            }
+            #expect(r.code == "unknown_subject")
+        }
+        #expect(shared.inboundSubjects == ["notifbus.*.in.>"])
+        #expect(shared.consumerFilter == "notifbus.d1.in.>")
+        #expect(shared.outboundSubjects == ["notifbus.*.result", "notifbus.*.dead", "notifbus.*.event.>"])
+        #expect(shared.result == "notifbus.d1.result" && shared.onceKey("x") == "nats/d1/x")
+        #expect(s.consumerFilter == nil && s.inboundSubjects == ["notifbus.d1.post.>", "notifbus.d1.put.>"])
+    }
+
     @Test func deviceIDs() {
         #expect(NATSSubjects.isValidDevice("laptop-2_x"))
         #expect(!NATSSubjects.isValidDevice(""))

@@ -52,7 +52,7 @@ class Device:
                               os.path.join(self.folder, "broker.log"))
         extra = [flag.replace("{folder}", self.folder) for flag in ctx.bridge_flags]
         self.bridge = Process([ctx.notifbus, "bridge", "nats", "--url", ctx.urls, "--device", name, "--socket", self.socket,
-                               "--create-stream", "--replicas", "3", "--ack-wait", ack_wait] + extra,
+                               "--layout", "per-device", "--create-stream", "--replicas", "3", "--ack-wait", ack_wait] + extra,
                               os.path.join(self.folder, "bridge.log"))
         self.delay = delay
         self.keep = keep

@@ -7,6 +7,9 @@
 # 2,000 posts through 10 bridge kills, 2 node kills and a full disk
 # (Tests/nats/exactly_once_test.py; NOTIFBUS_STRESS_SEED replays its random moments); then, on
 # a third cluster, the servers' side: `notifbus push` and notifbus_server (Tests/nats/push_test.py).
+# These run the per-device layout. Last, on a fourth cluster (one cluster holds one layout:
+# their outbound subjects overlap), the shared layout: two devices on one stream, its
+# per-subject limit, and a device offline while posts arrive (Tests/nats/shared_test.py).
 # Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +39,7 @@ BROKER=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \
 
 BRIDGE=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \
     "$BIN/notifbus" bridge nats --url "$NATS_URLS" --device dev1 --socket "$WORK/bus.sock" \
-    --create-stream --replicas 3 --ack-wait 3s --export didReceive)
+    --layout per-device --create-stream --replicas 3 --ack-wait 3s --export didReceive)
 
 status=0
 timeout 420 python3 Tests/nats/bridge_test.py \
@@ -63,4 +66,10 @@ nats_cluster_stop
 # 14242-14244, routes 16242-16244.
 nats_cluster_start "$WORK/nats3" 14242 16242
 timeout 300 python3 Tests/nats/push_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/push"
+nats_cluster_stop
+
+# The shared layout: clients 14252-14254, routes 16252-16254.
+nats_cluster_start "$WORK/nats4" 14252 16252
+mkdir -p "$WORK/shared"
+timeout 300 python3 Tests/nats/shared_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/shared"
 echo "56-nats: ok"

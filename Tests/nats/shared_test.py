@@ -1,0 +1,207 @@
+"""The NATS bridge's shared layout (Protocol/NATS.md §2) end to end, against a real 3-node
+nats-server cluster and real brokers with --state-dir: two devices, each a broker and a
+bridge with `--layout shared`, on one inbound stream NOTIFBUS and one outbound NOTIFBUS_OUT.
+
+  round trip    posts and a put to each device take effect on that device only, once; each
+                post's result comes back on its device's result subject; once applied and
+                acked, nothing of theirs is left in the work-queue stream
+  limit         with device s2's bridge stopped, 8 posts to one of its subjects under
+                --max-per-subject 5: the first 5 are stored, the last 3 refused to the
+                publisher with JetStream's error 10077; a put to another subject of s2 and
+                posts to s1 go through meanwhile
+  offline       s2's bridge started again: it applies the 5 kept posts and the put, each once,
+                publishes their results, and the subject takes posts again; a SIGKILL of the
+                bridge and a start afterwards apply nothing again
+
+Every wait is bounded; checks are on effects, results and stream state, never on times.
+scripts/test.d/56-nats.sh starts the cluster.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+
+import nats
+from nats.js.errors import APIError
+
+import notifbus
+
+from natslib import FAILURES, Process, RawObserver, check, publish, read_subject, retried, wait_until
+
+LIMIT = 5
+
+
+class Device:
+    """A broker with --state-dir, a raw observer of `mail`, and a bridge in the shared layout."""
+
+    def __init__(self, args, name: str) -> None:
+        self.name = name
+        self.folder = os.path.join(args.work, name)
+        os.makedirs(self.folder, exist_ok=True)
+        self.socket = os.path.join(self.folder, "bus.sock")
+        notifbus_bin = os.path.join(args.bin, "notifbus")
+        self.broker = Process([notifbus_bin, "broker", "--socket", self.socket, "--state-dir",
+                               os.path.join(self.folder, "state"), "--call-timeout", "1s"],
+                              os.path.join(self.folder, "broker.log"))
+        self.bridge = Process([notifbus_bin, "bridge", "nats", "--url", args.urls, "--device", name, "--socket", self.socket,
+                               "--layout", "shared", "--create-stream", "--replicas", "3", "--ack-wait", "3s",
+                               "--max-per-subject", str(LIMIT)],
+                              os.path.join(self.folder, "bridge.log"))
+        self.observer: RawObserver | None = None
+
+    def post(self, event: str) -> str:
+        return f"notifbus.{self.name}.in.post.{event}"
+
+    async def start(self) -> None:
+        self.broker.start()
+        await wait_until(lambda: os.path.exists(self.socket), 10)
+        self.observer = RawObserver(self.socket, "mail")
+        await wait_until(self.observer.ready.is_set, 10)
+        await self.start_bridge()
+
+    async def start_bridge(self) -> None:
+        self.bridge.start()
+        check(await wait_until(lambda: "bridging device" in self.bridge.log_text(), 60), f"{self.name}: the bridge started")
+
+    def stop(self) -> None:
+        if self.observer:
+            self.observer.stop()
+        self.bridge.stop()
+        self.broker.stop()
+
+    def show_logs(self) -> None:
+        print(f"--- {self.name}: bridge log (tail)\n" + "\n".join(self.bridge.log_text().splitlines()[-30:]))
+        print(f"--- {self.name}: broker log (tail)\n" + "\n".join(self.broker.log_text().splitlines()[-10:]))
+
+
+async def results(js, d: Device, want: int, ids: set) -> None:
+    """One result per post of `ids`, each carrying its own post's chain value."""
+    got = await read_subject(js, "NOTIFBUS_OUT", f"notifbus.{d.name}.result", want, 60, settle=1)
+    per_id = collections.Counter(m.headers.get("Notifbus-Msg-Id") for m in got)
+    bodies = [json.loads(m.data) for m in got]
+    own = all(b.get("result", {}).get("outcome") == "completed"
+              and b["result"]["value"]["shown"] == int(b["msgId"].rsplit("-", 1)[1]) for b in bodies)
+    check(set(per_id) == ids and all(c == 1 for c in per_id.values()) and own,
+          f"{d.name}: one result per post, each the post's own ({len(got)} results for {len(per_id)} ids of {len(ids)})")
+
+
+async def drained(js, d: Device) -> bool:
+    """Nothing of the device is pending or held, and the work-queue stream kept none of it."""
+    info = await retried(lambda: js.consumer_info("NOTIFBUS", f"notifbus-bridge-{d.name}"))
+    stream = await retried(lambda: js.stream_info("NOTIFBUS", subjects_filter=f"notifbus.{d.name}.>"))
+    return info.num_pending == 0 and info.num_ack_pending == 0 and not (stream.state.subjects or {})
+
+
+async def round_trip(js, s1: Device, s2: Device) -> None:
+    for d, base in ((s1, 0), (s2, 100)):
+        for n in range(base, base + 20):
+            await publish(js, d.post("mail"), json.dumps({"n": n}).encode(), f"{d.name}-{n}")
+    await publish(js, f"notifbus.{s1.name}.in.put.launch", b'{"emailId":"e-1"}', "put-1")
+    for d, base in ((s1, 0), (s2, 100)):
+        want = {n: 1 for n in range(base, base + 20)}
+        await wait_until(lambda d=d: d.observer.count() >= 20, 60)
+        check(d.observer.counts() == want, f"{d.name}: its 20 posts applied once each, no other device's "
+              f"({len(d.observer.counts())} seen, {sum(d.observer.counts().values())} applications)")
+        await results(js, d, 20, {f"{d.name}-{n}" for n in range(base, base + 20)})
+    with notifbus.connect(socket=s1.socket, reconnect=False, timeout=5) as bus:
+        filled = await wait_until(lambda: bus.peek("launch") == {"emailId": "e-1"}, 30)
+        check(filled, "a put on notifbus.s1.in.put.launch fills s1's slot")
+    with notifbus.connect(socket=s2.socket, reconnect=False, timeout=5) as bus:
+        check(bus.peek("launch") is None, "s2's slot stays empty")
+    check(await wait_until_async(lambda: drained(js, s1), 30), "s1: acked messages are gone from the work-queue stream")
+
+
+async def wait_until_async(predicate, bound: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + bound
+    while asyncio.get_running_loop().time() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(0.2)
+    return await predicate()
+
+
+async def limit_and_offline(js, s1: Device, s2: Device) -> None:
+    s2.bridge.stop()
+    stored, refused, other = [], [], []
+    for n in range(200, 208):
+        try:
+            await js.publish(s2.post("mail"), json.dumps({"n": n}).encode(), headers={"Nats-Msg-Id": f"s2-{n}"}, timeout=5)
+            stored.append(n)
+        except APIError as error:
+            (refused if error.err_code == 10077 else other).append((n, error.err_code, error.description))
+    check(stored == list(range(200, 200 + LIMIT)) and [r[0] for r in refused] == list(range(200 + LIMIT, 208)) and not other,
+          f"offline s2: the first {LIMIT} posts on one subject stored, the rest refused to the publisher with 10077 "
+          f"(stored {stored}, refused {[r[0] for r in refused]}, other {other})")
+    if refused:
+        print(f"   the publisher's error: {refused[0][2]}", flush=True)
+    await publish(js, f"notifbus.{s2.name}.in.put.launch", b'{"emailId":"e-2"}', "put-2")
+    for n in range(20, 23):
+        await publish(js, s1.post("mail"), json.dumps({"n": n}).encode(), f"s1-{n}")
+    ok = await wait_until(lambda: all(s1.observer.counts().get(n) == 1 for n in range(20, 23)), 30)
+    check(ok, "s1 goes on meanwhile: its 3 new posts applied once each")
+    info = await retried(lambda: js.consumer_info("NOTIFBUS", "notifbus-bridge-s2"))
+    check(info.num_pending == LIMIT + 1, f"s2's consumer holds the kept posts and the put ({info.num_pending} pending)")
+
+    await s2.start_bridge()
+    kept = range(200, 200 + LIMIT)
+    ok = await wait_until(lambda: all(s2.observer.counts().get(n) == 1 for n in kept), 60)
+    await asyncio.sleep(2)
+    counts = s2.observer.counts()
+    check(ok and all(counts.get(n) == 1 for n in kept) and not any(n in counts for n in range(200 + LIMIT, 208)),
+          f"s2 back online: the {LIMIT} kept posts applied once each, the refused ones never "
+          f"({ {n: c for n, c in counts.items() if n >= 200} })")
+    await results(js, s2, 20 + LIMIT, {f"s2-{n}" for n in list(range(100, 120)) + list(kept)})
+    with notifbus.connect(socket=s2.socket, reconnect=False, timeout=5) as bus:
+        check(await wait_until(lambda: bus.peek("launch") == {"emailId": "e-2"}, 30), "s2: the put made while offline fills the slot")
+    check(await wait_until_async(lambda: drained(js, s2), 30), "s2: caught up, nothing of it left in the stream")
+
+    ack = await publish(js, s2.post("mail"), json.dumps({"n": 208}).encode(), "s2-208")
+    check(ack.seq > 0, "the subject takes posts again once its messages are applied")
+    check(await wait_until(lambda: s2.observer.counts().get(208) == 1, 30), "and the new post is applied")
+    s2.bridge.kill()
+    await s2.start_bridge()
+    await asyncio.sleep(3)
+    check(all(c == 1 for n, c in s2.observer.counts().items()),
+          "after a SIGKILL and a start of s2's bridge nothing is applied again")
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True, help="the folder of the notifbus binaries")
+    parser.add_argument("--urls", required=True)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args()
+
+    async def quiet(error):
+        pass
+    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet)
+    js = nc.jetstream(timeout=5)
+    s1, s2 = Device(args, "s1"), Device(args, "s2")
+    try:
+        await s1.start()
+        await s2.start()
+        info = await retried(lambda: js.stream_info("NOTIFBUS"))
+        check(str(getattr(info.config.retention, "value", info.config.retention)) == "workqueue" and info.config.max_msgs_per_subject == LIMIT
+              and str(getattr(info.config.discard, "value", info.config.discard)) == "new" and info.config.discard_new_per_subject,
+              "the bridge created NOTIFBUS: work queue, max per subject, discard new per subject")
+        print("== round trip", flush=True)
+        await round_trip(js, s1, s2)
+        print("== limit and offline", flush=True)
+        await limit_and_offline(js, s1, s2)
+    finally:
+        if FAILURES:
+            s1.show_logs()
+            s2.show_logs()
+        s1.stop()
+        s2.stop()
+        await nc.close()
+    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all shared-layout checks passed", flush=True)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
