@@ -23,7 +23,7 @@ Per layout and device count, on a fresh cluster:
 
 The devices share `--per-conn` of them per NATS connection (a real bridge has one each).
 Prints a table; `--json FILE` keeps the rows, `--svg FILE` draws cost per device against the
-device count. Everything lives in a temporary folder; the nodes are stopped on exit.
+device count, `--report FILE` prints the table (and draws the chart) of rows kept earlier. Everything lives in a temporary folder; the nodes are stopped on exit.
 """
 from __future__ import annotations
 
@@ -211,6 +211,8 @@ class Devices:
         self.finished = 0
         self.running = False
         self.tasks: List[asyncio.Task] = []
+        #: Fetch requests sent: the idle load, when the harness keeps up with --fetch-ms.
+        self.fetches = 0
 
     async def connect(self) -> None:
         count = (self.n + self.per_conn - 1) // self.per_conn
@@ -273,6 +275,7 @@ class Devices:
             while self.running:
                 try:
                     await nc.publish(subject, request, reply=inbox)
+                    self.fetches += 1
                 except Exception:
                     await asyncio.sleep(0.25)
                     continue
@@ -371,15 +374,18 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
         devices.start()
         await asyncio.sleep(args.settle_s)
         c0 = cluster.cpu_seconds()
+        f0 = devices.fetches
         await asyncio.sleep(args.idle_s)
         cpu = (cluster.cpu_seconds() - c0) / args.idle_s
+        row["fetches_per_device_s"] = (devices.fetches - f0) / args.idle_s / n
         rss = cluster.rss_bytes()
         row["rss_mb"] = rss / 2**20
         row["cpu"] = cpu
         row["rss_kb_per_device"] = (rss - base_rss) / 1024 / n
         row["cpu_ms_per_device_s"] = (cpu - base_cpu) * 1000 / n
-        log("%s %d: idle rss %.0f MB (+%.1f KB/device), cpu %.2f cores (%.3f ms/s per device)"
-            % (layout_name, n, rss / 2**20, row["rss_kb_per_device"], cpu, row["cpu_ms_per_device_s"]))
+        log("%s %d: idle rss %.0f MB (+%.1f KB/device), cpu %.2f cores (%.3f ms/s per device), %.2f fetches/s per device"
+            % (layout_name, n, rss / 2**20, row["rss_kb_per_device"], cpu, row["cpu_ms_per_device_s"],
+               row["fetches_per_device_s"]))
 
         devices.expect(1)
         t = time.monotonic()
@@ -420,23 +426,27 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
 
 
 def table(rows: List[dict]) -> str:
-    head = ("layout", "devices", "setup s", "idle RSS MB", "KB/device", "idle CPU", "ms CPU/s per device",
-            "push-all s", "restart catch-up s")
+    head = ("layout", "devices", "fetch wait s", "setup s", "idle RSS MB", "KB/device", "idle CPU", "ms CPU/s per device",
+            "fetches/s per device", "push-all s", "restart catch-up s", "stopped by")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         def f(key, fmt, r=r):
             return fmt % r[key] if key in r else "–"
         lines.append(" | ".join((
-            r["layout"], "{:,}".format(r["devices"]), f("setup_s", "%.1f"), f("rss_mb", "%.0f"),
+            r["layout"], "{:,}".format(r["devices"]), "%g" % (r.get("fetch_ms", 1000) / 1000), f("setup_s", "%.1f"), f("rss_mb", "%.0f"),
             f("rss_kb_per_device", "%.1f"), f("cpu", "%.2f"), f("cpu_ms_per_device_s", "%.3f"),
-            f("push_all_s", "%.1f"), f("restart_s", "%.1f"))) + (" (" + r["error"] + ")" if "error" in r else ""))
+            f("fetches_per_device_s", "%.3g"), f("push_all_s", "%.1f"), f("restart_s", "%.1f"),
+            r.get("error", "").replace("|", "/") or "–")))
     return "\n".join(lines)
 
 
 def svg(rows: List[dict]) -> str:
     """Two panels, memory and idle CPU per device against the device count, a line per layout."""
-    colors = {"shared": "#2f6fb0", "per-device": "#d9822b"}
-    width, height, pad = 760, 320, 60
+    def series(r: dict) -> str:
+        wait = r.get("fetch_ms", 1000)
+        return r["layout"] + ("" if wait == 1000 else ", %g s fetches" % (wait / 1000))
+    colors = {"shared": "#2f6fb0", "shared, 30 s fetches": "#6aa84f", "per-device": "#d9822b"}
+    width, height, pad = 760, 350, 60
     panels = (("rss_kb_per_device", "cluster RSS per idle device, KB"),
               ("cpu_ms_per_device_s", "cluster CPU per idle device, ms per s"))
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
@@ -445,7 +455,7 @@ def svg(rows: List[dict]) -> str:
     pw = (width - 3 * pad) / 2
     for p, (key, title) in enumerate(panels):
         x0 = pad + p * (pw + pad)
-        y0, y1 = height - pad, 40
+        y0, y1 = height - pad - 30, 40
         good = [r for r in rows if key in r]
         top = max([r[key] for r in good] + [1e-9]) * 1.15
         out.append('<text x="%.0f" y="24" font-weight="bold">%s</text>' % (x0, title))
@@ -462,17 +472,18 @@ def svg(rows: List[dict]) -> str:
             out.append('<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>' % (xpos(c), y0 + 16, "{:,}".format(c)))
         out.append('<text x="%.0f" y="%.0f" text-anchor="middle">devices</text>' % (x0 + pw / 2, y0 + 34))
         for li, (name, color) in enumerate(colors.items()):
-            pts = sorted((r["devices"], r[key]) for r in good if r["layout"] == name)
+            pts = sorted((r["devices"], r[key]) for r in good if series(r) == name)
             coords = [(xpos(c), y0 - (y0 - y1) * v / top) for c, v in pts]
             if len(coords) > 1:
                 out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
                            % (color, " ".join("%.1f,%.1f" % xy for xy in coords)))
             for (x, y), (_, v) in zip(coords, pts):
                 out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (x, y, color))
-                out.append('<text x="%.1f" y="%.1f" fill="%s">%.3g</text>' % (x + 5, y - 5, color, v))
+                out.append('<text x="%.1f" y="%.1f" fill="%s">%.3g</text>' % (x + 6, y - 5 + 13 * li, color, v))
             if p == 0:
-                out.append('<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/>' % (x0 + 10, y1 + li * 16, color))
-                out.append('<text x="%.0f" y="%.0f">%s</text>' % (x0 + 24, y1 + 9 + li * 16, name))
+                lx = pad + li * 200
+                out.append('<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/>' % (lx, height - 22, color))
+                out.append('<text x="%.0f" y="%.0f">%s</text>' % (lx + 14, height - 13, name))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -493,7 +504,16 @@ async def main() -> int:
                     help="stop a run when the machine's available memory falls below this")
     ap.add_argument("--json", help="append the rows to this file (JSON lines)")
     ap.add_argument("--svg", help="write the chart of cost per device (from --json's rows when given)")
+    ap.add_argument("--report", metavar="JSONL", help="measure nothing: print the table of these rows (and --svg)")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            every = [json.loads(line) for line in f if line.strip()]
+        print(table(every))
+        if args.svg:
+            with open(args.svg, "w") as f:
+                f.write(svg(every))
+        return 0
     rows = []
     for layout in args.layout.split(","):
         if layout not in ("shared", "per-device"):
