@@ -428,15 +428,15 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
 def table(rows: List[dict]) -> str:
     head = ("layout", "devices", "fetch wait s", "setup s", "idle RSS MB", "KB/device", "idle CPU", "ms CPU/s per device",
             "fetches/s per device", "push-all s", "restart catch-up s", "stopped by")
-    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for r in rows:
         def f(key, fmt, r=r):
             return fmt % r[key] if key in r else "–"
-        lines.append(" | ".join((
+        lines.append("| " + " | ".join((
             r["layout"], "{:,}".format(r["devices"]), "%g" % (r.get("fetch_ms", 1000) / 1000), f("setup_s", "%.1f"), f("rss_mb", "%.0f"),
             f("rss_kb_per_device", "%.1f"), f("cpu", "%.2f"), f("cpu_ms_per_device_s", "%.3f"),
             f("fetches_per_device_s", "%.3g"), f("push_all_s", "%.1f"), f("restart_s", "%.1f"),
-            r.get("error", "").replace("|", "/") or "–")))
+            r.get("error", "").replace("|", "/") or "–")) + " |")
     return "\n".join(lines)
 
 
