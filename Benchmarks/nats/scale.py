@@ -440,6 +440,10 @@ def table(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def short(v: float) -> str:
+    return "{:,.0f}".format(v) if v >= 100 else "%.3g" % v
+
+
 def svg(rows: List[dict]) -> str:
     """Two panels, memory and idle CPU per device against the device count, a line per layout."""
     def series(r: dict) -> str:
@@ -464,7 +468,7 @@ def svg(rows: List[dict]) -> str:
         for k in range(5):
             v = top * k / 4
             y = y0 - (y0 - y1) * k / 4
-            out.append('<text x="%.0f" y="%.0f" text-anchor="end">%.3g</text>' % (x0 - 4, y + 4, v))
+            out.append('<text x="%.0f" y="%.0f" text-anchor="end">%s</text>' % (x0 - 4, y + 4, short(v)))
 
         def xpos(c: int, x0: float = x0) -> float:
             return x0 + pw * (counts.index(c) + 0.5) / len(counts)
@@ -479,7 +483,7 @@ def svg(rows: List[dict]) -> str:
                            % (color, " ".join("%.1f,%.1f" % xy for xy in coords)))
             for (x, y), (_, v) in zip(coords, pts):
                 out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (x, y, color))
-                out.append('<text x="%.1f" y="%.1f" fill="%s">%.3g</text>' % (x + 6, y - 5 + 13 * li, color, v))
+                out.append('<text x="%.1f" y="%.1f" fill="%s">%s</text>' % (x + 6, y - 5 + 13 * li, color, short(v)))
             if p == 0:
                 lx = pad + li * 200
                 out.append('<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/>' % (lx, height - 22, color))
