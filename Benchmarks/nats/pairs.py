@@ -44,6 +44,7 @@ async def main() -> int:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--idle-s", type=float, default=10)
     ap.add_argument("--port", type=int, default=37222)
+    ap.add_argument("--bridge-flag", action="append", default=[], help="one more flag for every bridge")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="notifbus-pairs-")
     cluster = Cluster(os.path.join(root, "nats"), args.port, args.port + 1000)
@@ -67,7 +68,8 @@ async def main() -> int:
                 await asyncio.sleep(0.05)
             procs["bridge"].append(subprocess.Popen(
                 [os.path.join(args.bin, "notifbus-bridge"), "nats", "--url", ",".join(cluster.urls), "--device", dev,
-                 "--socket", sock, "--layout", "shared", "--create-stream", "--replicas", "3"], stdout=log, stderr=log))
+                 "--socket", sock, "--layout", "shared", "--create-stream", "--replicas", "3"] + args.bridge_flag,
+                stdout=log, stderr=log))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             started = sum(b"bridging device" in open(os.path.join(root, "p%02d" % i, "log"), "rb").read()

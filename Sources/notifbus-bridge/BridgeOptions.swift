@@ -29,6 +29,8 @@ struct BridgeOptions {
     /// kept per subject (a publish past it is refused), and their age.
     var maxPerSubject = 1_000
     var maxAgeMs: Int64 = 7 * 86_400_000
+    /// How long one fetch waits for messages at JetStream before it asks again.
+    var fetchWaitMs: Int64 = 1000
 
     var inboundStream: String { stream ?? (layout == .shared ? "NOTIFBUS" : "NOTIFBUS_" + device) }
     var outboundStream: String { inboundStream + "_OUT" }
@@ -62,6 +64,7 @@ struct BridgeOptions {
           --export EVENT       publish local posts of EVENT to notifbus.<device>.event.EVENT (repeatable)
           --ack-wait DUR       AckWait of the bridge's consumer (default 30s)
           --batch N            messages fetched at once (1-1024, default 256)
+          --fetch-wait DUR     how long a fetch waits at JetStream when there is nothing (default 1s)
           --inflight N         messages at the broker at once (1-1024, default 128)
         """
 
@@ -126,6 +129,12 @@ struct BridgeOptions {
                 }
                 o.ackWaitMs = ms
             case "--batch": o.batch = try integer(arg, 1...1024)
+            case "--fetch-wait":
+                let text = try value(arg)
+                guard let ms = parseDuration(text), ms >= 100, ms <= 300_000 else {
+                    throw BridgeUsageError("--fetch-wait needs a duration from 100ms to 5m, not '\(text)'")
+                }
+                o.fetchWaitMs = ms
             case "--inflight": o.inflight = try integer(arg, 1...1024)
             default: throw BridgeUsageError("unknown option '\(arg)'")
             }

@@ -197,7 +197,7 @@ private final class Fetcher: @unchecked Sendable {
 
     init(bridge: NATSBridge, subscription: OpaquePointer, recovering: Bool, deliver: @escaping @Sendable ([NATSMessage]) -> Void) {
         nonisolated(unsafe) let sub = subscription
-        let nats = bridge.nats, size = bridge.options.batch
+        let nats = bridge.nats, size = bridge.options.batch, wait = bridge.options.fetchWaitMs
         _ = DetachedThread.start { [self] in
             var restore = recovering
             if recovering { usleep(NATSBridge.recoveryPauseMs * 1000) }
@@ -205,7 +205,7 @@ private final class Fetcher: @unchecked Sendable {
                 wanted.wait()
                 while true {
                     var batch: [NATSMessage] = []
-                    do { batch = try nats.fetch(sub, batch: size, timeoutMs: 1000) } catch {
+                    do { batch = try nats.fetch(sub, batch: size, timeoutMs: wait) } catch {
                         if nats.isConnected { log("fetch: \(error)") }
                         usleep(NATSBridge.retryPauseMs * 1000)
                     }
