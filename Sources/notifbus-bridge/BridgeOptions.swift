@@ -24,7 +24,7 @@ struct BridgeOptions {
     var batch = 256
     /// Messages at the broker at once: the pipeline depth.
     var inflight = 128
-    var layout = NATSLayout.shared
+    var layout = NATSLayout.perDevice
     /// Limits of the shared inbound stream the bridge creates (Protocol/NATS.md §2): messages
     /// kept per subject (a publish past it is refused), and their age.
     var maxPerSubject = 1_000
@@ -43,8 +43,8 @@ struct BridgeOptions {
         usage: notifbus bridge nats --url nats://HOST:PORT[,...] --device ID [options]
 
         Bridges this device's broker to a NATS JetStream cluster (Protocol/NATS.md):
-          inbound  notifbus.<device>.in.post.<event>, notifbus.<device>.in.put.<slot>   (stream, acked once applied;
-                   without `in.` in the per-device layout)
+          inbound  notifbus.<device>.post.<event>, notifbus.<device>.put.<slot>   (stream, acked once applied;
+                   notifbus.<device>.in.post.<event> and .in.put.<slot> in the shared layout)
           invoke   notifbus.<device>.invoke.<channel>.<method>                    (request/reply)
           outbound notifbus.<device>.result, notifbus.<device>.event.<name>, notifbus.<device>.dead
 
@@ -52,9 +52,9 @@ struct BridgeOptions {
           --url URLS           NATS servers, comma-separated (repeatable)
           --device ID          this device's subject token: 1-64 of A-Z a-z 0-9 - _
           --socket PATH        the broker's socket (default: as the notifbus client resolves it)
-          --layout L           shared (default): one inbound stream for all devices, read through
-                               a filtered consumer; per-device: two streams of the device's own
-          --stream NAME        inbound stream (default NOTIFBUS, per-device NOTIFBUS_<device>);
+          --layout L           per-device (default): two streams of the device's own; shared: one
+                               inbound stream for all devices, read through a filtered consumer
+          --stream NAME        inbound stream (default NOTIFBUS_<device>, shared NOTIFBUS);
                                results go to NAME_OUT
           --create-stream      create both streams when missing
           --replicas N         replicas of created streams (1-5, default 1)
