@@ -5,6 +5,7 @@ keeps each frame's bytes. Every wait is bounded. Python 3, nats-py, standard lib
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -19,6 +20,15 @@ from typing import Callable, Dict, List, Optional
 
 #: What failed so far, in the order `check` saw it.
 FAILURES: List[str] = []
+
+
+def bin_urls_work_args():
+    """The command line of a test that starts its own brokers and bridges on a running cluster."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True, help="the folder of the notifbus binaries")
+    parser.add_argument("--urls", required=True)
+    parser.add_argument("--work", required=True)
+    return parser.parse_args()
 
 
 def check(condition: bool, what: str) -> None:

@@ -5,7 +5,6 @@ effects and outputs, never times. scripts/test.d/56-nats.sh starts the cluster.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -19,7 +18,7 @@ from notifbus_server import Device as ServerDevice
 from notifbus_server import RemoteError
 
 import notifbus
-from natslib import FAILURES, Process, check, wait_until
+from natslib import FAILURES, Process, bin_urls_work_args, check, wait_until
 
 DEVICE = "pushdev"
 
@@ -177,11 +176,7 @@ async def library(urls: str, apps: Apps, bus) -> None:
 
 
 async def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True, help="the folder of the notifbus binaries")
-    parser.add_argument("--urls", required=True)
-    parser.add_argument("--work", required=True)
-    args = parser.parse_args()
+    args = bin_urls_work_args()
     os.makedirs(args.work, exist_ok=True)
     notifbus_path = os.path.join(args.bin, "notifbus")
     socket = os.path.join(args.work, "bus.sock")

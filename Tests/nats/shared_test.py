@@ -18,7 +18,6 @@ scripts/test.d/56-nats.sh starts the cluster.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import json
@@ -30,7 +29,7 @@ from nats.js.errors import APIError
 
 import notifbus
 
-from natslib import FAILURES, Process, RawObserver, check, publish, read_subject, retried, wait_until
+from natslib import FAILURES, Process, RawObserver, bin_urls_work_args, check, publish, read_subject, retried, wait_until
 
 LIMIT = 5
 
@@ -170,11 +169,7 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
 
 
 async def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True, help="the folder of the notifbus binaries")
-    parser.add_argument("--urls", required=True)
-    parser.add_argument("--work", required=True)
-    args = parser.parse_args()
+    args = bin_urls_work_args()
 
     async def quiet(error):
         pass
