@@ -405,6 +405,16 @@ public final class NATSLink: @unchecked Sendable {
         return info.pointee.AckFloor.Stream
     }
 
+    /// The duplicate window of `stream`, in nanoseconds: how long it remembers a `Nats-Msg-Id`.
+    public func duplicateWindowNs(stream: String) throws(NATSError) -> Int64 {
+        var info: UnsafeMutablePointer<jsStreamInfo>? = nil
+        var code = jsErrCode(rawValue: 0)
+        let s = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
+        defer { if let info { jsStreamInfo_Destroy(info) } }
+        guard s == NATS_OK, let info, let config = info.pointee.Config else { throw NATSError("js_GetStreamInfo \(stream)", s, code) }
+        return config.pointee.Duplicates
+    }
+
     /// The time message `sequence` of `stream` was stored, in nanoseconds since the epoch.
     public func storedTime(stream: String, sequence: UInt64) throws(NATSError) -> Int64 {
         var msg: OpaquePointer? = nil

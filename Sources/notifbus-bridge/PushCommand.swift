@@ -22,6 +22,7 @@ struct PushOptions {
     var wait = false
     var timeoutMs: Int64 = 30_000
     var consumer: String? = nil
+    var layout = NATSLayout.perDevice
     var verb = Verb.post(event: "", body: [])
 
     /// The largest body taken: NATS's default `max_payload`.
@@ -36,13 +37,16 @@ struct PushOptions {
           post    publishes JSON to notifbus.<device>.post.EVENT; the device runs EVENT's chain once
           put     publishes JSON to notifbus.<device>.put.SLOT; the device writes the slot once
           invoke  requests notifbus.<device>.invoke.CHANNEL.METHOD and prints the handler's reply
+        In the shared layout posts and puts go to notifbus.<device>.in.post.EVENT and .in.put.SLOT.
 
         A post or put carries a Nats-Msg-Id (--msg-id, or push-<random>): published again with the
         same id, within the stream's duplicate window, it is stored and applied once. Without
         --wait the command prints {"msgId","stream","seq"} once JetStream has stored the message.
 
         options:
-          --nats URLS     NATS servers, nats://HOST:PORT, comma-separated (repeatable)
+          --nats URLS     NATS servers, nats://HOST:PORT, comma-separated (repeatable);
+                          --url URLS is the same, as the bridge spells it
+          --layout L      the layout the device's bridge runs: per-device (default) or shared
           --device ID     the device: 1-64 of A-Z a-z 0-9 - _
           --msg-id ID     the message's Nats-Msg-Id (post, put)
           --wait          post: print the device's result (notifbus.<device>.result);
@@ -75,6 +79,12 @@ struct PushOptions {
             case "--msg-id": o.msgID = try value(arg)
             case "--consumer": o.consumer = try value(arg)
             case "--wait": o.wait = true
+            case "--layout":
+                let text = try value(arg)
+                guard let layout = NATSLayout(rawValue: text) else {
+                    throw BridgeUsageError("--layout takes shared or per-device, not '\(text)'")
+                }
+                o.layout = layout
             case "--timeout":
                 let text = try value(arg)
                 guard let ms = BridgeOptions.parseDuration(text), ms >= 1, ms <= 3_600_000 else {
@@ -93,7 +103,7 @@ struct PushOptions {
         guard NATSSubjects.isValidDevice(o.device) else {
             throw BridgeUsageError("--device needs 1-64 of A-Z a-z 0-9 - _ (it is one subject token), not '\(o.device)'")
         }
-        let subjects = NATSSubjects(device: o.device)
+        let subjects = NATSSubjects(device: o.device, layout: o.layout)
         if let id = o.msgID {
             guard !id.isEmpty, id.utf8.count <= subjects.maxMsgIDBytes, id.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
                 throw BridgeUsageError("--msg-id needs 1 to \(subjects.maxMsgIDBytes) printable bytes for this device")
@@ -212,7 +222,7 @@ enum PushCommand {
     nonisolated(unsafe) static var link: NATSLink? = nil
 
     static func run(_ o: PushOptions) throws(PushFailure) -> Int32 {
-        let subjects = NATSSubjects(device: o.device)
+        let subjects = NATSSubjects(device: o.device, layout: o.layout)
         let link: NATSLink
         do {
             link = try NATSLink(urls: o.urls, name: "notifbus-push", retryFirstConnect: false, log: { _ in })
@@ -317,7 +327,9 @@ enum PushCommand {
 
     /// A post the stream already held (the same msg id sent before) may have its result, or
     /// its dead letter, stored already: they are read from the stream of the result subject,
-    /// from the time the post was first stored on.
+    /// from the time the post was first stored on. When the inbound stream no longer holds
+    /// the first copy (the shared layout's work queue removes what the bridge acked), that
+    /// copy was stored within the stream's duplicate window, which sets the start instead.
     private static func earlierOutcome(
         _ link: NATSLink, _ subjects: NATSSubjects, msgID: String, ack: (stream: String, sequence: UInt64, duplicate: Bool), timeoutMs: Int64
     ) throws(PushFailure) -> (dead: Bool, data: [UInt8], reason: String, detail: String)? {
@@ -325,7 +337,16 @@ enum PushCommand {
         do {
             // A few seconds before the post was stored: the result stream's search by time
             // need not start exactly at the first message stored after that time.
-            let since = try link.storedTime(stream: ack.stream, sequence: ack.sequence) - 5_000_000_000
+            let since: Int64
+            do {
+                since = try link.storedTime(stream: ack.stream, sequence: ack.sequence) - 5_000_000_000
+            } catch  where error.jsCode == JSNoMessageFoundErr || error.status == NATS_NOT_FOUND {
+                // A minute more than the window, for this machine's clock against the server's.
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME, &now)
+                let nowNs = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+                since = nowNs - (try link.duplicateWindowNs(stream: ack.stream)) - 60_000_000_000
+            }
             for subject in [subjects.result, subjects.dead] where found == nil {
                 _ = try link.scan(subject: subject, fromNs: since, timeoutMs: timeoutMs) { message in
                     guard message.header(NATSSubjects.inboundIDHeader) == msgID else { return false }

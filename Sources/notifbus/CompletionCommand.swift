@@ -45,6 +45,7 @@ enum CompletionCommand {
         "source": ["remote", "local"],
         "action": ["default", "dismiss"],
         "unhandled": ["banner", "none"],
+        "layout": ["per-device", "shared"],
         "match": MonitorFilter.keys.map { $0 + "=" } + MonitorFilter.ops.map { "op=" + $0 } + ["dir=in", "dir=out"],
     ]
 
@@ -144,7 +145,8 @@ enum CompletionCommand {
             cases.append("    \(command.name)) _arguments \(specs.joined(separator: " ")) ;;")
         }
         for (command, opts) in siblingOptions {
-            var specs = opts.map { "'\($0)'" }
+            // A sibling's value options are unknown here, but for those of `valueWords`.
+            var specs = opts.map { valueWords[String($0.dropFirst(2))] != nil ? zshSpec($0, takesValue: true) : "'\($0)'" }
             if let words = positionalWords[command] {
                 specs.insert("'1:\(command == "push" ? "action" : "engine"):(\(words.joined(separator: " ")))'", at: 0)
             }
@@ -198,7 +200,9 @@ enum CompletionCommand {
         for tool in SiblingTool.tools {
             lines.append("complete -c notifbus -n __fish_use_subcommand -a \(tool.command) -d '\(tool.summary.replacingQuote())'")
             for option in SiblingTool.options(tool) {
-                lines.append("complete -c notifbus -n '__fish_seen_subcommand_from \(tool.command)' -l \(option.dropFirst(2))")
+                let name = String(option.dropFirst(2))
+                let words = valueWords[name].map { " -x -a '\($0.joined(separator: " "))'" } ?? ""
+                lines.append("complete -c notifbus -n '__fish_seen_subcommand_from \(tool.command)' -l \(name)\(words)")
             }
         }
         lines.append("complete -c notifbus -n __fish_use_subcommand -a help -d 'print a command help'")

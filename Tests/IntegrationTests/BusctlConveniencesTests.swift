@@ -186,6 +186,7 @@ import Testing
                 t notifbus monitor --match op = p
                 t notifbus bridge ''
                 t notifbus push ''
+                t notifbus push --layout ''
                 t notifbus click --action d
                 t notifbus notify --source ''
                 t notifbus observe --pri
@@ -195,7 +196,7 @@ import Testing
         #expect(
             probe.stdoutLines == [
                 "set get", "next complete stop", "op= client= name= channel= method= dir=", "ping post put peek", "nats",
-                "post put invoke", "default dismiss", "remote local", "--priority",
+                "post put invoke", "per-device shared", "default dismiss", "remote local", "--priority",
             ], "\(probe.stdout) \(probe.stderr)")
     }
 
