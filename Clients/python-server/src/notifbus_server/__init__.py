@@ -4,7 +4,7 @@ does from a shell, for asyncio programs. Needs nats-py; the device's own client
 (Clients/python, package `notifbus`) stays standard library only.
 
     nc = await nats.connect(servers=["nats://n1:4222"])
-    laptop = Device(nc, "laptop")
+    laptop = Device(nc, "laptop")              # layout="shared" for bridges run with --layout shared
     result = await laptop.post("willPresent", {"notification": {...}}, wait=True)
     await laptop.put("launch", {"emailId": "e-42"}, wait=True)
     archived = await laptop.invoke("mail.actions", "archive", {"id": "e-42"})
@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import nats.errors
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 __all__ = ["Device", "DeadLetter", "Events", "PushError", "RemoteError"]
 
@@ -30,6 +31,8 @@ _DEVICE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The broker's bound on names and idempotency keys, in bytes (protocol-v1).
 _MAX_NAME = 256
 _MAX_KEY = 256
+#: The stream layouts of NATS.md §2: what comes between `notifbus.<device>.` and `post`/`put`.
+_LAYOUTS = {"per-device": "", "shared": "in."}
 
 
 class PushError(Exception):
@@ -100,16 +103,26 @@ class Events:
 
 
 class Device:
-    """One device, reached through its bridge over the NATS connection `nc` (nats-py)."""
+    """One device, reached through its bridge over the NATS connection `nc` (nats-py).
 
-    def __init__(self, nc, device: str, *, timeout: float = 30) -> None:
+    `layout` is the one the device's bridge runs (`--layout`, NATS.md §2): "per-device" (the
+    default) publishes posts and puts to `notifbus.<device>.post.<event>` and `.put.<slot>`,
+    "shared" to `notifbus.<device>.in.post.<event>` and `.in.put.<slot>`. Every other subject
+    is the same in both."""
+
+    def __init__(self, nc, device: str, *, timeout: float = 30, layout: str = "per-device") -> None:
         if not _DEVICE.fullmatch(device):
             raise ValueError(f"device {device!r} needs 1-64 of A-Z a-z 0-9 - _ (it is one subject token)")
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout {layout!r} is not one of {', '.join(_LAYOUTS)}")
         self.nc = nc
         self.js = nc.jetstream(timeout=timeout)
         self.device = device
         self.timeout = timeout
+        self.layout = layout
         self.prefix = f"notifbus.{device}."
+        #: What comes before `post.<event>` and `put.<slot>`.
+        self.inbound_prefix = self.prefix + _LAYOUTS[layout]
         #: The longest Nats-Msg-Id whose key `nats/<device>/<id>` fits the broker's 256 bytes.
         self.max_msg_id = _MAX_KEY - len(f"nats/{device}/")
 
@@ -165,7 +178,7 @@ class Device:
                 subs.append(await self._watch(self.prefix + "dead", msg_id, found))
                 await self.nc.flush(timeout=self.timeout)
             deadline = time.monotonic() + self.timeout
-            ack = await self._publish(f"{self.prefix}{kind}.{name}", data, msg_id)
+            ack = await self._publish(f"{self.inbound_prefix}{kind}.{name}", data, msg_id)
             stored = {"msgId": msg_id, "stream": ack.stream, "seq": ack.seq}
             if ack.duplicate:
                 stored["duplicate"] = True
@@ -203,9 +216,17 @@ class Device:
     async def _earlier(self, stream: str, seq: int, msg_id: str, deadline: float):
         """The result or dead letter of a post the stream already held (its id sent before),
         read from the streams of the result and dead-letter subjects from a few seconds before
-        the first copy was stored (as `notifbus push` does), or None."""
-        stored = await self.js.get_msg(stream, seq)
-        since = stored.time - datetime.timedelta(seconds=5)
+        the first copy was stored (as `notifbus push` does), or None. When the inbound stream no
+        longer holds the first copy (the shared layout's work queue removes what the bridge
+        acked), that copy was stored within the stream's duplicate window, which sets the start
+        instead, a minute earlier for this machine's clock against the server's."""
+        try:
+            stored = await self.js.get_msg(stream, seq)
+            since = stored.time - datetime.timedelta(seconds=5)
+        except NotFoundError:
+            info = await self.js.stream_info(stream)
+            window = datetime.timedelta(seconds=info.config.duplicate_window or 0)
+            since = datetime.datetime.now(datetime.timezone.utc) - window - datetime.timedelta(minutes=1)
         for subject in (self.prefix + "result", self.prefix + "dead"):
             config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
             sub = await self.js.subscribe(subject, ordered_consumer=True, config=config)
