@@ -270,7 +270,9 @@ enum PushCommand {
             let ack: (stream: String, sequence: UInt64, duplicate: Bool)
             do { ack = try link.publishAcked(message, timeoutMs: o.timeoutMs) } catch {
                 if error.status == NATS_NO_RESPONDERS {
-                    throw PushFailure("no JetStream stream takes \(message.subject): is device \(o.device)'s bridge set up (--create-stream)?")
+                    throw PushFailure(
+                        "no JetStream stream takes \(message.subject): is device \(o.device)'s bridge set up (--create-stream), and does it run this --layout?"
+                    )
                 }
                 throw PushFailure("\(error)")
             }
