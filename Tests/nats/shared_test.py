@@ -12,6 +12,11 @@ bridge with `--layout shared`, on one inbound stream NOTIFBUS and one outbound N
   offline       s2's bridge started again: it applies the 5 kept posts and the put, each once,
                 publishes their results, and the subject takes posts again; a SIGKILL of the
                 bridge and a start afterwards apply nothing again
+  servers       `notifbus push --layout shared` and notifbus_server's Device(layout="shared"):
+                post, put and invoke with --wait / wait=True, each giving s1's real result;
+                the same msg id sent again once the work queue removed the first copy gives
+                the first outcome (read back from NOTIFBUS_OUT), and a put sent again changes
+                nothing; the per-device subjects reach no stream here
 
 Every wait is bounded; checks are on effects, results and stream state, never on times.
 scripts/test.d/56-nats.sh starts the cluster.
@@ -22,10 +27,12 @@ import asyncio
 import collections
 import json
 import os
+import subprocess
 import sys
 
 import nats
 from nats.js.errors import APIError
+from notifbus_server import Device as ServerDevice
 
 import notifbus
 
@@ -168,6 +175,88 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
           "after a SIGKILL and a start of s2's bridge nothing is applied again")
 
 
+def push(args, device: str, *words: str) -> tuple:
+    """Runs `notifbus push --layout shared` for `device`: status, stdout as JSON (None when it
+    is not), stderr."""
+    command = [os.path.join(args.bin, "notifbus"), "push", "--nats", args.urls, "--device", device, "--timeout", "30s", *words]
+    done = subprocess.run(command, capture_output=True, timeout=60)
+    out, err = done.stdout.decode(), done.stderr.decode()
+    try:
+        return done.returncode, json.loads(out), err
+    except ValueError:
+        return done.returncode, None, err + out
+
+
+async def gone_from_queue(js, d: Device) -> bool:
+    """Every message of the device was applied, acked and so removed from the work queue."""
+    return await wait_until_async(lambda: drained(js, d), 30)
+
+
+async def servers_side(js, args, s1: Device) -> None:
+    run = lambda *words: asyncio.to_thread(push, args, s1.name, "--layout", "shared", *words)  # noqa: E731
+    status, out, err = await run("--msg-id", "cli-300", "--wait", "post", "mail", '{"n":300}')
+    first = (out or {}).get("result", {})
+    check(status == 0 and (out or {}).get("msgId") == "cli-300" and first.get("outcome") == "completed"
+          and first.get("value") == {"shown": 300}, f"push --layout shared post --wait: s1's own result ({status} {out} {err})")
+    check(s1.observer.counts().get(300) == 1, "s1 ran the pushed post once")
+    check(await gone_from_queue(js, s1), "the post is applied and gone from the work queue")
+    status, out, err = await run("--msg-id", "cli-300", "post", "mail", '{"n":300}')
+    check(status == 0 and (out or {}).get("duplicate") is True and out.get("stream") == "NOTIFBUS",
+          f"the same --msg-id again: NOTIFBUS calls it a duplicate ({out} {err})")
+    status, again, err = await run("--msg-id", "cli-300", "--wait", "post", "mail", '{"n":300}')
+    check(status == 0 and again is not None and again.get("result") == first,
+          f"the same --msg-id with --wait, the first copy gone from the queue: the first result ({again} {err})")
+
+    status, out, err = await run("--msg-id", "cli-put-1", "--wait", "put", "launch", '{"emailId":"e-300"}')
+    check(status == 0 and (out or {}).get("applied") is True, f"push --layout shared put --wait: applied ({out} {err})")
+    with notifbus.connect(socket=s1.socket, reconnect=False, timeout=5) as bus:
+        check(bus.peek("launch") == {"emailId": "e-300"}, "the pushed put is in s1's slot when put --wait returns")
+        status, out, err = await run("--msg-id", "cli-put-1", "--wait", "put", "launch", '{"emailId":"e-301"}')
+        check(status == 0 and (out or {}).get("duplicate") is True and out.get("applied") is True,
+              f"the same put --msg-id again: a duplicate, applied already ({out} {err})")
+        await asyncio.sleep(1)
+        check(bus.peek("launch") == {"emailId": "e-300"}, "and the slot keeps the first put's value")
+
+        channel = bus.method_channel("mail.actions")
+        channel.set_method_call_handler(lambda method, arguments: {"archived": arguments["id"], "on": "s1"}, "archive")
+        await asyncio.sleep(0.5)
+        status, out, err = await run("invoke", "mail.actions", "archive", '{"id":"e-300"}')
+        check(status == 0 and out == {"result": {"archived": "e-300", "on": "s1"}},
+              f"push --layout shared invoke: s1's handler's reply ({out} {err})")
+
+        nc = await nats.connect(servers=args.urls.split(","))
+        try:
+            device = ServerDevice(nc, s1.name, timeout=30, layout="shared")
+            result = await device.post("mail", {"n": 301}, msg_id="lib-301", wait=True)
+            check(result.get("outcome") == "completed" and result.get("value") == {"shown": 301},
+                  f"notifbus_server layout=shared post(wait=True): s1's own result ({result})")
+            check(await gone_from_queue(js, s1), "the library's post is applied and gone from the work queue")
+            stored = await device.post("mail", {"n": 301}, msg_id="lib-301")
+            check(stored.get("duplicate") is True and stored.get("stream") == "NOTIFBUS", f"the same msg_id: a duplicate ({stored})")
+            again = await device.post("mail", {"n": 301}, msg_id="lib-301", wait=True)
+            check(again == result, f"the same msg_id with wait=True: the first result ({again})")
+            applied = await device.put("launch", {"from": "python"}, wait=True)
+            check(applied.get("applied") is True and bus.peek("launch") == {"from": "python"},
+                  f"notifbus_server layout=shared put(wait=True): in s1's slot ({applied})")
+            reply = await device.invoke("mail.actions", "archive", {"id": "e-301"})
+            check(reply == {"archived": "e-301", "on": "s1"}, f"notifbus_server layout=shared invoke ({reply})")
+            try:
+                ServerDevice(nc, s1.name, layout="flat")
+                check(False, "notifbus_server refuses an unknown layout")
+            except ValueError as error:
+                check("flat" in str(error), f"notifbus_server refuses an unknown layout: {error}")
+        finally:
+            await nc.close()
+    check(s1.observer.counts().get(300) == 1 and s1.observer.counts().get(301) == 1,
+          "every post sent twice ran once on s1")
+
+    status, out, err = await asyncio.to_thread(push, args, s1.name, "post", "mail", '{"n":302}')
+    check(status == 1 and "no JetStream stream takes notifbus.s1.post.mail" in err and "--layout" in err,
+          f"the per-device subject (push's default layout) reaches no stream on a shared cluster ({err.strip()})")
+    status, out, err = await asyncio.to_thread(push, args, s1.name, "--layout", "flat", "post", "mail", "{}")
+    check(status == 2 and "--layout takes shared or per-device" in err, f"an unknown --layout: status 2 ({err.strip()})")
+
+
 async def main() -> int:
     args = bin_urls_work_args()
 
@@ -187,6 +276,8 @@ async def main() -> int:
         await round_trip(js, s1, s2)
         print("== limit and offline", flush=True)
         await limit_and_offline(js, s1, s2)
+        print("== servers' side", flush=True)
+        await servers_side(js, args, s1)
     finally:
         if FAILURES:
             s1.show_logs()

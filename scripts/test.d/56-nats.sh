@@ -9,7 +9,8 @@
 # a third cluster, the servers' side: `notifbus push` and notifbus_server (Tests/nats/push_test.py).
 # These run the per-device layout. Last, on a fourth cluster (one cluster holds one layout:
 # their outbound subjects overlap), the shared layout: two devices on one stream, its
-# per-subject limit, and a device offline while posts arrive (Tests/nats/shared_test.py).
+# per-subject limit, a device offline while posts arrive, and `notifbus push --layout shared`
+# and notifbus_server with layout="shared" (Tests/nats/shared_test.py).
 # Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
