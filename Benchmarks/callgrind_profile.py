@@ -15,6 +15,7 @@ and prints the top functions and the share of each category (JSON scanner, field
 retain/release, allocation, hashing, frame building, copies, core logic). Reads files,
 prints figures; it changes nothing and asserts nothing.
 """
+
 import re
 import subprocess
 import sys
@@ -22,45 +23,77 @@ import sys
 # First match wins; patterns are tried on the demangled name and the object file.
 CATEGORIES = [
     ("bench driver", r"CountingFrame|CoreDriver|runCoreInvoke|runPing|runChain3|runValidate64k"),
-    ("generic metadata (runtime)", r"getGenericMetadata|getCache\(|LockingConcurrentMap|ConcurrentReadableHashMap|"
-                                   r"MetadataCacheEntryBase|AtomicWaitQueue|__swift_instantiate|"
-                                   r"getContiguousArrayStorageType|swift_isClassType|tuple_initializeWithCopy|"
-                                   r"swift_initStaticObject|swift_getTypeByMangledName|swift_once"),
-    ("enum/struct copies and destroys", r"^destroy for|initializeWithCopy for|initializeWithTake for|"
-                                        r"outlined init with (copy|take)|outlined destroy|getEnumTag|"
-                                        r"assignWithCopy for|storeEnumTag|outlined enum get tag"),
-    ("retain/release", r"swift_(retain|release|bridgeObject(Retain|Release)|unknownObject(Retain|Release)|"
-                       r"isUniquelyReferenced|nonatomic_re)|RefCounts|swift_arrayDestroy|swift_arrayInitWithCopy|"
-                       r"outlined (copy|consume|destroy|retain|release)|value witness|\bWOe\b|\bWOy\b|\bWOh\b"),
-    ("allocation", r"\bmalloc\b|_int_malloc|_int_free|\bfree\b|malloc_consolidate|unlink_chunk|tcache|"
-                   r"swift_(allocObject|slowAlloc|deallocClassInstance|deallocObject|slowDealloc|deallocUninitialized)|"
-                   r"_allocateUninitialized|_allocateBuffer|ContiguousArrayBuffer\.init|"
-                   r"_copyToNewBuffer|_growArrayCapacity|reserveCapacity|createNativeStorage|cfree|memalign|"
-                   r"malloc_usable_size|_consumeAndCreateNew|__deallocating_deinit|_copyCollectionToContiguousArray"),
-    ("String creation", r"_uncheckedFromUTF8|_allASCII|_fromUTF8Repairing|String\.init\(decoding|"
-                        r"_StringGuts\.init|_SmallString|validateUTF8"),
+    (
+        "generic metadata (runtime)",
+        r"getGenericMetadata|getCache\(|LockingConcurrentMap|ConcurrentReadableHashMap|"
+        r"MetadataCacheEntryBase|AtomicWaitQueue|__swift_instantiate|"
+        r"getContiguousArrayStorageType|swift_isClassType|tuple_initializeWithCopy|"
+        r"swift_initStaticObject|swift_getTypeByMangledName|swift_once",
+    ),
+    (
+        "enum/struct copies and destroys",
+        r"^destroy for|initializeWithCopy for|initializeWithTake for|"
+        r"outlined init with (copy|take)|outlined destroy|getEnumTag|"
+        r"assignWithCopy for|storeEnumTag|outlined enum get tag",
+    ),
+    (
+        "retain/release",
+        r"swift_(retain|release|bridgeObject(Retain|Release)|unknownObject(Retain|Release)|"
+        r"isUniquelyReferenced|nonatomic_re)|RefCounts|swift_arrayDestroy|swift_arrayInitWithCopy|"
+        r"outlined (copy|consume|destroy|retain|release)|value witness|\bWOe\b|\bWOy\b|\bWOh\b",
+    ),
+    (
+        "allocation",
+        r"\bmalloc\b|_int_malloc|_int_free|\bfree\b|malloc_consolidate|unlink_chunk|tcache|"
+        r"swift_(allocObject|slowAlloc|deallocClassInstance|deallocObject|slowDealloc|deallocUninitialized)|"
+        r"_allocateUninitialized|_allocateBuffer|ContiguousArrayBuffer\.init|"
+        r"_copyToNewBuffer|_growArrayCapacity|reserveCapacity|createNativeStorage|cfree|memalign|"
+        r"malloc_usable_size|_consumeAndCreateNew|__deallocating_deinit|_copyCollectionToContiguousArray",
+    ),
+    (
+        "String creation",
+        r"_uncheckedFromUTF8|_allASCII|_fromUTF8Repairing|String\.init\(decoding|"
+        r"_StringGuts\.init|_SmallString|validateUTF8",
+    ),
     ("JSON scanner", r"JSONScanner|parseInt64|skipValue|skipScalar|scanObjectMembers"),
-    ("field checks", r"FieldView|FrameFields|PackedName|FieldName|OpName|checkFields|requestFields|answerFields|MessageDecoder|"
-                     r"DirectFrame|_stringCompare|"
-                     r"\bmemcmp|__memcmp|==|StaticString|isValid|_findStringSwitchCase"),
-    ("hashing/dictionaries", r"Hasher|_RawDictionaryStorage|_NativeDictionary|_NativeSet|Dictionary|Set<|"
-                             r"hashValue|hash\(into|_rawHashValue|Set\._Variant"),
-    ("frame building", r"FrameBuilder|FrameCursor|EventFrame|JSONWriter|FrameHeader|OutboundFrame|OutputStore|ReplyResult|PostReply|"
-                       r"StatusPageWriter|appendInterpolation|_StringGuts\.append|"
-                       r"String\.append|Array\.append|_appendElement|replaceSubrange"),
+    (
+        "field checks",
+        r"FieldView|FrameFields|PackedName|FieldName|OpName|checkFields|requestFields|answerFields|MessageDecoder|"
+        r"DirectFrame|_stringCompare|"
+        r"\bmemcmp|__memcmp|==|StaticString|isValid|_findStringSwitchCase",
+    ),
+    (
+        "hashing/dictionaries",
+        r"Hasher|_RawDictionaryStorage|_NativeDictionary|_NativeSet|Dictionary|Set<|"
+        r"hashValue|hash\(into|_rawHashValue|Set\._Variant",
+    ),
+    (
+        "frame building",
+        r"FrameBuilder|FrameCursor|EventFrame|JSONWriter|FrameHeader|OutboundFrame|OutputStore|ReplyResult|PostReply|"
+        r"StatusPageWriter|appendInterpolation|_StringGuts\.append|"
+        r"String\.append|Array\.append|_appendElement|replaceSubrange",
+    ),
     ("copies (memcpy/memmove)", r"memcpy|memmove|memset"),
-    ("transport (libevent, syscalls, NotifBusTransport)",
-     r"NotifBusTransport|BrokerServer|Connection\.|EventLoop|Listener|\bevent_|evbuffer|evmap|epoll|^__?libc_|"
-     r"\b(read|write|send|recv|sendmsg|recvmsg|writev|readv|__send|__recv|__read|__write|clock_gettime|"
-     r"__clock_gettime|gettimeofday)\b|timeout_process|evutil|bufferevent|min_heap|event_base"),
+    (
+        "transport (libevent, syscalls, NotifBusTransport)",
+        r"NotifBusTransport|BrokerServer|Connection\.|EventLoop|Listener|\bevent_|evbuffer|evmap|epoll|^__?libc_|"
+        r"\b(read|write|send|recv|sendmsg|recvmsg|writev|readv|__send|__recv|__read|__write|clock_gettime|"
+        r"__clock_gettime|gettimeofday)\b|timeout_process|evutil|bufferevent|min_heap|event_base",
+    ),
     ("core logic", r"NotifBusCore|Broker"),
 ]
 
 
 # Stages of the per-frame path, shown with their inclusive cost (callees included).
 STAGES = [
-    ("decode (MessageDecoder.decode: scan + field checks + typed message)", r"^(specialized )?static MessageDecoder\.decode\(_:\)$"),
-    ("DirectFrame.decode (the direct path: scan + fields + typed frame)", r"^(specialized )?DirectFrame\.decode\(_:\)$"),
+    (
+        "decode (MessageDecoder.decode: scan + field checks + typed message)",
+        r"^(specialized )?static MessageDecoder\.decode\(_:\)$",
+    ),
+    (
+        "DirectFrame.decode (the direct path: scan + fields + typed frame)",
+        r"^(specialized )?DirectFrame\.decode\(_:\)$",
+    ),
     ("Broker.receiveFrame (decode + dispatch + frames out)", r"^Broker\.receive(Frame)?\(_:from:now:into:\)$"),
     ("Broker.handle (request dispatch)", r"^Broker\.handle\(_:id:from:now:\)$"),
     ("Broker.handleAnswer (next/complete/stop)", r"^Broker\.handleAnswer\(_:from:now:\)$"),
@@ -72,9 +105,12 @@ STAGES = [
 
 def self_costs(path, inclusive=False):
     """{function: Ir} from callgrind_annotate, self (or inclusive) cost, every function."""
-    out = subprocess.run(["callgrind_annotate", "--threshold=100",
-                          "--inclusive=" + ("yes" if inclusive else "no"), "--auto=no", path],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--inclusive=" + ("yes" if inclusive else "no"), "--auto=no", path],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     costs = {}
     started = False
     for line in out.splitlines():
@@ -113,8 +149,13 @@ def calls(path, pattern):
 
 def demangle(names):
     try:
-        out = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input="\n".join(names),
-                             check=True, capture_output=True, text=True).stdout.splitlines()
+        out = subprocess.run(
+            ["swift", "demangle", "--simplified", "--compact"],
+            input="\n".join(names),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
         if len(out) == len(names):
             return dict(zip(names, out))
     except (OSError, subprocess.CalledProcessError):

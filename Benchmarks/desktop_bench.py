@@ -44,8 +44,10 @@ def measure(desktop: Desktop, count: int) -> list:
 
 def report(name: str, samples: list) -> None:
     q = statistics.quantiles(samples, n=4)
-    print(f"{name}: add -> on the server, median {statistics.median(samples):.2f} ms over {len(samples)} "
-          f"(p25 {q[0]:.2f}, p75 {q[2]:.2f}, min {min(samples):.2f}, max {max(samples):.2f})")
+    print(
+        f"{name}: add -> on the server, median {statistics.median(samples):.2f} ms over {len(samples)} "
+        f"(p25 {q[0]:.2f}, p75 {q[2]:.2f}, min {min(samples):.2f}, max {max(samples):.2f})"
+    )
 
 
 def main() -> int:
@@ -53,7 +55,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--server", choices=["dunst", "mock", "both"], default="both")
     args = parser.parse_args()
-    for server in (["dunst", "mock"] if args.server == "both" else [args.server]):
+    for server in ["dunst", "mock"] if args.server == "both" else [args.server]:
         folder = tempfile.mkdtemp(prefix="nbb-", dir="/tmp")
         d = RealDesktop(folder) if server == "dunst" else Desktop(folder)
         try:
@@ -61,7 +63,10 @@ def main() -> int:
                 d.start_dunst()
             else:
                 d.start_server("actions body inline-reply")
-            report("dunst 1.9 on Xvfb" if server == "dunst" else "python-dbusmock notification_daemon", measure(d, args.count))
+            report(
+                "dunst 1.9 on Xvfb" if server == "dunst" else "python-dbusmock notification_daemon",
+                measure(d, args.count),
+            )
         finally:
             d.close()
             shutil.rmtree(folder, ignore_errors=True)

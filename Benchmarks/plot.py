@@ -15,10 +15,10 @@ the same way against the relay, in their own colour. With
 matplotlib installed it uses matplotlib (any format it knows); without it, it
 writes the SVG by hand.
 """
+
 import argparse
 import json
 import sys
-
 
 COLORS = {"broker": "#2f6fb0", "dbus": "#d9822b"}
 NAMES = {"broker": "notifbus broker", "dbus": "D-Bus (sd-bus via the bus)"}
@@ -36,28 +36,30 @@ def pairs(report):
             continue
         f = rows.get(r["floor"])
         hops = max(int(r.get("hops") or 0), 1)
-        unit = "per round trip" if (r.get("hops") or 0) == 0 else (
-            "1 hop" if hops == 1 else "%d hops" % hops)
+        unit = "per round trip" if (r.get("hops") or 0) == 0 else ("1 hop" if hops == 1 else "%d hops" % hops)
 
         def per_hop(row):
             if not row or not row.get("ok") or row.get("medianUs") is None:
                 return None
             fh = max(int(row.get("hops") or 0), 1)
-            return {"med": row["medianUs"] / fh, "p99": (row.get("p99Us") or row["medianUs"]) / fh,
-                    "label": row.get("label", row["key"])}
+            return {
+                "med": row["medianUs"] / fh,
+                "p99": (row.get("p99Us") or row["medianUs"]) / fh,
+                "label": row.get("label", row["key"]),
+            }
 
         label = r.get("label", r["key"])
         if r["group"] == "dbus":  # "dbus-broker: Ping(s)->s via the bus" is too wide for a tick
             label = label.split(":")[0] + " call"
-        out.append(("%s\n(%s)" % (label, unit), per_hop(f), per_hop(r),
-                    r.get("ratioMedian"), r["group"]))
+        out.append(("%s\n(%s)" % (label, unit), per_hop(f), per_hop(r), r.get("ratioMedian"), r["group"]))
     return out
 
 
 def subtitle(report):
     cfg = report.get("config", {})
-    parts = ["CPU %s, %s rounds%s" % (cfg.get("cpu", "?"), cfg.get("rounds", "?"),
-                                       ", quick" if cfg.get("quick") else "")]
+    parts = [
+        "CPU %s, %s rounds%s" % (cfg.get("cpu", "?"), cfg.get("rounds", "?"), ", quick" if cfg.get("quick") else "")
+    ]
     mem = {m["key"]: m for m in report.get("memory", [])}
     m = mem.get("bytes_per_client")
     if m and m.get("ok"):
@@ -73,6 +75,7 @@ def subtitle(report):
 
 def plot_matplotlib(report, data, path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -90,8 +93,14 @@ def plot_matplotlib(report, data, path):
             ax.plot([x, x], [d["med"], d["p99"]], color="#333333", linewidth=1)
             ax.plot([x - width / 6, x + width / 6], [d["p99"], d["p99"]], color="#333333", linewidth=1)
         if ratio is not None and b:
-            ax.annotate("%.2f×" % ratio, (i + width / 2, min(b["p99"], top)), textcoords="offset points",
-                        xytext=(0, 4), ha="center", fontsize=9)
+            ax.annotate(
+                "%.2f×" % ratio,
+                (i + width / 2, min(b["p99"], top)),
+                textcoords="offset points",
+                xytext=(0, 4),
+                ha="center",
+                fontsize=9,
+            )
     ax.set_xticks(range(len(data)))
     ax.set_xticklabels([d[0] for d in data], fontsize=8)
     ax.set_ylim(0, top)
@@ -118,19 +127,23 @@ def plot_svg(report, data, path):
     def y(v):
         return top + ph - v / ymax * ph
 
-    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-         'font-family="sans-serif" font-size="11">' % (W, H),
-         '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="%d" y="24" font-size="15" text-anchor="middle">notifbus: latency per hop '
-         'against the floor</text>' % (W // 2),
-         '<text x="%d" y="44" text-anchor="middle" fill="#555">%s</text>' % (W // 2, esc(subtitle(report)))]
+    o = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+        'font-family="sans-serif" font-size="11">' % (W, H),
+        '<rect width="100%" height="100%" fill="white"/>',
+        '<text x="%d" y="24" font-size="15" text-anchor="middle">notifbus: latency per hop '
+        "against the floor</text>" % (W // 2),
+        '<text x="%d" y="44" text-anchor="middle" fill="#555">%s</text>' % (W // 2, esc(subtitle(report))),
+    ]
     v = 0.0
     while v <= ymax + 1e-9:
         o.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e3e3e3"/>' % (left, W - right, y(v), y(v)))
         o.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>' % (left - 6, y(v) + 4, round(v, 3)))
         v += step
-    o.append('<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">µs per hop '
-             '(median; whisker: p99)</text>' % (top + ph // 2))
+    o.append(
+        '<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">µs per hop '
+        "(median; whisker: p99)</text>" % (top + ph // 2)
+    )
     n = max(len(data), 1)
     gw = pw / n
     bw = gw * 0.32
@@ -139,12 +152,16 @@ def plot_svg(report, data, path):
         for side, (d, color) in enumerate(((f, "#9aa5b1"), (b, COLORS[kind]))):
             x = cx + (side - 1) * bw - (2 if side == 0 else -2)
             if not d:
-                o.append('<text x="%.1f" y="%.1f" text-anchor="middle" fill="#b00">failed</text>'
-                         % (x + bw / 2, top + ph - 4))
+                o.append(
+                    '<text x="%.1f" y="%.1f" text-anchor="middle" fill="#b00">failed</text>'
+                    % (x + bw / 2, top + ph - 4)
+                )
                 continue
-            o.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">'
-                     '<title>%s: %.1f µs (p99 %.1f)</title></rect>'
-                     % (x, y(d["med"]), bw, top + ph - y(d["med"]), color, esc(d["label"]), d["med"], d["p99"]))
+            o.append(
+                '<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">'
+                "<title>%s: %.1f µs (p99 %.1f)</title></rect>"
+                % (x, y(d["med"]), bw, top + ph - y(d["med"]), color, esc(d["label"]), d["med"], d["p99"])
+            )
             mx = x + bw / 2
             p99 = min(d["p99"], ymax)
             o.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#333"/>' % (mx, mx, y(d["med"]), y(p99)))
@@ -152,24 +169,38 @@ def plot_svg(report, data, path):
                 o.append('<path d="M%.1f %.1f l-4 7 h8 z" fill="#333"/>' % (mx, y(p99)))
                 o.append('<text x="%.1f" y="%.1f" font-size="9">p99 %.0f</text>' % (mx + 5, y(p99) + 8, d["p99"]))
             else:
-                o.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#333"/>'
-                         % (mx - bw / 6, mx + bw / 6, y(p99), y(p99)))
-            o.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9" fill="white">%.1f</text>'
-                     % (mx, top + ph - 4, d["med"]) if top + ph - y(d["med"]) > 14 else "")
+                o.append(
+                    '<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#333"/>'
+                    % (mx - bw / 6, mx + bw / 6, y(p99), y(p99))
+                )
+            o.append(
+                '<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9" fill="white">%.1f</text>'
+                % (mx, top + ph - 4, d["med"])
+                if top + ph - y(d["med"]) > 14
+                else ""
+            )
         if ratio is not None and b:
-            o.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%.2f×</text>'
-                     % (cx + bw / 2 + 2, max(y(min(b["p99"], ymax)) - 6, top - 2), ratio))
+            o.append(
+                '<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%.2f×</text>'
+                % (cx + bw / 2 + 2, max(y(min(b["p99"], ymax)) - 6, top - 2), ratio)
+            )
         for k, line in enumerate(label.split("\n")):
             o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (cx, top + ph + 18 + 14 * k, esc(line)))
     o.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#333"/>' % (left, W - right, top + ph, top + ph))
     lx = left + 12  # top left: the ping pair there is the lowest
-    o.append('<rect x="%d" y="%d" width="12" height="12" fill="#9aa5b1"/><text x="%d" y="%d">floor (C relay / raw)</text>'
-             % (lx, top - 14, lx + 18, top - 4))
-    o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
-             % (lx, top + 4, COLORS["broker"], lx + 18, top + 14, NAMES["broker"]))
+    o.append(
+        '<rect x="%d" y="%d" width="12" height="12" fill="#9aa5b1"/><text x="%d" y="%d">floor (C relay / raw)</text>'
+        % (lx, top - 14, lx + 18, top - 4)
+    )
+    o.append(
+        '<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+        % (lx, top + 4, COLORS["broker"], lx + 18, top + 14, NAMES["broker"])
+    )
     if any(d[4] == "dbus" for d in data):
-        o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
-                 % (lx, top + 22, COLORS["dbus"], lx + 18, top + 32, NAMES["dbus"]))
+        o.append(
+            '<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+            % (lx, top + 22, COLORS["dbus"], lx + 18, top + 32, NAMES["dbus"])
+        )
     o.append("</svg>")
     with open(path, "w") as fh:
         fh.write("\n".join(x for x in o if x) + "\n")

@@ -41,8 +41,14 @@ while True:
 
 def start_broker(binary: str, path: str) -> "tuple[subprocess.Popen, float]":
     """Starts the broker; returns it and the moment its readiness line was read."""
-    process = sl.track(subprocess.Popen([binary, "broker", "--socket", path], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    process = sl.track(
+        subprocess.Popen(
+            [binary, "broker", "--socket", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         line = process.stderr.readline()
@@ -93,9 +99,18 @@ def main() -> int:
     path = os.path.join(folder, "bus.sock")
     env = dict(os.environ, PYTHONPATH=str(REPO / "Clients" / "python" / "src"))
     broker, _ = start_broker(binary, path)
-    observers = [sl.track(subprocess.Popen([sys.executable, "-c", OBSERVER, path, str(args.observers)],
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, text=True))
-                 for _ in range(args.processes)]
+    observers = [
+        sl.track(
+            subprocess.Popen(
+                [sys.executable, "-c", OBSERVER, path, str(args.observers)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                env=env,
+                text=True,
+            )
+        )
+        for _ in range(args.processes)
+    ]
     for p in observers:
         assert p.stdout.readline().strip() == "ready"
     hops = args.processes * args.observers
@@ -112,11 +127,17 @@ def main() -> int:
     shutil.rmtree(folder, ignore_errors=True)
     ms = sorted(t * 1000 for t in times)
     q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3
-    print(f"restart: {hops} observers in {args.processes} processes, {args.restarts} restarts (SIGTERM/SIGKILL alternating)")
-    print(f"  readiness line -> post walks the whole chain: median {statistics.median(ms):.1f} ms, "
-          f"p25 {q[0]:.1f} ms, p75 {q[2]:.1f} ms, max {ms[-1]:.1f} ms (target: median <= 100 ms)")
-    print(f"  of which: every observer registered again (status): median {statistics.median(back) * 1000:.1f} ms, "
-          f"max {max(back) * 1000:.1f} ms; the rest is the {hops}-hop walk itself")
+    print(
+        f"restart: {hops} observers in {args.processes} processes, {args.restarts} restarts (SIGTERM/SIGKILL alternating)"
+    )
+    print(
+        f"  readiness line -> post walks the whole chain: median {statistics.median(ms):.1f} ms, "
+        f"p25 {q[0]:.1f} ms, p75 {q[2]:.1f} ms, max {ms[-1]:.1f} ms (target: median <= 100 ms)"
+    )
+    print(
+        f"  of which: every observer registered again (status): median {statistics.median(back) * 1000:.1f} ms, "
+        f"max {max(back) * 1000:.1f} ms; the rest is the {hops}-hop walk itself"
+    )
     return 0
 
 

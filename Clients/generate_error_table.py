@@ -143,7 +143,10 @@ def main(argv: List[str]) -> int:
     stale = [path for path, text in wanted.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
     if args.check:
         for path in stale:
-            print(f"generate_error_table: {path.relative_to(ROOT)} is out of date; run {Path(__file__).relative_to(ROOT)}", file=sys.stderr)
+            print(
+                f"generate_error_table: {path.relative_to(ROOT)} is out of date; run {Path(__file__).relative_to(ROOT)}",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     for path in stale:
         path.write_text(wanted[path], encoding="utf-8")

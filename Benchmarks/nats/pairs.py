@@ -10,6 +10,7 @@ Prints the resident memory and CPU (over `--idle-s`) of the brokers, the bridges
 three nats-servers, idle, per device; then the push. Everything lives in a temporary folder
 and is stopped on exit. Uses the cluster of scale.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,20 +61,51 @@ async def main() -> int:
             sock = os.path.join(folder, "bus.sock")
             log = open(os.path.join(folder, "log"), "ab")
             logs.append(log)
-            procs["broker"].append(subprocess.Popen(
-                [os.path.join(args.bin, "notifbus"), "broker", "--socket", sock, "--state-dir", os.path.join(folder, "state")],
-                stdout=log, stderr=log))
+            procs["broker"].append(
+                subprocess.Popen(
+                    [
+                        os.path.join(args.bin, "notifbus"),
+                        "broker",
+                        "--socket",
+                        sock,
+                        "--state-dir",
+                        os.path.join(folder, "state"),
+                    ],
+                    stdout=log,
+                    stderr=log,
+                )
+            )
             deadline = time.monotonic() + 10
             while not os.path.exists(sock) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            procs["bridge"].append(subprocess.Popen(
-                [os.path.join(args.bin, "notifbus-bridge"), "nats", "--url", ",".join(cluster.urls), "--device", dev,
-                 "--socket", sock, "--layout", "shared", "--create-stream", "--replicas", "3"] + args.bridge_flag,
-                stdout=log, stderr=log))
+            procs["bridge"].append(
+                subprocess.Popen(
+                    [
+                        os.path.join(args.bin, "notifbus-bridge"),
+                        "nats",
+                        "--url",
+                        ",".join(cluster.urls),
+                        "--device",
+                        dev,
+                        "--socket",
+                        sock,
+                        "--layout",
+                        "shared",
+                        "--create-stream",
+                        "--replicas",
+                        "3",
+                    ]
+                    + args.bridge_flag,
+                    stdout=log,
+                    stderr=log,
+                )
+            )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            started = sum(b"bridging device" in open(os.path.join(root, "p%02d" % i, "log"), "rb").read()
-                          for i in range(args.pairs))
+            started = sum(
+                b"bridging device" in open(os.path.join(root, "p%02d" % i, "log"), "rb").read()
+                for i in range(args.pairs)
+            )
             if started == args.pairs:
                 break
             await asyncio.sleep(0.2)
@@ -81,8 +113,11 @@ async def main() -> int:
             print("pairs: %d of %d bridges started in 120 s" % (started, args.pairs))
             return 1
         await asyncio.sleep(3)
-        groups = {"brokers": [p.pid for p in procs["broker"]], "bridges": [p.pid for p in procs["bridge"]],
-                  "nats-servers": [p.pid for p in cluster.procs]}
+        groups = {
+            "brokers": [p.pid for p in procs["broker"]],
+            "bridges": [p.pid for p in procs["bridge"]],
+            "nats-servers": [p.pid for p in cluster.procs],
+        }
         c0 = {k: sum(cpu(p) for p in v) for k, v in groups.items()}
         await asyncio.sleep(args.idle_s)
         print("| %d devices, idle | RSS MB | per device | CPU ms/s | per device |" % args.pairs)
@@ -101,10 +136,15 @@ async def main() -> int:
             seen.add(msg.subject)
             if len(seen) == args.pairs:
                 done.set()
+
         await nc.subscribe("notifbus.*.result", cb=on_result)
         t = time.monotonic()
-        await asyncio.gather(*(js.publish("notifbus.p%02d.in.post.mail" % i, b'{"n":1}', headers={"Nats-Msg-Id": "push-%d" % i})
-                               for i in range(args.pairs)))
+        await asyncio.gather(
+            *(
+                js.publish("notifbus.p%02d.in.post.mail" % i, b'{"n":1}', headers={"Nats-Msg-Id": "push-%d" % i})
+                for i in range(args.pairs)
+            )
+        )
         await asyncio.wait_for(done.wait(), 60)
         print("\npush to all %d devices, every result back: %.0f ms" % (args.pairs, (time.monotonic() - t) * 1000))
         await nc.close()

@@ -25,6 +25,7 @@ The devices share `--per-conn` of them per NATS connection (a real bridge has on
 Prints a table; `--json FILE` keeps the rows, `--svg FILE` draws cost per device against the
 device count, `--report FILE` prints the table (and draws the chart) of rows kept earlier. Everything lives in a temporary folder; the nodes are stopped on exit.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,15 +63,15 @@ class Cluster:
         for i in range(3):
             d = os.path.join(root, "n%d" % (i + 1))
             os.makedirs(os.path.join(d, "js"), exist_ok=True)
-            routes = ",".join(
-                "nats-route://127.0.0.1:%d" % (route_base + j) for j in range(3) if j != i)
+            routes = ",".join("nats-route://127.0.0.1:%d" % (route_base + j) for j in range(3) if j != i)
             with open(os.path.join(d, "server.conf"), "w") as f:
                 f.write(
                     "server_name: n%d\nhost: 127.0.0.1\nport: %d\nmax_payload: 1MB\n"
                     "max_connections: 100000\n"
                     'jetstream { store_dir: "%s", max_memory_store: 256MB, max_file_store: 20GB }\n'
                     "cluster { name: notifbus-scale, host: 127.0.0.1, port: %d, routes: [%s] }\n"
-                    % (i + 1, self.ports[i], os.path.join(d, "js"), route_base + i, routes))
+                    % (i + 1, self.ports[i], os.path.join(d, "js"), route_base + i, routes)
+                )
 
     def start(self) -> None:
         exe = shutil.which("nats-server") or "/usr/sbin/nats-server"
@@ -165,31 +166,52 @@ class Layout:
     async def create_shared(self, js) -> None:
         if self.name != "shared":
             return
-        await js.add_stream(StreamConfig(
-            name="NOTIFBUS", subjects=["notifbus.*.in.>"], retention=RetentionPolicy.WORK_QUEUE,
-            discard=DiscardPolicy.NEW, discard_new_per_subject=True, max_msgs_per_subject=1000,
-            max_age=7 * 86400, num_replicas=self.replicas, duplicate_window=600))
-        await js.add_stream(StreamConfig(
-            name="NOTIFBUS_OUT", subjects=["notifbus.*.result", "notifbus.*.dead", "notifbus.*.event.>"],
-            max_age=7 * 86400, num_replicas=self.replicas, duplicate_window=600))
+        await js.add_stream(
+            StreamConfig(
+                name="NOTIFBUS",
+                subjects=["notifbus.*.in.>"],
+                retention=RetentionPolicy.WORK_QUEUE,
+                discard=DiscardPolicy.NEW,
+                discard_new_per_subject=True,
+                max_msgs_per_subject=1000,
+                max_age=7 * 86400,
+                num_replicas=self.replicas,
+                duplicate_window=600,
+            )
+        )
+        await js.add_stream(
+            StreamConfig(
+                name="NOTIFBUS_OUT",
+                subjects=["notifbus.*.result", "notifbus.*.dead", "notifbus.*.event.>"],
+                max_age=7 * 86400,
+                num_replicas=self.replicas,
+                duplicate_window=600,
+            )
+        )
 
     async def ensure_device(self, js, dev: str) -> None:
         """The bridge's start: streams (per-device, created when missing), then the consumer."""
         if self.name == "per-device":
-            for name, subjects in (("NOTIFBUS_" + dev, ["notifbus.%s.post.>" % dev, "notifbus.%s.put.>" % dev]),
-                                   ("NOTIFBUS_%s_OUT" % dev, ["notifbus.%s.result" % dev, "notifbus.%s.dead" % dev,
-                                                              "notifbus.%s.event.>" % dev])):
+            for name, subjects in (
+                ("NOTIFBUS_" + dev, ["notifbus.%s.post.>" % dev, "notifbus.%s.put.>" % dev]),
+                (
+                    "NOTIFBUS_%s_OUT" % dev,
+                    ["notifbus.%s.result" % dev, "notifbus.%s.dead" % dev, "notifbus.%s.event.>" % dev],
+                ),
+            ):
                 try:
                     await js.stream_info(name)
                 except NotFoundError:
-                    await js.add_stream(StreamConfig(name=name, subjects=subjects, num_replicas=self.replicas,
-                                                     duplicate_window=600))
+                    await js.add_stream(
+                        StreamConfig(name=name, subjects=subjects, num_replicas=self.replicas, duplicate_window=600)
+                    )
         durable = "notifbus-bridge-" + dev
         try:
             await js.consumer_info(self.stream(dev), durable)
         except NotFoundError:
-            config = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=30,
-                                    max_ack_pending=6 * 256)
+            config = ConsumerConfig(
+                durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=6 * 256
+            )
             if self.name == "shared":
                 config.filter_subject = "notifbus.%s.in.>" % dev
             await js.add_consumer(self.stream(dev), config)
@@ -218,9 +240,17 @@ class Devices:
         count = (self.n + self.per_conn - 1) // self.per_conn
         self.conns = []
         for c in range(count):
-            nc = await retry("connect", lambda c=c: nats.connect(
-                self.urls[c % 3:] + self.urls[:c % 3], connect_timeout=2, max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25, error_cb=quiet, pending_size=64 * 1024 * 1024))
+            nc = await retry(
+                "connect",
+                lambda c=c: nats.connect(
+                    self.urls[c % 3 :] + self.urls[: c % 3],
+                    connect_timeout=2,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.25,
+                    error_cb=quiet,
+                    pending_size=64 * 1024 * 1024,
+                ),
+            )
             self.conns.append(nc)
 
     def conn(self, i: int):
@@ -233,6 +263,7 @@ class Devices:
             async with sem:
                 js = self.conn(i).jetstream(timeout=5)
                 await retry("ensure " + device_id(i), lambda: self.layout.ensure_device(js, device_id(i)))
+
         await asyncio.gather(*(one(i) for i in range(self.n)))
 
     def start(self) -> None:
@@ -268,6 +299,7 @@ class Devices:
 
         async def deliver(msg) -> None:
             queue.put_nowait(msg)
+
         sub = await nc.subscribe(inbox, cb=deliver)
         request = json.dumps({"batch": 1, "expires": self.fetch_ms * 1_000_000}).encode()
         subject = "$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream, durable)
@@ -283,14 +315,18 @@ class Devices:
                     msg = await asyncio.wait_for(queue.get(), self.fetch_ms / 1000 + 2)
                 except asyncio.TimeoutError:
                     continue
-                if not msg.reply:   # a status (408 request timeout, 404, 409): ask again
+                if not msg.reply:  # a status (408 request timeout, 404, 409): ask again
                     if msg.headers and msg.headers.get("Status") not in ("408", "404", "409", None):
                         await asyncio.sleep(0.1)
                     continue
                 msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
                 body = json.dumps({"msgId": msg_id, "result": {"outcome": "completed"}}).encode()
-                await retry("result " + dev, lambda body=body, msg_id=msg_id: js.publish(
-                    "notifbus.%s.result" % dev, body, headers={"Nats-Msg-Id": "result:" + msg_id}))
+                await retry(
+                    "result " + dev,
+                    lambda body=body, msg_id=msg_id: js.publish(
+                        "notifbus.%s.result" % dev, body, headers={"Nats-Msg-Id": "result:" + msg_id}
+                    ),
+                )
                 await retry("ack " + dev, lambda reply=msg.reply: nc.request(reply, b"+ACK", timeout=5))
                 n = self.applied.get(dev, 0) + 1
                 self.applied[dev] = n
@@ -314,8 +350,13 @@ async def publish_all(urls: List[str], layout: Layout, n: int, tag: str, concurr
     async def one(i: int) -> None:
         async with sem:
             dev = device_id(i)
-            await retry("publish " + dev, lambda: js.publish(
-                layout.inbound_subject(dev, "mail"), b'{"n":1}', headers={"Nats-Msg-Id": tag + "-" + dev}))
+            await retry(
+                "publish " + dev,
+                lambda: js.publish(
+                    layout.inbound_subject(dev, "mail"), b'{"n":1}', headers={"Nats-Msg-Id": tag + "-" + dev}
+                ),
+            )
+
     await asyncio.gather(*(one(i) for i in range(n)))
     await nc.close()
 
@@ -383,9 +424,18 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
         row["cpu"] = cpu
         row["rss_kb_per_device"] = (rss - base_rss) / 1024 / n
         row["cpu_ms_per_device_s"] = (cpu - base_cpu) * 1000 / n
-        log("%s %d: idle rss %.0f MB (+%.1f KB/device), cpu %.2f cores (%.3f ms/s per device), %.2f fetches/s per device"
-            % (layout_name, n, rss / 2**20, row["rss_kb_per_device"], cpu, row["cpu_ms_per_device_s"],
-               row["fetches_per_device_s"]))
+        log(
+            "%s %d: idle rss %.0f MB (+%.1f KB/device), cpu %.2f cores (%.3f ms/s per device), %.2f fetches/s per device"
+            % (
+                layout_name,
+                n,
+                rss / 2**20,
+                row["rss_kb_per_device"],
+                cpu,
+                row["cpu_ms_per_device_s"],
+                row["fetches_per_device_s"],
+            )
+        )
 
         devices.expect(1)
         t = time.monotonic()
@@ -411,8 +461,9 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
             await asyncio.wait_for(devices.done.wait(), args.timeout_s)
         except asyncio.TimeoutError:
             row["restart_caught_up"] = devices.finished
-            raise RuntimeError("%d of %d devices caught up within %.0f s of the restart"
-                               % (devices.finished, n, args.timeout_s)) from None
+            raise RuntimeError(
+                "%d of %d devices caught up within %.0f s of the restart" % (devices.finished, n, args.timeout_s)
+            ) from None
         row["restart_s"] = time.monotonic() - t
         log("%s %d: caught up after a cluster restart in %.1f s" % (layout_name, n, row["restart_s"]))
     except Exception as error:
@@ -426,17 +477,46 @@ async def measure_body(layout_name: str, n: int, args, row: dict) -> None:
 
 
 def table(rows: List[dict]) -> str:
-    head = ("layout", "devices", "fetch wait s", "setup s", "idle RSS MB", "KB/device", "idle CPU", "ms CPU/s per device",
-            "fetches/s per device", "push-all s", "restart catch-up s", "stopped by")
+    head = (
+        "layout",
+        "devices",
+        "fetch wait s",
+        "setup s",
+        "idle RSS MB",
+        "KB/device",
+        "idle CPU",
+        "ms CPU/s per device",
+        "fetches/s per device",
+        "push-all s",
+        "restart catch-up s",
+        "stopped by",
+    )
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for r in rows:
+
         def f(key, fmt, r=r):
             return fmt % r[key] if key in r else "–"
-        lines.append("| " + " | ".join((
-            r["layout"], "{:,}".format(r["devices"]), "%g" % (r.get("fetch_ms", 1000) / 1000), f("setup_s", "%.1f"), f("rss_mb", "%.0f"),
-            f("rss_kb_per_device", "%.1f"), f("cpu", "%.2f"), f("cpu_ms_per_device_s", "%.3f"),
-            f("fetches_per_device_s", "%.3g"), f("push_all_s", "%.1f"), f("restart_s", "%.1f"),
-            r.get("error", "").replace("|", "/") or "–")) + " |")
+
+        lines.append(
+            "| "
+            + " | ".join(
+                (
+                    r["layout"],
+                    "{:,}".format(r["devices"]),
+                    "%g" % (r.get("fetch_ms", 1000) / 1000),
+                    f("setup_s", "%.1f"),
+                    f("rss_mb", "%.0f"),
+                    f("rss_kb_per_device", "%.1f"),
+                    f("cpu", "%.2f"),
+                    f("cpu_ms_per_device_s", "%.3f"),
+                    f("fetches_per_device_s", "%.3g"),
+                    f("push_all_s", "%.1f"),
+                    f("restart_s", "%.1f"),
+                    r.get("error", "").replace("|", "/") or "–",
+                )
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -446,15 +526,21 @@ def short(v: float) -> str:
 
 def svg(rows: List[dict]) -> str:
     """Two panels, memory and idle CPU per device against the device count, a line per layout."""
+
     def series(r: dict) -> str:
         wait = r.get("fetch_ms", 1000)
         return r["layout"] + ("" if wait == 1000 else ", %g s fetches" % (wait / 1000))
+
     colors = {"shared": "#2f6fb0", "shared, 30 s fetches": "#6aa84f", "per-device": "#d9822b"}
     width, height, pad = 760, 350, 60
-    panels = (("rss_kb_per_device", "cluster RSS per idle device, KB"),
-              ("cpu_ms_per_device_s", "cluster CPU per idle device, ms per s"))
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
-           'font-size="12"><rect width="100%%" height="100%%" fill="white"/>' % (width, height)]
+    panels = (
+        ("rss_kb_per_device", "cluster RSS per idle device, KB"),
+        ("cpu_ms_per_device_s", "cluster CPU per idle device, ms per s"),
+    )
+    out = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+        'font-size="12"><rect width="100%%" height="100%%" fill="white"/>' % (width, height)
+    ]
     counts = sorted({r["devices"] for r in rows})
     pw = (width - 3 * pad) / 2
     for p, (key, title) in enumerate(panels):
@@ -472,6 +558,7 @@ def svg(rows: List[dict]) -> str:
 
         def xpos(c: int, x0: float = x0) -> float:
             return x0 + pw * (counts.index(c) + 0.5) / len(counts)
+
         for c in counts:
             out.append('<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>' % (xpos(c), y0 + 16, "{:,}".format(c)))
         out.append('<text x="%.0f" y="%.0f" text-anchor="middle">devices</text>' % (x0 + pw / 2, y0 + 34))
@@ -479,8 +566,10 @@ def svg(rows: List[dict]) -> str:
             pts = sorted((r["devices"], r[key]) for r in good if series(r) == name)
             coords = [(xpos(c), y0 - (y0 - y1) * v / top) for c, v in pts]
             if len(coords) > 1:
-                out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
-                           % (color, " ".join("%.1f,%.1f" % xy for xy in coords)))
+                out.append(
+                    '<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
+                    % (color, " ".join("%.1f,%.1f" % xy for xy in coords))
+                )
             for (x, y), (_, v) in zip(coords, pts):
                 out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (x, y, color))
                 out.append('<text x="%.1f" y="%.1f" fill="%s">%s</text>' % (x + 6, y - 5 + 13 * li, color, short(v)))
@@ -504,8 +593,12 @@ async def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=600, help="bound on push-all and catch-up")
     ap.add_argument("--port", type=int, default=34222, help="client ports PORT..PORT+2, routes PORT+1000..")
     ap.add_argument("--work", default=None, help="folder for the nodes' stores (default: the temp folder)")
-    ap.add_argument("--min-available-mb", type=int, default=4096,
-                    help="stop a run when the machine's available memory falls below this")
+    ap.add_argument(
+        "--min-available-mb",
+        type=int,
+        default=4096,
+        help="stop a run when the machine's available memory falls below this",
+    )
     ap.add_argument("--json", help="append the rows to this file (JSON lines)")
     ap.add_argument("--svg", help="write the chart of cost per device (from --json's rows when given)")
     ap.add_argument("--report", metavar="JSONL", help="measure nothing: print the table of these rows (and --svg)")

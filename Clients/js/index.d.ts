@@ -185,7 +185,11 @@ export class Client extends EventEmitter<ClientEvents> {
   removeObserverByUniqueKey(key: string, options?: CallOptions): Promise<string[]>;
   post(name: string, payload?: unknown, options?: OnceOptions): Promise<PostResult>;
   methodChannel(name: string): MethodChannel;
-  put(slot: string, value: unknown, options?: OnceOptions): Promise<{ replaced: boolean; delivered: boolean; repeat?: true }>;
+  put(
+    slot: string,
+    value: unknown,
+    options?: OnceOptions,
+  ): Promise<{ replaced: boolean; delivered: boolean; repeat?: true }>;
   take(slot: string, options?: { wait?: number } & OnceOptions): Promise<Json>;
   peek(slot: string, options?: CallOptions): Promise<Json>;
   setNotificationCategories(categories: NotificationCategory[], options?: OnceOptions): Promise<number>;
@@ -194,9 +198,24 @@ export class Client extends EventEmitter<ClientEvents> {
   monitor(options?: CallOptions): Promise<void>;
   monitor(onSeen: (...seen: ClientEvents['seen']) => void, options?: CallOptions): Promise<void>;
   // The notification profile (src/profile.js).
-  addWillPresentObserver(handler: (notification: Notification) => PresentationOption[] | null | undefined | Promise<PresentationOption[] | null | undefined>, options?: ObserverOptions): Promise<string>;
-  addDidReceiveObserver(handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
-  addOpenSettingsObserver(handler: (notification: Notification | null) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>, options?: ObserverOptions): Promise<string>;
+  addWillPresentObserver(
+    handler: (
+      notification: Notification,
+    ) => PresentationOption[] | null | undefined | Promise<PresentationOption[] | null | undefined>,
+    options?: ObserverOptions,
+  ): Promise<string>;
+  addDidReceiveObserver(
+    handler: (
+      response: NotificationResponse,
+    ) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>,
+    options?: ObserverOptions,
+  ): Promise<string>;
+  addOpenSettingsObserver(
+    handler: (
+      notification: Notification | null,
+    ) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>,
+    options?: ObserverOptions,
+  ): Promise<string>;
   postWillPresent(notification: Notification, options?: OnceOptions): Promise<PostResult>;
   postDidReceive(response: NotificationResponse, options?: OnceOptions): Promise<PostResult>;
   postOpenSettings(notification: Notification | null, options?: OnceOptions): Promise<PostResult>;
@@ -204,7 +223,9 @@ export class Client extends EventEmitter<ClientEvents> {
   /** The app's one call at start: its launch response, then didReceive observed under the key `appId`. */
   receiveNotificationResponses(
     appId: string,
-    handler: (response: NotificationResponse) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>,
+    handler: (
+      response: NotificationResponse,
+    ) => ChainAnswer | null | undefined | Promise<ChainAnswer | null | undefined>,
     options?: { activatedFor?: string | null; wait?: number; priority?: number } & CallOptions,
   ): Promise<AppStart>;
 }

@@ -22,6 +22,7 @@ def main() -> int:
     parser.add_argument("--priority", type=int, default=5)
     args = parser.parse_args()
     with notifbus.connect(name="mail-read-state") as bus:
+
         def on_response(event):
             if event.payload.get("actionIdentifier") != DISMISS:
                 return notifbus.NEXT

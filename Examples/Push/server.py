@@ -2,6 +2,7 @@
 NATS, prints the device's chain result, and waits for the click to come back. It talks to the
 device through notifbus_server (Clients/python-server), the servers' side of Protocol/NATS.md.
 """
+
 import argparse
 import asyncio
 import sys
@@ -19,16 +20,28 @@ async def main() -> int:
     laptop = Device(nc, args.device, timeout=30)
     clicks = await laptop.events("didReceive")
 
-    notification = {"notification": {"identifier": "mail-42", "source": "remote", "content": {
-        "title": "Ana Lima", "subtitle": "Lunch on Friday?", "body": "Are you free at noon?",
-        "categoryIdentifier": "MESSAGE", "userInfo": {"emailId": "e-42"}}}}
+    notification = {
+        "notification": {
+            "identifier": "mail-42",
+            "source": "remote",
+            "content": {
+                "title": "Ana Lima",
+                "subtitle": "Lunch on Friday?",
+                "body": "Are you free at noon?",
+                "categoryIdentifier": "MESSAGE",
+                "userInfo": {"emailId": "e-42"},
+            },
+        }
+    }
     print(f"pushed mail e-42 to device {args.device}; waiting for its chain", flush=True)
     result = await laptop.post("willPresent", notification, msg_id="push-mail-42", wait=True)
     print(f"the device's chain: {result['outcome']} by {result['by']}, presentation {result['value']}", flush=True)
 
     click = await clicks.next(timeout=30)
     email = click["notification"]["content"]["userInfo"]["emailId"]
-    print(f"click from device {args.device}: {click['actionIdentifier']} on {email}; marking {email} as read", flush=True)
+    print(
+        f"click from device {args.device}: {click['actionIdentifier']} on {email}; marking {email} as read", flush=True
+    )
     await nc.close()
     return 0
 

@@ -2,7 +2,7 @@
 // Clients/js, prints what it saw and completes the event with the presentation options.
 // It is the chain's last word; it must not pass the event on.
 import { parseArgs } from 'node:util';
-import { connect, complete } from '../../Clients/js/src/index.js';
+import { complete, connect } from '../../Clients/js/src/index.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -36,10 +36,16 @@ process.on('SIGTERM', () => close('SIGTERM'));
 process.on('SIGINT', () => close('SIGINT'));
 setTimeout(() => close('--run-for has passed'), runForMs).unref();
 
-const observer = await bus.addObserver('willPresent', ({ name, event, observer: id, payload }) => {
-  const content = payload?.notification?.content ?? {};
-  console.log(`js observer ${id} saw ${name} event ${event}: title ${JSON.stringify(content.title ?? null)}, `
-    + `thread ${JSON.stringify(content.threadIdentifier ?? null)}; completing with ${JSON.stringify(presentation)}`);
-  return complete(presentation);
-}, { priority });
+const observer = await bus.addObserver(
+  'willPresent',
+  ({ name, event, observer: id, payload }) => {
+    const content = payload?.notification?.content ?? {};
+    console.log(
+      `js observer ${id} saw ${name} event ${event}: title ${JSON.stringify(content.title ?? null)}, ` +
+        `thread ${JSON.stringify(content.threadIdentifier ?? null)}; completing with ${JSON.stringify(presentation)}`,
+    );
+    return complete(presentation);
+  },
+  { priority },
+);
 console.log(`js observer ${observer} on willPresent at priority ${priority}`);

@@ -31,7 +31,9 @@ def on_event(event: notifbus.Event) -> notifbus.Verdict:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Observes willPresent and passes it on (socket from NOTIFBUS_SOCKET).")
     parser.add_argument("--priority", type=int, default=20, help="place in the chain; lower runs first (default 20)")
-    parser.add_argument("--run-for", type=float, default=60.0, metavar="SECONDS", help="exit after this long (default 60)")
+    parser.add_argument(
+        "--run-for", type=float, default=60.0, metavar="SECONDS", help="exit after this long (default 60)"
+    )
     options = parser.parse_args()
     return run_client("python_observer.py", "python observer", "python-observer", lambda bus: serve(bus, options))
 
@@ -46,6 +48,7 @@ def serve(bus: notifbus.Client, options: argparse.Namespace) -> int:
     bus.run_forever()  # returns once the timer closes the connection
     say("python observer: --run-for has passed, closed")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

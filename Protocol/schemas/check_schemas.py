@@ -31,8 +31,27 @@ except ImportError:  # pragma: no cover - depends on the machine
 SCHEMAS = Path(__file__).resolve().parent
 VECTORS = SCHEMAS.parent / "vectors"
 
-CLIENT_OPS = {"hello", "ping", "subscribe", "unsubscribe", "post", "handle", "unhandle", "invoke", "put", "take",
-              "peek", "setCategories", "getCategories", "status", "monitor", "next", "complete", "stop", "return"}
+CLIENT_OPS = {
+    "hello",
+    "ping",
+    "subscribe",
+    "unsubscribe",
+    "post",
+    "handle",
+    "unhandle",
+    "invoke",
+    "put",
+    "take",
+    "peek",
+    "setCategories",
+    "getCategories",
+    "status",
+    "monitor",
+    "next",
+    "complete",
+    "stop",
+    "return",
+}
 BROKER_OPS = {"reply", "event", "evicted", "call", "seen"}
 
 #: Framing vectors that are valid frames but deliberately not valid messages.
@@ -49,8 +68,11 @@ SCHEMA_BLIND = {
 
 #: The schema of each op's result, for cases that expect an exact result.
 RESULT_SCHEMAS = {
-    "ping": "result-empty.json", "monitor": "result-empty.json", "put": "result-put.json",
-    "setCategories": "result-setCategories.json", "getCategories": "result-getCategories.json",
+    "ping": "result-empty.json",
+    "monitor": "result-empty.json",
+    "put": "result-put.json",
+    "setCategories": "result-setCategories.json",
+    "getCategories": "result-getCategories.json",
 }
 
 ACCEPTED = {"not_found", "not_implemented", "invalid_action", "unsupported_protocol"}
@@ -99,13 +121,17 @@ def main() -> int:
         checked += 1
         if "result" in expect or expect.get("error") in ACCEPTED:
             if not valid:
-                problems.append(f"message '{name}': the broker accepts it but the schema does not: "
-                                f"{next(client.iter_errors(case['send'])).message}")
+                problems.append(
+                    f"message '{name}': the broker accepts it but the schema does not: "
+                    f"{next(client.iter_errors(case['send'])).message}"
+                )
             op = case["send"].get("op")
             if "result" in expect and op in RESULT_SCHEMAS:
                 errors = list(validator(RESULT_SCHEMAS[op]).iter_errors(expect["result"]))
                 if errors:
-                    problems.append(f"message '{name}': result does not match {RESULT_SCHEMAS[op]}: {errors[0].message}")
+                    problems.append(
+                        f"message '{name}': result does not match {RESULT_SCHEMAS[op]}: {errors[0].message}"
+                    )
         elif expect.get("error") in REJECTED and valid and name not in SCHEMA_BLIND:
             problems.append(f"message '{name}': the broker answers {expect['error']} but the schema accepts it")
 

@@ -28,6 +28,7 @@ MAX_FRAME = 1_048_576
 # Framing vectors
 # ---------------------------------------------------------------------------------------
 
+
 def nested(depth: int) -> str:
     """An array/object nest `depth` levels deep around the string "core"."""
     text = '"core"'
@@ -43,26 +44,35 @@ VALID_BODIES: List[tuple] = [
     ("subscribe", b'{"op":"subscribe","id":3,"events":["willPresent","didReceive"],"priority":10,"key":"mail"}'),
     ("unsubscribe by observer", b'{"op":"unsubscribe","id":4,"observer":"o4"}'),
     ("unsubscribe by key, string id", b'{"op":"unsubscribe","id":"u-4","key":"mail"}'),
-    ("post with a nested didReceive payload",
-     b'{"op":"post","id":5,"name":"didReceive","payload":{"actionIdentifier":'
-     b'"com.apple.UNNotificationDefaultActionIdentifier","notification":{"identifier":"n-1",'
-     b'"source":"remote","content":{"title":"Hi","badge":3,"userInfo":{"emailId":"e-1",'
-     b'"tags":["a","b"],"meta":{"read":false,"score":null}}}}}}'),
+    (
+        "post with a nested didReceive payload",
+        b'{"op":"post","id":5,"name":"didReceive","payload":{"actionIdentifier":'
+        b'"com.apple.UNNotificationDefaultActionIdentifier","notification":{"identifier":"n-1",'
+        b'"source":"remote","content":{"title":"Hi","badge":3,"userInfo":{"emailId":"e-1",'
+        b'"tags":["a","b"],"meta":{"read":false,"score":null}}}}}}',
+    ),
     ("handle a whole channel", b'{"op":"handle","id":6,"channel":"notification_interaction","method":null}'),
     ("unhandle", b'{"op":"unhandle","id":7,"handler":"h2"}'),
-    ("invoke with nested arguments",
-     b'{"op":"invoke","id":8,"channel":"notification_interaction","method":"m","arguments":{"list":[1,[2,[3]]],"flag":true}}'),
+    (
+        "invoke with nested arguments",
+        b'{"op":"invoke","id":8,"channel":"notification_interaction","method":"m","arguments":{"list":[1,[2,[3]]],"flag":true}}',
+    ),
     ("put", b'{"op":"put","id":9,"slot":"launch","value":{"emailId":"e-1"}}'),
     ("take with wait", b'{"op":"take","id":10,"slot":"launch","wait":5000}'),
     ("peek", b'{"op":"peek","id":12,"slot":"launch"}'),
-    ("post with an idempotency key", b'{"op":"post","id":5,"name":"mail.arrived","once":"nats/dev-1/42","payload":{"n":1}}'),
+    (
+        "post with an idempotency key",
+        b'{"op":"post","id":5,"name":"mail.arrived","once":"nats/dev-1/42","payload":{"n":1}}',
+    ),
     ("put with an idempotency key", b'{"op":"put","id":9,"slot":"launch","value":1,"once":"launch-1"}'),
-    ("setCategories",
-     b'{"op":"setCategories","id":13,"categories":[{"identifier":"INVITE","options":[],"actions":['
-     b'{"identifier":"ACCEPT","title":"Accept","options":["foreground"]},'
-     b'{"identifier":"DECLINE","title":"Decline","options":["destructive"]}]},'
-     b'{"identifier":"MESSAGE","options":["customDismissAction","hiddenPreviewsShowTitle"],"actions":['
-     b'{"identifier":"REPLY","title":"Reply","options":[],"textInput":{"buttonTitle":"Send","placeholder":"Message"}}]}]}'),
+    (
+        "setCategories",
+        b'{"op":"setCategories","id":13,"categories":[{"identifier":"INVITE","options":[],"actions":['
+        b'{"identifier":"ACCEPT","title":"Accept","options":["foreground"]},'
+        b'{"identifier":"DECLINE","title":"Decline","options":["destructive"]}]},'
+        b'{"identifier":"MESSAGE","options":["customDismissAction","hiddenPreviewsShowTitle"],"actions":['
+        b'{"identifier":"REPLY","title":"Reply","options":[],"textInput":{"buttonTitle":"Send","placeholder":"Message"}}]}]}',
+    ),
     ("getCategories", b'{"op":"getCategories","id":14}'),
     ("status", b'{"op":"status","id":15}'),
     ("status page", b'{"op":"status","id":15,"page":"o10:4"}'),
@@ -72,16 +82,22 @@ VALID_BODIES: List[tuple] = [
     ("complete with a value", b'{"op":"complete","event":12,"value":["banner","sound"]}'),
     ("stop", b'{"op":"stop","event":12}'),
     ("return with a result", b'{"op":"return","call":31,"result":{"emailId":"e-1"}}'),
-    ("return with an error and details",
-     b'{"op":"return","call":31,"error":{"code":"not_implemented","message":"no such method","details":{"tried":["m"]}}}'),
+    (
+        "return with an error and details",
+        b'{"op":"return","call":31,"error":{"code":"not_implemented","message":"no such method","details":{"tried":["m"]}}}',
+    ),
     # Frames the broker writes.
-    ("reply to hello",
-     b'{"op":"reply","id":1,"result":{"protocol":1,"server":"notifbus/0.1.0","client":"c7","maxFrame":1048576}}'),
+    (
+        "reply to hello",
+        b'{"op":"reply","id":1,"result":{"protocol":1,"server":"notifbus/0.1.0","client":"c7","maxFrame":1048576}}',
+    ),
     ("error frame", b'{"op":"reply","id":null,"error":{"code":"bad_json","message":"unexpected byte at byte 0"}}'),
     ("reply to a repeat", b'{"op":"reply","id":9,"result":{"replaced":false,"delivered":false},"repeat":true}'),
-    ("interrupted repeat",
-     b'{"op":"reply","id":"r","error":{"code":"interrupted","message":"the event\'s chain was cut when the broker stopped; '
-     b'the observers before the cut saw it; it will not run again"},"repeat":true}'),
+    (
+        "interrupted repeat",
+        b'{"op":"reply","id":"r","error":{"code":"interrupted","message":"the event\'s chain was cut when the broker stopped; '
+        b'the observers before the cut saw it; it will not run again"},"repeat":true}',
+    ),
     ("once_conflict", b'{"op":"reply","id":10,"error":{"code":"once_conflict","message":"m","details":{"op":"put"}}}'),
     ("event", b'{"op":"event","event":12,"observer":"o2","name":"didReceive","payload":null}'),
     ("evicted observer", b'{"op":"evicted","observer":"o1","by":"o4"}'),
@@ -89,19 +105,29 @@ VALID_BODIES: List[tuple] = [
     ("call", b'{"op":"call","call":31,"handler":"h2","channel":"c","method":"m","arguments":null,"from":"c9"}'),
     ("seen", b'{"op":"seen","dir":"in","client":"c7","frame":{"op":"ping","id":2}}'),
     # Text and numbers.
-    ("raw UTF-8: two-, three- and four-byte sequences",
-     '{"op":"post","id":"ünï-1","name":"日本語","payload":{"greek":"αβγ","emoji":"😀","mixed":"a€𝄞z"}}'.encode("utf-8")),
-    ("every escape",
-     b'{"op":"put","id":20,"slot":"esc","value":"q\\" b\\\\ s\\/ \\b\\f\\n\\r\\t \\u0000 \\u00e9 \\u20AC \\uD83D\\uDE00"}'),
+    (
+        "raw UTF-8: two-, three- and four-byte sequences",
+        '{"op":"post","id":"ünï-1","name":"日本語","payload":{"greek":"αβγ","emoji":"😀","mixed":"a€𝄞z"}}'.encode(
+            "utf-8"
+        ),
+    ),
+    (
+        "every escape",
+        b'{"op":"put","id":20,"slot":"esc","value":"q\\" b\\\\ s\\/ \\b\\f\\n\\r\\t \\u0000 \\u00e9 \\u20AC \\uD83D\\uDE00"}',
+    ),
     ("lone surrogate escape (valid JSON grammar)", b'{"op":"put","id":21,"slot":"s","value":"\\ud800"}'),
     ("key written with an escape", b'{"o\\u0070":"ping","id":22}'),
     ("whitespace around and inside the body", b' \t\r\n{ "op" : "ping" ,\n\t"id" : 23 }\r\n\t '),
     ("empty object", b"{}"),
-    ("numbers",
-     b'{"op":"post","id":9007199254740991,"name":"n","payload":[0,1,-1,1.5,-2.25e-3,1E+2,6.02e23,123456789]}'),
+    (
+        "numbers",
+        b'{"op":"post","id":9007199254740991,"name":"n","payload":[0,1,-1,1.5,-2.25e-3,1E+2,6.02e23,123456789]}',
+    ),
     ("literals", b'{"op":"post","id":24,"name":"l","payload":{"t":true,"f":false,"n":null,"e":"","a":[],"o":{}}}'),
-    ("deep nesting (100 levels)",
-     ('{"op":"post","id":25,"name":"deep","payload":' + nested(100) + "}").encode("utf-8")),
+    (
+        "deep nesting (100 levels)",
+        ('{"op":"post","id":25,"name":"deep","payload":' + nested(100) + "}").encode("utf-8"),
+    ),
 ]
 
 INVALID_BODIES: List[tuple] = [
@@ -156,8 +182,10 @@ def frame(body: bytes) -> bytes:
 
 def strict_parse(body: bytes) -> Any:
     """Parses like the broker: UTF-8 must be valid, NaN and Infinity are not JSON."""
+
     def reject_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
+
     return json.loads(body.decode("utf-8", errors="strict"), parse_constant=reject_constant)
 
 
@@ -210,9 +238,17 @@ NAME_256 = "n" * 256
 NAME_257 = "n" * 257
 
 
-def case(name: str, send: Any = _ABSENT, *, text: Optional[str] = None, id: Any = _ABSENT,
-         result: Any = _ABSENT, error: Optional[str] = None, greeted: bool = True,
-         closes: bool = False) -> None:
+def case(
+    name: str,
+    send: Any = _ABSENT,
+    *,
+    text: Optional[str] = None,
+    id: Any = _ABSENT,
+    result: Any = _ABSENT,
+    error: Optional[str] = None,
+    greeted: bool = True,
+    closes: bool = False,
+) -> None:
     """Adds one case. The expected id defaults to the id sent, when it is usable."""
     assert (send is _ABSENT) != (text is None), name
     assert (result is _ABSENT) != (error is None), name
@@ -263,32 +299,64 @@ def category(actions: Any = None, **fields: Any) -> Dict[str, Any]:
 def build_cases() -> None:
     # -- Greeting -------------------------------------------------------------------------
     # hello_required echoes the request's id when it is usable (decision 17).
-    case("request before hello", {"op": "ping", "id": 7}, greeted=False,
-         error="hello_required", closes=True)
-    case("request with a string id before hello", {"op": "ping", "id": "p-1"}, greeted=False,
-         error="hello_required", closes=True)
-    case("unknown op before hello", {"op": "frobnicate", "id": 1}, greeted=False,
-         error="hello_required", closes=True)
+    case("request before hello", {"op": "ping", "id": 7}, greeted=False, error="hello_required", closes=True)
+    case(
+        "request with a string id before hello",
+        {"op": "ping", "id": "p-1"},
+        greeted=False,
+        error="hello_required",
+        closes=True,
+    )
+    case("unknown op before hello", {"op": "frobnicate", "id": 1}, greeted=False, error="hello_required", closes=True)
     case("missing op before hello", {"id": 1}, greeted=False, error="hello_required", closes=True)
-    case("request without id before hello", {"op": "ping"}, greeted=False,
-         id=None, error="hello_required", closes=True)
-    case("unusable id before hello", {"op": "ping", "id": -1}, greeted=False,
-         id=None, error="hello_required", closes=True)
-    case("answer before hello", {"op": "next", "event": 1}, greeted=False,
-         id=None, error="hello_required", closes=True)
-    case("malformed answer before hello", {"op": "stop"}, greeted=False,
-         id=None, error="hello_required", closes=True)
-    case("return before hello", {"op": "return", "call": 1, "result": None}, greeted=False,
-         id=None, error="hello_required", closes=True)
+    case("request without id before hello", {"op": "ping"}, greeted=False, id=None, error="hello_required", closes=True)
+    case(
+        "unusable id before hello",
+        {"op": "ping", "id": -1},
+        greeted=False,
+        id=None,
+        error="hello_required",
+        closes=True,
+    )
+    case("answer before hello", {"op": "next", "event": 1}, greeted=False, id=None, error="hello_required", closes=True)
+    case("malformed answer before hello", {"op": "stop"}, greeted=False, id=None, error="hello_required", closes=True)
+    case(
+        "return before hello",
+        {"op": "return", "call": 1, "result": None},
+        greeted=False,
+        id=None,
+        error="hello_required",
+        closes=True,
+    )
     case("bad JSON before hello stays open", text="{", greeted=False, id=None, error="bad_json")
-    case("top-level array before hello stays open", text='[{"op":"hello","id":1,"protocol":1}]',
-         greeted=False, id=None, error="bad_json")
-    case("hello with protocol 2", {"op": "hello", "id": 1, "protocol": 2}, greeted=False,
-         error="unsupported_protocol", closes=True)
-    case("hello with protocol 0", {"op": "hello", "id": "h0", "protocol": 0}, greeted=False,
-         error="unsupported_protocol", closes=True)
-    case("hello with protocol -1", {"op": "hello", "id": 1, "protocol": -1}, greeted=False,
-         error="unsupported_protocol", closes=True)
+    case(
+        "top-level array before hello stays open",
+        text='[{"op":"hello","id":1,"protocol":1}]',
+        greeted=False,
+        id=None,
+        error="bad_json",
+    )
+    case(
+        "hello with protocol 2",
+        {"op": "hello", "id": 1, "protocol": 2},
+        greeted=False,
+        error="unsupported_protocol",
+        closes=True,
+    )
+    case(
+        "hello with protocol 0",
+        {"op": "hello", "id": "h0", "protocol": 0},
+        greeted=False,
+        error="unsupported_protocol",
+        closes=True,
+    )
+    case(
+        "hello with protocol -1",
+        {"op": "hello", "id": 1, "protocol": -1},
+        greeted=False,
+        error="unsupported_protocol",
+        closes=True,
+    )
     bad("hello without protocol stays open and ungreeted", {"op": "hello", "id": 1}, greeted=False)
     bad("hello with protocol null", {"op": "hello", "id": 1, "protocol": None}, greeted=False)
     bad("hello with string protocol", {"op": "hello", "id": 1, "protocol": "1"}, greeted=False)
@@ -406,8 +474,11 @@ def build_cases() -> None:
     case("unsubscribe an unknown observer", dict(unsub, observer="o999999999"), error="not_found")
     case("unsubscribe a malformed observer id", dict(unsub, observer="observer-1"), error="not_found")
     case("unsubscribe an unused key", dict(unsub, key="vec-unused-key"), error="not_found")
-    case("unsubscribe with key null and an unknown observer", dict(unsub, observer="o999999998", key=None),
-         error="not_found")
+    case(
+        "unsubscribe with key null and an unknown observer",
+        dict(unsub, observer="o999999998", key=None),
+        error="not_found",
+    )
 
     # -- post -----------------------------------------------------------------------------
     bad("post without name", {"op": "post", "id": 5, "payload": 1})
@@ -416,8 +487,10 @@ def build_cases() -> None:
     bad("post with name of 257 bytes", post(5, NAME_257))
     bad("post with numeric name", post(5, 5))
     bad("post with unknown field", {"op": "post", "id": 5, "name": "e", "payloads": {}})
-    bad("post unknown field is checked before the profile payload",
-        {"op": "post", "id": 5, "name": "willPresent", "extra": 1})
+    bad(
+        "post unknown field is checked before the profile payload",
+        {"op": "post", "id": 5, "name": "willPresent", "extra": 1},
+    )
 
     # -- Notification profile: invalid_payload --------------------------------------------
     def ip(name: str, event: str, payload: Any = _ABSENT) -> None:
@@ -434,33 +507,61 @@ def build_cases() -> None:
     ip("notification without identifier", "willPresent", {"notification": {"content": {}}})
     ip("notification with identifier null", "willPresent", {"notification": {"identifier": None, "content": {}}})
     ip("notification with numeric identifier", "willPresent", {"notification": {"identifier": 1, "content": {}}})
-    ip("notification with unknown source", "willPresent",
-       {"notification": {"identifier": "n", "source": "push", "content": {}}})
-    ip("notification with numeric source", "willPresent",
-       {"notification": {"identifier": "n", "source": 1, "content": {}}})
+    ip(
+        "notification with unknown source",
+        "willPresent",
+        {"notification": {"identifier": "n", "source": "push", "content": {}}},
+    )
+    ip(
+        "notification with numeric source",
+        "willPresent",
+        {"notification": {"identifier": "n", "source": 1, "content": {}}},
+    )
     ip("notification without content", "willPresent", {"notification": {"identifier": "n"}})
     ip("notification with content null", "willPresent", {"notification": {"identifier": "n", "content": None}})
     ip("notification with an array content", "willPresent", {"notification": {"identifier": "n", "content": []}})
-    for field, value in [("title", 5), ("subtitle", True), ("body", []), ("categoryIdentifier", 5),
-                         ("threadIdentifier", {}), ("sound", 1), ("userInfo", []), ("userInfo", "x"),
-                         ("badge", 1.5), ("badge", "3"), ("badge", True)]:
+    for field, value in [
+        ("title", 5),
+        ("subtitle", True),
+        ("body", []),
+        ("categoryIdentifier", 5),
+        ("threadIdentifier", {}),
+        ("sound", 1),
+        ("userInfo", []),
+        ("userInfo", "x"),
+        ("badge", 1.5),
+        ("badge", "3"),
+        ("badge", True),
+    ]:
         ip(f"content.{field} as {json.dumps(value)}", "willPresent", {"notification": notification(**{field: value})})
-    case("content.badge 1e0 (not an integer literal)",
-         text='{"op":"post","id":5,"name":"willPresent","payload":{"notification":'
-              '{"identifier":"n","content":{"badge":1e0}}}}', error="invalid_payload")
-    case("content.badge 2.0 (not an integer literal)",
-         text='{"op":"post","id":5,"name":"willPresent","payload":{"notification":'
-              '{"identifier":"n","content":{"badge":2.0}}}}', error="invalid_payload")
+    case(
+        "content.badge 1e0 (not an integer literal)",
+        text='{"op":"post","id":5,"name":"willPresent","payload":{"notification":'
+        '{"identifier":"n","content":{"badge":1e0}}}}',
+        error="invalid_payload",
+    )
+    case(
+        "content.badge 2.0 (not an integer literal)",
+        text='{"op":"post","id":5,"name":"willPresent","payload":{"notification":'
+        '{"identifier":"n","content":{"badge":2.0}}}}',
+        error="invalid_payload",
+    )
     ip("didReceive without payload", "didReceive")
     ip("didReceive without actionIdentifier", "didReceive", {"notification": n})
     ip("didReceive with numeric actionIdentifier", "didReceive", {"actionIdentifier": 1, "notification": n})
     ip("didReceive with actionIdentifier null", "didReceive", {"actionIdentifier": None, "notification": n})
-    ip("didReceive with numeric userText", "didReceive",
-       {"actionIdentifier": DEFAULT_ACTION, "userText": 5, "notification": n})
+    ip(
+        "didReceive with numeric userText",
+        "didReceive",
+        {"actionIdentifier": DEFAULT_ACTION, "userText": 5, "notification": n},
+    )
     ip("didReceive without notification", "didReceive", {"actionIdentifier": DEFAULT_ACTION})
     ip("didReceive with notification null", "didReceive", {"actionIdentifier": DEFAULT_ACTION, "notification": None})
-    ip("didReceive with a bad notification", "didReceive",
-       {"actionIdentifier": DEFAULT_ACTION, "notification": {"identifier": "n", "content": {"sound": 1}}})
+    ip(
+        "didReceive with a bad notification",
+        "didReceive",
+        {"actionIdentifier": DEFAULT_ACTION, "notification": {"identifier": "n", "content": {"sound": 1}}},
+    )
     ip("openSettings with a numeric payload", "openSettings", 5)
     ip("openSettings with an array payload", "openSettings", [])
     ip("openSettings with a string notification", "openSettings", {"notification": "n"})
@@ -472,16 +573,18 @@ def build_cases() -> None:
         case(name, post(5, "didReceive", payload), error="invalid_action")
 
     ia("dismiss action without a category", {"actionIdentifier": DISMISS_ACTION, "notification": n})
-    ia("dismiss action with an unknown category",
-       {"actionIdentifier": DISMISS_ACTION, "notification": notification(categoryIdentifier="VEC-NO-SUCH-CATEGORY")})
+    ia(
+        "dismiss action with an unknown category",
+        {"actionIdentifier": DISMISS_ACTION, "notification": notification(categoryIdentifier="VEC-NO-SUCH-CATEGORY")},
+    )
     ia("custom action without a category", {"actionIdentifier": "REPLY", "notification": n})
-    ia("custom action with an unknown category",
-       {"actionIdentifier": "REPLY", "notification": notification(categoryIdentifier="VEC-NO-SUCH-CATEGORY")})
+    ia(
+        "custom action with an unknown category",
+        {"actionIdentifier": "REPLY", "notification": notification(categoryIdentifier="VEC-NO-SUCH-CATEGORY")},
+    )
     ia("empty action identifier", {"actionIdentifier": "", "notification": n})
-    ia("userText with the default action",
-       {"actionIdentifier": DEFAULT_ACTION, "userText": "hi", "notification": n})
-    ia("userText with the dismiss action",
-       {"actionIdentifier": DISMISS_ACTION, "userText": "hi", "notification": n})
+    ia("userText with the default action", {"actionIdentifier": DEFAULT_ACTION, "userText": "hi", "notification": n})
+    ia("userText with the dismiss action", {"actionIdentifier": DISMISS_ACTION, "userText": "hi", "notification": n})
 
     # -- handle / unhandle ----------------------------------------------------------------
     hd = {"op": "handle", "id": 6}
@@ -511,12 +614,21 @@ def build_cases() -> None:
     bad("invoke with method of 0 bytes", dict(inv, channel="vec-invoke", method=""))
     bad("invoke with method of 257 bytes", dict(inv, channel="vec-invoke", method=NAME_257))
     bad("invoke with unknown field", dict(inv, channel="vec-invoke", method="m", args=[]))
-    case("invoke with no handler", dict(inv, channel="vec-no-handler", method="m", arguments={"a": [1]}),
-         error="not_implemented")
-    case("invoke with no handler, arguments null", dict(inv, channel="vec-no-handler", method="m", arguments=None),
-         error="not_implemented")
-    case("invoke with no handler, name of 256 bytes", dict(inv, channel=NAME_256, method=NAME_256),
-         error="not_implemented")
+    case(
+        "invoke with no handler",
+        dict(inv, channel="vec-no-handler", method="m", arguments={"a": [1]}),
+        error="not_implemented",
+    )
+    case(
+        "invoke with no handler, arguments null",
+        dict(inv, channel="vec-no-handler", method="m", arguments=None),
+        error="not_implemented",
+    )
+    case(
+        "invoke with no handler, name of 256 bytes",
+        dict(inv, channel=NAME_256, method=NAME_256),
+        error="not_implemented",
+    )
 
     # -- Slots ----------------------------------------------------------------------------
     bad("put without slot", {"op": "put", "id": 9, "value": 1})
@@ -524,12 +636,21 @@ def build_cases() -> None:
     bad("put with slot of 257 bytes", {"op": "put", "id": 9, "slot": NAME_257, "value": 1})
     bad("put with numeric slot", {"op": "put", "id": 9, "slot": 5, "value": 1})
     bad("put without value", {"op": "put", "id": 9, "slot": "vec-put-novalue"})
-    case("put null into an unused slot", {"op": "put", "id": 9, "slot": "vec-put-null", "value": None},
-         result={"replaced": False, "delivered": False})
-    case("put into an unused slot", {"op": "put", "id": 9, "slot": "vec-put-once", "value": {"emailId": "e-1"}},
-         result={"replaced": False, "delivered": False})
-    case("put into a slot named with 256 bytes", {"op": "put", "id": 9, "slot": "s" * 256, "value": [1]},
-         result={"replaced": False, "delivered": False})
+    case(
+        "put null into an unused slot",
+        {"op": "put", "id": 9, "slot": "vec-put-null", "value": None},
+        result={"replaced": False, "delivered": False},
+    )
+    case(
+        "put into an unused slot",
+        {"op": "put", "id": 9, "slot": "vec-put-once", "value": {"emailId": "e-1"}},
+        result={"replaced": False, "delivered": False},
+    )
+    case(
+        "put into a slot named with 256 bytes",
+        {"op": "put", "id": 9, "slot": "s" * 256, "value": [1]},
+        result={"replaced": False, "delivered": False},
+    )
     bad("take without slot", {"op": "take", "id": 10})
     bad("take with slot of 0 bytes", {"op": "take", "id": 10, "slot": ""})
     bad("take with wait -1", {"op": "take", "id": 10, "slot": "vec-take-a", "wait": -1})
@@ -541,8 +662,11 @@ def build_cases() -> None:
     case("take from an unused slot", {"op": "take", "id": 10, "slot": "vec-take-unused"}, result=None)
     case("take with wait 0", {"op": "take", "id": 10, "slot": "vec-take-unused", "wait": 0}, result=None)
     case("take with wait null", {"op": "take", "id": 10, "slot": "vec-take-unused", "wait": None}, result=None)
-    case("take with wait 50 times out with null", {"op": "take", "id": 10, "slot": "vec-take-wait", "wait": 50},
-         result=None)
+    case(
+        "take with wait 50 times out with null",
+        {"op": "take", "id": 10, "slot": "vec-take-wait", "wait": 50},
+        result=None,
+    )
     bad("peek without slot", {"op": "peek", "id": 12})
     bad("peek with numeric slot", {"op": "peek", "id": 12, "slot": 5})
     bad("peek with slot of 257 bytes", {"op": "peek", "id": 12, "slot": NAME_257})
@@ -570,8 +694,10 @@ def build_cases() -> None:
     bad("category with an intent identifier of 0 bytes", categories([category(intentIdentifiers=[""])]))
     bad("category with a numeric intent identifier", categories([category(intentIdentifiers=[1])]))
     bad("duplicate category identifiers", categories([category(), category()]))
-    bad("category with a duplicate field",
-        text='{"op":"setCategories","id":1,"categories":[{"identifier":"C","actions":[],"actions":[]}]}')
+    bad(
+        "category with a duplicate field",
+        text='{"op":"setCategories","id":1,"categories":[{"identifier":"C","actions":[],"actions":[]}]}',
+    )
     bad("action not an object", categories([category(["A"])]))
     bad("action without identifier", categories([category([action(identifier=_ABSENT)])]))
     bad("action with identifier of 257 bytes", categories([category([action(identifier=NAME_257)])]))
@@ -584,12 +710,18 @@ def build_cases() -> None:
     bad("textInput not an object", categories([category([action(textInput="Send")])]))
     bad("textInput without buttonTitle", categories([category([action(textInput={"placeholder": "p"})])]))
     bad("textInput with numeric buttonTitle", categories([category([action(textInput={"buttonTitle": 1})])]))
-    bad("textInput with numeric placeholder",
-        categories([category([action(textInput={"buttonTitle": "Send", "placeholder": 1})])]))
-    bad("textInput with an unknown field",
-        categories([category([action(textInput={"buttonTitle": "Send", "maxLength": 10})])]))
-    bad("a bad second category rejects the whole set",
-        categories([category(identifier="VEC-OK"), category(identifier="VEC-BAD", options=["nope"])]))
+    bad(
+        "textInput with numeric placeholder",
+        categories([category([action(textInput={"buttonTitle": "Send", "placeholder": 1})])]),
+    )
+    bad(
+        "textInput with an unknown field",
+        categories([category([action(textInput={"buttonTitle": "Send", "maxLength": 10})])]),
+    )
+    bad(
+        "a bad second category rejects the whole set",
+        categories([category(identifier="VEC-OK"), category(identifier="VEC-BAD", options=["nope"])]),
+    )
 
     # -- Answers --------------------------------------------------------------------------
     for op in ("next", "stop"):
@@ -611,37 +743,61 @@ def build_cases() -> None:
     bad("return with string call", {"op": "return", "call": "1", "result": 1}, id=None)
     bad("return with neither result nor error", {"op": "return", "call": 1}, id=None)
     bad("return with error null and no result", {"op": "return", "call": 1, "error": None}, id=None)
-    bad("return with result and error",
-        {"op": "return", "call": 1, "result": 1, "error": {"code": "x", "message": "y"}}, id=None)
-    bad("return with result null and an error",
-        {"op": "return", "call": 1, "result": None, "error": {"code": "x", "message": "y"}}, id=None)
+    bad(
+        "return with result and error",
+        {"op": "return", "call": 1, "result": 1, "error": {"code": "x", "message": "y"}},
+        id=None,
+    )
+    bad(
+        "return with result null and an error",
+        {"op": "return", "call": 1, "result": None, "error": {"code": "x", "message": "y"}},
+        id=None,
+    )
     bad("return with a string error", {"op": "return", "call": 1, "error": "failed"}, id=None)
     bad("return with an error without code", {"op": "return", "call": 1, "error": {"message": "y"}}, id=None)
     bad("return with an error without message", {"op": "return", "call": 1, "error": {"code": "x"}}, id=None)
-    bad("return with a numeric error code", {"op": "return", "call": 1, "error": {"code": 1, "message": "y"}},
-        id=None)
-    bad("return with error message null", {"op": "return", "call": 1, "error": {"code": "x", "message": None}},
-        id=None)
-    bad("return with an unknown error field",
-        {"op": "return", "call": 1, "error": {"code": "x", "message": "y", "data": 1}}, id=None)
-    bad("return with a duplicate error field",
-        text='{"op":"return","call":1,"error":{"code":"x","code":"y","message":"z"}}', id=None)
+    bad("return with a numeric error code", {"op": "return", "call": 1, "error": {"code": 1, "message": "y"}}, id=None)
+    bad("return with error message null", {"op": "return", "call": 1, "error": {"code": "x", "message": None}}, id=None)
+    bad(
+        "return with an unknown error field",
+        {"op": "return", "call": 1, "error": {"code": "x", "message": "y", "data": 1}},
+        id=None,
+    )
+    bad(
+        "return with a duplicate error field",
+        text='{"op":"return","call":1,"error":{"code":"x","code":"y","message":"z"}}',
+        id=None,
+    )
     bad("return with unknown field", {"op": "return", "call": 1, "result": 1, "handler": "h1"}, id=None)
 
     # -- Idempotency keys (once, protocol-v1.md section 3.8) --------------------------------
     # Each key is used once across all cases: a case that repeated one would get a repeat.
-    case("put with a key", {"op": "put", "id": 30, "slot": "vec-once-put", "value": {"n": 1}, "once": "vec-once-put-1"},
-         result={"replaced": False, "delivered": False})
-    case("put with once null", {"op": "put", "id": 30, "slot": "vec-once-null", "value": 1, "once": None},
-         result={"replaced": False, "delivered": False})
-    case("put of null into an unused slot with a key",
-         {"op": "put", "id": 30, "slot": "vec-once-empty", "value": None, "once": "vec-once-empty-1"},
-         result={"replaced": False, "delivered": False})
-    case("take from an unused slot with a key records nothing",
-         {"op": "take", "id": 31, "slot": "vec-once-unused", "once": "vec-once-take-1"}, result=None)
+    case(
+        "put with a key",
+        {"op": "put", "id": 30, "slot": "vec-once-put", "value": {"n": 1}, "once": "vec-once-put-1"},
+        result={"replaced": False, "delivered": False},
+    )
+    case(
+        "put with once null",
+        {"op": "put", "id": 30, "slot": "vec-once-null", "value": 1, "once": None},
+        result={"replaced": False, "delivered": False},
+    )
+    case(
+        "put of null into an unused slot with a key",
+        {"op": "put", "id": 30, "slot": "vec-once-empty", "value": None, "once": "vec-once-empty-1"},
+        result={"replaced": False, "delivered": False},
+    )
+    case(
+        "take from an unused slot with a key records nothing",
+        {"op": "take", "id": 31, "slot": "vec-once-unused", "once": "vec-once-take-1"},
+        result=None,
+    )
     case("setCategories with a key", dict(categories([]), once="vec-once-cats-1"), result={"count": 0})
-    case("a key of 256 bytes", {"op": "put", "id": 30, "slot": "vec-once-256", "value": 1, "once": "k" * 256},
-         result={"replaced": False, "delivered": False})
+    case(
+        "a key of 256 bytes",
+        {"op": "put", "id": 30, "slot": "vec-once-256", "value": 1, "once": "k" * 256},
+        result={"replaced": False, "delivered": False},
+    )
     bad("a key of 0 bytes", {"op": "put", "id": 30, "slot": "vec-once-bad", "value": 1, "once": ""})
     bad("a key of 257 bytes", {"op": "put", "id": 30, "slot": "vec-once-bad", "value": 1, "once": "k" * 257})
     bad("a numeric key", {"op": "post", "id": 30, "name": "vec-once", "once": 7})
@@ -651,24 +807,29 @@ def build_cases() -> None:
     bad("a key on peek", {"op": "peek", "id": 32, "slot": "vec-once-bad", "once": "vec-once-peek"})
     bad("a key on subscribe", {"op": "subscribe", "id": 32, "events": ["e"], "once": "vec-once-sub"})
     bad("a key is checked after the op's own fields", {"op": "put", "id": 30, "slot": "", "value": 1, "once": 7})
-    case("a bad key after a bad profile payload", {"op": "post", "id": 30, "name": "willPresent", "once": 7},
-         error="invalid_payload")
+    case(
+        "a bad key after a bad profile payload",
+        {"op": "post", "id": 30, "name": "willPresent", "once": 7},
+        error="invalid_payload",
+    )
     bad("a duplicate key", text='{"op":"put","id":30,"slot":"vec-once-dup","value":1,"once":"a","once":"b"}')
 
     # -- Framing errors on a live connection ----------------------------------------------
     case("zero-length frame", text="", id=None, error="frame_too_large", closes=True)
     case("zero-length frame before hello", text="", greeted=False, id=None, error="frame_too_large", closes=True)
-    for name, body in [("unterminated object", '{"op":"ping","id":1'),
-                       ("trailing garbage", '{"op":"ping","id":1}x'),
-                       ("top-level array", '[{"op":"ping","id":1}]'),
-                       ("top-level string", '"ping"'),
-                       ("top-level null", "null"),
-                       ("whitespace only", " "),
-                       ("leading zero", '{"op":"ping","id":01}'),
-                       ("bad escape", '{"op":"ping","id":"\\x"}'),
-                       ("control character in a string", '{"op":"ping","id":"a\tb"}'),
-                       ("NaN literal", '{"op":"post","id":1,"name":"n","payload":NaN}'),
-                       ("single quotes", "{'op':'ping','id':1}")]:
+    for name, body in [
+        ("unterminated object", '{"op":"ping","id":1'),
+        ("trailing garbage", '{"op":"ping","id":1}x'),
+        ("top-level array", '[{"op":"ping","id":1}]'),
+        ("top-level string", '"ping"'),
+        ("top-level null", "null"),
+        ("whitespace only", " "),
+        ("leading zero", '{"op":"ping","id":01}'),
+        ("bad escape", '{"op":"ping","id":"\\x"}'),
+        ("control character in a string", '{"op":"ping","id":"a\tb"}'),
+        ("NaN literal", '{"op":"post","id":1,"name":"n","payload":NaN}'),
+        ("single quotes", "{'op':'ping','id':1}"),
+    ]:
         case(f"bad JSON: {name}", text=body, id=None, error="bad_json")
 
     names = [c["name"] for c in CASES]
@@ -682,7 +843,7 @@ def message_vectors() -> Dict[str, Any]:
         "description": (
             "Request/reply cases of notifbus protocol v1, each played on a fresh connection to "
             "a broker started with default flags and no --state-dir. When 'greeted' is true the "
-            "connection first sends {\"op\":\"hello\",\"id\":\"h\",\"protocol\":1} and reads its "
+            'connection first sends {"op":"hello","id":"h","protocol":1} and reads its '
             "reply. 'send' is a JSON object to encode compactly as UTF-8; 'sendText' is a body to "
             "send byte for byte (UTF-8), for bodies a JSON encoder cannot produce. The broker's "
             "next 'reply' frame must carry 'id' (compared by JSON type and value) and either "
@@ -699,11 +860,13 @@ def message_vectors() -> Dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------
 
+
 def render(document: Dict[str, Any]) -> str:
     """Pretty at the top, one compact line per vector, so that a diff shows whole vectors.
 
     ensure_ascii keeps the files plain ASCII; a lone surrogate could not be written as UTF-8.
     """
+
     def compact(value: Any) -> str:
         return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(", ", ": "))
 

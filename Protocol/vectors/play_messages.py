@@ -100,7 +100,7 @@ class Connection:
             if len(self.buffer) >= 4:
                 n = int.from_bytes(self.buffer[:4], "big")
                 if len(self.buffer) >= 4 + n:
-                    body, self.buffer = self.buffer[4:4 + n], self.buffer[4 + n:]
+                    body, self.buffer = self.buffer[4 : 4 + n], self.buffer[4 + n :]
                     try:
                         value = json.loads(body.decode("utf-8"))
                     except (UnicodeDecodeError, ValueError) as exc:
@@ -206,12 +206,18 @@ class Broker:
         self.path = os.path.join(self.folder, "s")
         self.stderr_path = os.path.join(self.folder, "stderr")
         self.stderr = open(self.stderr_path, "wb")
-        self.process = subprocess.Popen([str(binary), "broker", "--socket", self.path],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.process = subprocess.Popen(
+            [str(binary), "broker", "--socket", self.path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+        )
         deadline = time.monotonic() + timeout
         while b"listening on" not in self.log():
             if self.process.poll() is not None:
-                raise RuntimeError(f"the broker exited with status {self.process.returncode}: {self.log().decode(errors='replace')}")
+                raise RuntimeError(
+                    f"the broker exited with status {self.process.returncode}: {self.log().decode(errors='replace')}"
+                )
             if time.monotonic() > deadline:
                 self.stop(timeout)
                 raise RuntimeError(f"the broker did not print its readiness line within {timeout} s")

@@ -15,6 +15,7 @@ import notifbus  # noqa: E402
 
 def main() -> int:
     with notifbus.connect(sys.argv[1], name="python-click-observer") as bus:
+
         def on_click(event):
             print(json.dumps(event.payload, sort_keys=True), flush=True)
             return notifbus.Complete({"handledBy": "python"})

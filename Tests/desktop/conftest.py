@@ -81,13 +81,21 @@ class Desktop:
         config = os.path.join(folder, "bus.conf")
         with open(config, "w") as f:
             f.write(BUS_CONFIG.format(folder=folder))
-        self.bus = subprocess.Popen(["dbus-daemon", "--config-file", config, "--nofork", "--print-address=1"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.bus = subprocess.Popen(
+            ["dbus-daemon", "--config-file", config, "--nofork", "--print-address=1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.address = self.bus.stdout.readline().strip()
         assert self.address, "dbus-daemon printed no address"
         # Desktop files only from the test's own folder.
-        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, XDG_DATA_HOME=os.path.join(folder, "data"),
-                        XDG_DATA_DIRS=os.path.join(folder, "no-data"))
+        self.env = dict(
+            os.environ,
+            DBUS_SESSION_BUS_ADDRESS=self.address,
+            XDG_DATA_HOME=os.path.join(folder, "data"),
+            XDG_DATA_DIRS=os.path.join(folder, "no-data"),
+        )
         self.env.pop("DISPLAY", None)
         self.socket = os.path.join(folder, "bus.sock")
         self.server: Optional[subprocess.Popen] = None
@@ -105,8 +113,12 @@ class Desktop:
     def start_server(self, capabilities: str = "actions body inline-reply") -> None:
         params = json.dumps({"capabilities": capabilities})
         log = open(os.path.join(self.folder, "server.log"), "ab")
-        self.server = subprocess.Popen([DEBIAN_PYTHON, "-m", "dbusmock", "--session", "-t", "notification_daemon", "-p", params],
-                                       env=self.env, stdout=log, stderr=log)
+        self.server = subprocess.Popen(
+            [DEBIAN_PYTHON, "-m", "dbusmock", "--session", "-t", "notification_daemon", "-p", params],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+        )
         wait_until(lambda: self.tool("owner") is not None, "the fake server to own its name")
 
     def stop_server(self) -> None:
@@ -115,7 +127,9 @@ class Desktop:
         self.server = None
 
     def tool(self, *args: str) -> Any:
-        out = subprocess.run([DEBIAN_PYTHON, str(TOOL), *args], env=self.env, capture_output=True, text=True, timeout=WAIT)
+        out = subprocess.run(
+            [DEBIAN_PYTHON, str(TOOL), *args], env=self.env, capture_output=True, text=True, timeout=WAIT
+        )
         if out.returncode != 0:
             raise AssertionError(f"dbus_tool {args}: {out.stderr}")
         return json.loads(out.stdout)
@@ -128,14 +142,20 @@ class Desktop:
 
     # -- apps the bridge starts -----------------------------------------------------------
 
-    def install_app(self, app_id: str, way: str = "exec", *, args: str = "", exec_line: Optional[str] = None,
-                    extra: str = "") -> str:
+    def install_app(
+        self, app_id: str, way: str = "exec", *, args: str = "", exec_line: Optional[str] = None, extra: str = ""
+    ) -> str:
         """Writes the desktop file of `app_id` (and for way "dbus" its D-Bus service file),
         for started_app.py; returns the file the app writes what it gets to."""
         out = os.path.join(self.folder, f"{app_id}.out")
         command = f"{DEBIAN_PYTHON} {STARTED_APP} {way} {app_id} --socket {self.socket} --out {out} {args}".strip()
-        lines = ["[Desktop Entry]", "Type=Application", f"Name=Test {app_id}", f"Icon={app_id}-icon",
-                 f"Exec={exec_line if exec_line is not None else command}"]
+        lines = [
+            "[Desktop Entry]",
+            "Type=Application",
+            f"Name=Test {app_id}",
+            f"Icon={app_id}-icon",
+            f"Exec={exec_line if exec_line is not None else command}",
+        ]
         if way == "dbus":
             lines.append("DBusActivatable=true")
             with open(os.path.join(self.folder, "services", f"{app_id}.service"), "w") as f:
@@ -172,8 +192,9 @@ class Desktop:
         if state_dir:
             self.broker_state = os.path.join(self.folder, "broker-state")
         flags = ["--state-dir", self.broker_state] if self.broker_state else []
-        self.broker = subprocess.Popen([str(BIN / "notifbus"), "broker", "--socket", self.socket, *flags],
-                                       stdout=log, stderr=log)
+        self.broker = subprocess.Popen(
+            [str(BIN / "notifbus"), "broker", "--socket", self.socket, *flags], stdout=log, stderr=log
+        )
         wait_until(lambda: self._pings(), "the broker to accept connections")
 
     def _pings(self) -> bool:
@@ -187,10 +208,13 @@ class Desktop:
     def start_bridge(self, *flags: str) -> None:
         served = self.log().count("serving channel") if os.path.exists(self.bridge_log) else 0
         log = open(self.bridge_log, "ab")
-        self.bridge = subprocess.Popen([str(BIN / "notifbus"), "desktop", "--socket", self.socket, *flags],
-                                       env=self.env, stdout=log, stderr=log)
-        wait_until(lambda: self.log().count("serving channel") > served or self.bridge.poll() is not None,
-                   "the bridge to serve its channel")
+        self.bridge = subprocess.Popen(
+            [str(BIN / "notifbus"), "desktop", "--socket", self.socket, *flags], env=self.env, stdout=log, stderr=log
+        )
+        wait_until(
+            lambda: self.log().count("serving channel") > served or self.bridge.poll() is not None,
+            "the bridge to serve its channel",
+        )
         assert self.bridge.poll() is None, f"the bridge exited: {self.log()}"
 
     def log(self) -> str:
@@ -207,9 +231,11 @@ class Desktop:
 
     def observe_clicks(self) -> None:
         """Records every didReceive payload (handled, so nothing is kept for launch)."""
+
         def on_click(event):
             self.responses.put(event.payload)
             return notifbus.Complete({"seen": True})
+
         self.client().add_observer("didReceive", on_click)
 
     def next_response(self) -> Dict[str, Any]:
@@ -240,12 +266,24 @@ def desktop():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-MESSAGE = {"identifier": "MESSAGE", "options": ["customDismissAction"], "actions": [
-    {"identifier": "REPLY", "title": "Reply", "options": [],
-     "textInput": {"buttonTitle": "Send", "placeholder": "Write a reply"}},
-    {"identifier": "DELETE", "title": "Delete", "options": ["destructive"]}]}
-INVITE = {"identifier": "INVITE", "options": [], "actions": [
-    {"identifier": "ACCEPT", "title": "Accept", "options": ["foreground"]}]}
+MESSAGE = {
+    "identifier": "MESSAGE",
+    "options": ["customDismissAction"],
+    "actions": [
+        {
+            "identifier": "REPLY",
+            "title": "Reply",
+            "options": [],
+            "textInput": {"buttonTitle": "Send", "placeholder": "Write a reply"},
+        },
+        {"identifier": "DELETE", "title": "Delete", "options": ["destructive"]},
+    ],
+}
+INVITE = {
+    "identifier": "INVITE",
+    "options": [],
+    "actions": [{"identifier": "ACCEPT", "title": "Accept", "options": ["foreground"]}],
+}
 
 
 def notification(identifier: str, category: Optional[str] = None, **content: Any) -> Dict[str, Any]:

@@ -62,8 +62,9 @@ def main(argv):
         except dbus.exceptions.DBusException:
             print("null")
         return 0
-    daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False),
-                            "org.freedesktop.DBus")
+    daemon = dbus.Interface(
+        bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False), "org.freedesktop.DBus"
+    )
     if command == "reload":
         daemon.ReloadConfig()
         print("null")
@@ -100,16 +101,27 @@ def main(argv):
         print("null")
     elif command == "emit":
         name, signature, args = argv[2], argv[3], json.loads(argv[4])
-        mock.EmitSignal("org.freedesktop.Notifications", name, signature, dbus.Array(typed(signature, args), signature="v"),
-                        signature="sssav", timeout=5)
+        mock.EmitSignal(
+            "org.freedesktop.Notifications",
+            name,
+            signature,
+            dbus.Array(typed(signature, args), signature="v"),
+            signature="sssav",
+            timeout=5,
+        )
         print("null")
     elif command == "clicks":
         # Printed: when the first click was sent, in time.monotonic() (which all processes share).
         sent = time.monotonic()
         for id in argv[2:]:
-            mock.EmitSignal("org.freedesktop.Notifications", "ActionInvoked", "us",
-                            dbus.Array([dbus.UInt32(int(id)), dbus.String("default")], signature="v"),
-                            signature="sssav", timeout=5)
+            mock.EmitSignal(
+                "org.freedesktop.Notifications",
+                "ActionInvoked",
+                "us",
+                dbus.Array([dbus.UInt32(int(id)), dbus.String("default")], signature="v"),
+                signature="sssav",
+                timeout=5,
+            )
         print(json.dumps(sent))
     else:
         print(f"unknown command {command}", file=sys.stderr)

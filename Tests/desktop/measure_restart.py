@@ -42,7 +42,10 @@ def main() -> None:
             close_clients(d)
             d.broker.send_signal(sig)
             d.broker.wait(15)
-            wait_until(lambda lost=lost: d.log().count("the broker connection was lost") > lost, "the bridge to see the broker go")
+            wait_until(
+                lambda lost=lost: d.log().count("the broker connection was lost") > lost,
+                "the bridge to see the broker go",
+            )
             time.sleep(0.5)
             d.start_broker()
             accepting = time.monotonic()
@@ -63,8 +66,10 @@ def main() -> None:
             d.bridge.send_signal(signal.SIGCONT)
         got = [d.next_response()["notification"]["identifier"] for _ in ids]
         elapsed = time.monotonic() - start
-        print(f"{CLICKS} clicks kept while the broker was down: posted in order {got == [f'n{i}' for i in range(CLICKS)]},"
-              f" {elapsed:.3f} s from the bridge resuming (reconnect included)")
+        print(
+            f"{CLICKS} clicks kept while the broker was down: posted in order {got == [f'n{i}' for i in range(CLICKS)]},"
+            f" {elapsed:.3f} s from the bridge resuming (reconnect included)"
+        )
     finally:
         d.close()
         shutil.rmtree(folder, ignore_errors=True)

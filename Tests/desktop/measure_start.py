@@ -42,12 +42,19 @@ def measure(way: str, rounds: int) -> list:
             shown = channel.invoke_method("add", notification(f"n{n}", "INVITE"))
             before = len(launches(out))
             sent = d.tool("clicks", str(shown["desktopId"]))
-            wait_until(lambda before=before: len(launches(out)) > before, f"round {n}: the app to hold its launch response")
+            wait_until(
+                lambda before=before: len(launches(out)) > before, f"round {n}: the app to hold its launch response"
+            )
             latencies.append(launches(out)[-1]["at"] - sent)
             # The app quits before the next click, so that each click starts it again.
-            wait_until(lambda n=n: "observes didReceive" in d.log().split(f"on n{n}:")[-1], f"round {n}: the bridge to see it observe")
+            wait_until(
+                lambda n=n: "observes didReceive" in d.log().split(f"on n{n}:")[-1],
+                f"round {n}: the bridge to see it observe",
+            )
             d.stop_app(out)
-            wait_until(lambda: not any(o["key"] == APP for o in watcher.status()["observers"]), f"round {n}: the app to quit")
+            wait_until(
+                lambda: not any(o["key"] == APP for o in watcher.status()["observers"]), f"round {n}: the app to quit"
+            )
             if way == "dbus":
                 wait_until(lambda: d.tool("has-owner", APP) is False, f"round {n}: the app's name to be released")
         return latencies
@@ -62,8 +69,10 @@ def main() -> None:
     for way, what in (("dbus", "D-Bus activation"), ("exec", "Exec line")):
         started = time.monotonic()
         ms = sorted(1000 * x for x in measure(way, rounds))
-        print(f"  {what:17} median {statistics.median(ms):7.1f} ms   min {ms[0]:7.1f}   max {ms[-1]:7.1f}"
-              f"   ({time.monotonic() - started:.0f} s)")
+        print(
+            f"  {what:17} median {statistics.median(ms):7.1f} ms   min {ms[0]:7.1f}   max {ms[-1]:7.1f}"
+            f"   ({time.monotonic() - started:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -105,8 +105,15 @@ def run_dbus(app: App) -> None:
             self.record("Open", None, [str(u) for u in uris], platform_data)
 
         def record(self, member, action, target, platform_data):
-            write(app.options.out, {"dbus": member, "action": action, "target": target,
-                                    "platform": {str(k): str(v) for k, v in platform_data.items()}})
+            write(
+                app.options.out,
+                {
+                    "dbus": member,
+                    "action": action,
+                    "target": target,
+                    "platform": {str(k): str(v) for k, v in platform_data.items()},
+                },
+            )
             # The call is answered at once; the app's start goes on beside the main loop.
             activated_for = target[0] if target else None
             threading.Thread(target=app.start, args=(activated_for,), daemon=True).start()

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 import notifbus
+
 from conftest import BIN, INVITE, MESSAGE, WAIT, notification, wait_until
 
 DEFAULT = "com.apple.UNNotificationDefaultActionIdentifier"
@@ -34,6 +35,7 @@ def started(out):
 
 def desktop_records(out):
     from conftest import Desktop
+
     return Desktop.records(out)
 
 
@@ -60,8 +62,10 @@ def test_dbus_activation_starts_the_app_which_takes_the_click_once(desktop):
     assert [(c["dbus"], c["action"], c["target"], c["platform"]) for c in calls] == [("Activate", None, [], {})]
     assert launches(out) == [{"actionIdentifier": DEFAULT, "notification": n1}]
     log = desktop.log()
-    assert f"starting {MAIL} for didReceive {DEFAULT} on n1: D-Bus activation: {MAIL} /org/example/Mail " \
-           "org.freedesktop.Application.Activate()" in log, log
+    assert (
+        f"starting {MAIL} for didReceive {DEFAULT} on n1: D-Bus activation: {MAIL} /org/example/Mail "
+        "org.freedesktop.Application.Activate()" in log
+    ), log
     wait_until(lambda: f"{MAIL} observes didReceive" in desktop.log(), "the bridge to see the app observe")
     # Running, the app gets the next click as didReceive; nothing is activated again.
     second = channel.invoke_method("add", notification("n2", "INVITE"))
@@ -79,7 +83,9 @@ def test_a_foreground_action_activates_the_action_with_the_notification_and_its_
     desktop.emit("ActionInvoked", "us", shown["desktopId"], "ACCEPT")
     wait_until(lambda: launches(out), "the activated app to take its launch response")
     calls = [(r["dbus"], r["action"], r["target"], r["platform"]) for r in desktop_records(out) if "dbus" in r]
-    assert calls == [("ActivateAction", "ACCEPT", ["inv-1"], {"activation-token": "token-7", "desktop-startup-id": "token-7"})]
+    assert calls == [
+        ("ActivateAction", "ACCEPT", ["inv-1"], {"activation-token": "token-7", "desktop-startup-id": "token-7"})
+    ]
     assert [(r["actionIdentifier"], r["notification"]["identifier"]) for r in launches(out)] == [("ACCEPT", "inv-1")]
 
 
@@ -123,11 +129,15 @@ def test_twenty_clicks_during_a_start_reach_the_app_once_each_in_order(desktop):
     assert desktop.client().peek("launch") is None
 
 
-@pytest.mark.parametrize("exec_line,reason", [
-    ("/bin/false", "/bin/false (pid {pid}) exited with status 1"),
-    ("no-such-mail-app --x", "no-such-mail-app: not found"),
-    ("mail \"unclosed", "Exec: a quoted argument is not closed"),
-], ids=["exit-status", "not-found", "bad-quoting"])
+@pytest.mark.parametrize(
+    "exec_line,reason",
+    [
+        ("/bin/false", "/bin/false (pid {pid}) exited with status 1"),
+        ("no-such-mail-app --x", "no-such-mail-app: not found"),
+        ('mail "unclosed', "Exec: a quoted argument is not closed"),
+    ],
+    ids=["exit-status", "not-found", "bad-quoting"],
+)
 def test_a_failed_exec_is_logged_and_the_click_stays_in_launch(desktop, exec_line, reason):
     desktop.install_app(MAIL, "exec", exec_line=exec_line)
     channel = ready(desktop)
@@ -212,7 +222,10 @@ def test_a_state_dir_is_forgotten_when_the_server_changed_meanwhile(desktop):
     desktop.stop_server()
     desktop.start_server()
     desktop.start_bridge("--state-dir", state)
-    assert "forgot the 1 delivered notification(s) read from --state-dir: the server that showed them is gone" in desktop.log()
+    assert (
+        "forgot the 1 delivered notification(s) read from --state-dir: the server that showed them is gone"
+        in desktop.log()
+    )
     assert channel.invoke_method("getDeliveredNotifications") == {"notifications": []}
 
 
@@ -221,6 +234,11 @@ def test_a_state_dir_that_others_can_write_is_refused(desktop):
     os.makedirs(state)
     os.chmod(state, 0o777)
     desktop.start_broker()
-    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--socket", desktop.socket, "--state-dir", state],
-                         env=desktop.env, capture_output=True, text=True, timeout=WAIT)
+    out = subprocess.run(
+        [str(BIN / "notifbus"), "desktop", "--socket", desktop.socket, "--state-dir", state],
+        env=desktop.env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     assert out.returncode == 1 and "other users can write to it" in out.stderr, out.stderr

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import notifbus
+
 from conftest import INVITE, MESSAGE, WAIT, notification, wait_until
 
 DEFAULT = "com.apple.UNNotificationDefaultActionIdentifier"
@@ -41,25 +42,50 @@ def marker(desktop, channel):
 
 # -- Notify arguments -------------------------------------------------------------------
 
+
 def test_capabilities_are_the_servers(desktop):
     channel = ready(desktop, "actions body inline-reply persistence")
     assert channel.invoke_method("capabilities") == {
-        "name": "mock-notify", "vendor": "test vendor", "version": "1.0", "specVersion": "1.1",
-        "capabilities": ["actions", "body", "inline-reply", "persistence"]}
+        "name": "mock-notify",
+        "vendor": "test vendor",
+        "version": "1.0",
+        "specVersion": "1.1",
+        "capabilities": ["actions", "body", "inline-reply", "persistence"],
+    }
 
 
 def test_text_input_category_on_an_inline_reply_server(desktop):
     channel = ready(desktop, flags=("--app-name", "Mail"))
-    n = notification("m1", "MESSAGE", subtitle="Re: Friday", threadIdentifier="ana", sound="message-new-instant",
-                     badge=4, userInfo={"emailId": "e-1", "token": "SECRET-TOKEN"})
+    n = notification(
+        "m1",
+        "MESSAGE",
+        subtitle="Re: Friday",
+        threadIdentifier="ana",
+        sound="message-new-instant",
+        badge=4,
+        userInfo={"emailId": "e-1", "token": "SECRET-TOKEN"},
+    )
     result = channel.invoke_method("add", n)
     assert result == {"presented": True, "options": ["banner"], "desktopId": 1}
     calls = desktop.calls("Notify")
-    assert calls == [["Mail", 0, "", "Ana", "Re: Friday\nLunch on Friday?",
-                      ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"],
-                      {"suppress-sound": True, "urgency": {"byte": 1}, "x-dunst-stack-tag": "ana",
-                       "x-kde-reply-placeholder-text": "Write a reply", "x-kde-reply-submit-button-text": "Send"},
-                      -1]]
+    assert calls == [
+        [
+            "Mail",
+            0,
+            "",
+            "Ana",
+            "Re: Friday\nLunch on Friday?",
+            ["default", "Open", "inline-reply", "Reply", "DELETE", "Delete"],
+            {
+                "suppress-sound": True,
+                "urgency": {"byte": 1},
+                "x-dunst-stack-tag": "ana",
+                "x-kde-reply-placeholder-text": "Write a reply",
+                "x-kde-reply-submit-button-text": "Send",
+            },
+            -1,
+        ]
+    ]
     assert "SECRET-TOKEN" not in repr(calls) and "emailId" not in repr(calls)
     print("Notify arguments:", calls[0])
 
@@ -112,8 +138,12 @@ def test_same_identifier_added_twice_at_once_leaves_one(desktop):
     desktop.server.send_signal(signal.SIGSTOP)
     results = []
     try:
-        threads = [threading.Thread(target=lambda ch=ch, body=body: results.append(ch.invoke_method(
-            "add", notification("m1", body=body)))) for ch, body in ((channel, "one"), (other, "two"))]
+        threads = [
+            threading.Thread(
+                target=lambda ch=ch, body=body: results.append(ch.invoke_method("add", notification("m1", body=body)))
+            )
+            for ch, body in ((channel, "one"), (other, "two"))
+        ]
         for t in threads:
             t.start()
         # Both Notify calls are sent (replaces_id 0: neither is answered yet) before the server runs again.
@@ -130,6 +160,7 @@ def test_same_identifier_added_twice_at_once_leaves_one(desktop):
 
 
 # -- presentation decisions -------------------------------------------------------------
+
 
 def test_completed_with_no_options_is_not_presented(desktop):
     channel = ready(desktop)
@@ -148,7 +179,11 @@ def test_stopped_is_not_presented(desktop):
 def test_badge_only_is_not_presented(desktop):
     channel = ready(desktop)
     desktop.client().add_observer("willPresent", lambda e: notifbus.Complete(["badge"]))
-    assert channel.invoke_method("add", notification("q1")) == {"presented": False, "options": ["badge"], "desktopId": None}
+    assert channel.invoke_method("add", notification("q1")) == {
+        "presented": False,
+        "options": ["badge"],
+        "desktopId": None,
+    }
 
 
 def test_list_is_presented(desktop):
@@ -187,6 +222,7 @@ def test_a_nul_in_a_text_is_refused_naming_the_field(desktop):
 
 
 # -- responses --------------------------------------------------------------------------
+
 
 def test_default_action_then_closed_gives_one_response(desktop):
     channel = ready(desktop)
@@ -240,9 +276,22 @@ def test_unknown_ids_and_keys_and_other_senders_are_ignored(desktop):
     channel.invoke_method("add", notification("m1", "INVITE"))
     desktop.emit("ActionInvoked", "us", 99, "default")
     desktop.emit("ActionInvoked", "us", 1, "NOT-AN-ACTION")
-    subprocess.run(["gdbus", "emit", "--session", "--object-path", "/org/freedesktop/Notifications",
-                    "--signal", "org.freedesktop.Notifications.ActionInvoked", "1", "'ACCEPT'"],
-                   env=desktop.env, check=True, timeout=WAIT)
+    subprocess.run(
+        [
+            "gdbus",
+            "emit",
+            "--session",
+            "--object-path",
+            "/org/freedesktop/Notifications",
+            "--signal",
+            "org.freedesktop.Notifications.ActionInvoked",
+            "1",
+            "'ACCEPT'",
+        ],
+        env=desktop.env,
+        check=True,
+        timeout=WAIT,
+    )
     desktop.emit("ActionInvoked", "us", 1, "default")
     got = desktop.next_response()
     assert got["actionIdentifier"] == DEFAULT and got["notification"]["identifier"] == "m1"
@@ -258,13 +307,15 @@ def test_clicks_are_posted_in_the_order_they_came(desktop):
 
 # -- delivered notifications ------------------------------------------------------------
 
+
 def test_remove_and_list_delivered(desktop):
     channel = ready(desktop)
     for i in (1, 2, 3):
         channel.invoke_method("add", notification(f"m{i}", "MESSAGE", userInfo={"n": i}))
     listed = channel.invoke_method("getDeliveredNotifications")["notifications"]
-    assert [(d["desktopId"], d["notification"]["identifier"], d["notification"]["content"]["userInfo"]) for d in listed] == \
-        [(1, "m1", {"n": 1}), (2, "m2", {"n": 2}), (3, "m3", {"n": 3})]
+    assert [
+        (d["desktopId"], d["notification"]["identifier"], d["notification"]["content"]["userInfo"]) for d in listed
+    ] == [(1, "m1", {"n": 1}), (2, "m2", {"n": 2}), (3, "m3", {"n": 3})]
     assert channel.invoke_method("removeDeliveredNotifications", {"identifiers": ["m2", "nope"]}) == {"removed": ["m2"]}
     assert desktop.calls("CloseNotification") == [[2]]
     desktop.emit("NotificationClosed", "uu", 2, 2)
@@ -275,6 +326,7 @@ def test_remove_and_list_delivered(desktop):
 
 # -- robustness -------------------------------------------------------------------------
 
+
 def test_server_restart_resets_and_rereads_capabilities(desktop):
     channel = ready(desktop, "actions body inline-reply")
     channel.invoke_method("add", notification("m1", "MESSAGE"))
@@ -282,7 +334,9 @@ def test_server_restart_resets_and_rereads_capabilities(desktop):
     wait_until(lambda: "forgot 1 delivered" in desktop.log(), "the bridge to forget the old server's notifications")
     assert channel.invoke_method("getDeliveredNotifications") == {"notifications": []}
     desktop.start_server("actions body")
-    wait_until(lambda: "capabilities: actions body\n" in desktop.log(), "the bridge to read the new server's capabilities")
+    wait_until(
+        lambda: "capabilities: actions body\n" in desktop.log(), "the bridge to read the new server's capabilities"
+    )
     assert channel.invoke_method("capabilities")["capabilities"] == ["actions", "body"]
     channel.invoke_method("add", notification("m2", "MESSAGE"))
     assert desktop.calls("Notify")[0][5] == ["default", "Open", "REPLY", "Reply", "DELETE", "Delete"]
@@ -490,8 +544,10 @@ def test_a_chain_cut_by_a_killed_broker_is_not_run_again(desktop):
     release, seen = held_click(desktop, state_dir=True)
     broker_down(desktop, signal.SIGKILL, after_stop=release.set)
     channel = broker_back(desktop)
-    wait_until(lambda: "on n0 was cut short: the broker stopped while its chain ran" in desktop.log(),
-               "the bridge to hear that n0 was interrupted")
+    wait_until(
+        lambda: "on n0 was cut short: the broker stopped while its chain ran" in desktop.log(),
+        "the bridge to hear that n0 was interrupted",
+    )
     assert desktop.next_response()["notification"]["identifier"] == "n1"
     assert marker(desktop, channel)["notification"]["identifier"] == "marker"
     assert seen == ["n0"], seen
@@ -622,8 +678,14 @@ def test_another_handler_taking_the_channel_meanwhile_ends_the_bridge(desktop):
 
 def test_no_broker_at_start_is_exit_1(desktop):
     from conftest import BIN
-    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--socket", desktop.socket], env=desktop.env,
-                         capture_output=True, text=True, timeout=WAIT)
+
+    out = subprocess.run(
+        [str(BIN / "notifbus"), "desktop", "--socket", desktop.socket],
+        env=desktop.env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     assert out.returncode == 1 and "cannot connect" in out.stderr, out.stderr
 
 
@@ -640,33 +702,68 @@ def test_no_session_bus_is_a_clear_error(desktop):
     env = dict(desktop.env)
     env.pop("DBUS_SESSION_BUS_ADDRESS")
     from conftest import BIN
-    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--socket", desktop.socket], env=env,
-                         capture_output=True, text=True, timeout=WAIT)
+
+    out = subprocess.run(
+        [str(BIN / "notifbus"), "desktop", "--socket", desktop.socket],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     assert out.returncode == 1 and "DBUS_SESSION_BUS_ADDRESS is not set" in out.stderr
 
 
 def test_help_and_usage_errors():
     from conftest import BIN
+
     out = subprocess.run([str(BIN / "notifbus"), "desktop", "--help"], capture_output=True, text=True, timeout=WAIT)
-    assert out.returncode == 0 and "Usage: notifbus desktop [--socket PATH] [--app-id ID] [--app-name NAME] [--state-dir DIR]" in out.stdout
+    assert (
+        out.returncode == 0
+        and "Usage: notifbus desktop [--socket PATH] [--app-id ID] [--app-name NAME] [--state-dir DIR]" in out.stdout
+    )
     assert "When the broker goes away the bridge reconnects by itself" in out.stdout
-    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT)
+    out = subprocess.run(
+        [str(BIN / "notifbus"), "desktop", "--unhandled", "loud"], capture_output=True, text=True, timeout=WAIT
+    )
     assert out.returncode == 2 and "--unhandled must be banner or none" in out.stderr
     for bad in ("../x", "a/b", ".hidden", ""):
-        out = subprocess.run([str(BIN / "notifbus"), "desktop", "--app-id", bad], capture_output=True, text=True, timeout=WAIT)
+        out = subprocess.run(
+            [str(BIN / "notifbus"), "desktop", "--app-id", bad], capture_output=True, text=True, timeout=WAIT
+        )
         assert out.returncode == 2 and "--app-id needs a desktop file id" in out.stderr and f"not '{bad}'" in out.stderr
-    out = subprocess.run([str(BIN / "notifbus"), "desktop", "--start-timeout", "soon"], capture_output=True, text=True, timeout=WAIT)
+    out = subprocess.run(
+        [str(BIN / "notifbus"), "desktop", "--start-timeout", "soon"], capture_output=True, text=True, timeout=WAIT
+    )
     assert out.returncode == 2 and "--start-timeout needs a duration such as 10s or 500ms, not 'soon'" in out.stderr
     for bad in ("0", "many", "1000001"):
-        out = subprocess.run([str(BIN / "notifbus"), "desktop", "--max-delivered", bad], capture_output=True, text=True, timeout=WAIT)
+        out = subprocess.run(
+            [str(BIN / "notifbus"), "desktop", "--max-delivered", bad], capture_output=True, text=True, timeout=WAIT
+        )
         assert out.returncode == 2 and f"--max-delivered needs a count from 1 to 1000000, not '{bad}'" in out.stderr
 
 
 def test_cli_notify_deliver(desktop):
     ready(desktop)
     from conftest import BIN
-    out = subprocess.run([str(BIN / "notifbus"), "notify", "--deliver", "--id", "c1", "--title", "Hi", "--category", "INVITE",
-                          "--socket", desktop.socket], capture_output=True, text=True, timeout=WAIT)
+
+    out = subprocess.run(
+        [
+            str(BIN / "notifbus"),
+            "notify",
+            "--deliver",
+            "--id",
+            "c1",
+            "--title",
+            "Hi",
+            "--category",
+            "INVITE",
+            "--socket",
+            desktop.socket,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "add c1: shown on the desktop as 1 (banner)"
     assert desktop.calls("Notify")[0][3] == "Hi"

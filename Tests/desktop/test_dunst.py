@@ -45,8 +45,12 @@ DUNSTRC = """[global]
 def start_xvfb(folder: str):
     """Xvfb on the first free display; returns (process, ":N")."""
     read, write = os.pipe()
-    xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                            pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(write)
     with os.fdopen(read) as f:
         number = f.readline().strip()
@@ -79,17 +83,27 @@ class RealDesktop(Desktop):
         return int(self.dunstctl("count", "displayed"))
 
     def start_observer(self) -> None:
-        self.observer = subprocess.Popen(["python3", str(HERE / "click_observer.py"), self.socket], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True)
-        threading.Thread(target=lambda: [self.lines.put(line.strip()) for line in self.observer.stdout], daemon=True).start()
+        self.observer = subprocess.Popen(
+            ["python3", str(HERE / "click_observer.py"), self.socket],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        threading.Thread(
+            target=lambda: [self.lines.put(line.strip()) for line in self.observer.stdout], daemon=True
+        ).start()
         assert self.lines.get(timeout=WAIT) == "ready"
 
     def next_click(self):
         return json.loads(self.lines.get(timeout=WAIT))
 
     def deliver(self, *flags: str) -> str:
-        out = subprocess.run([str(BIN / "notifbus"), "notify", "--deliver", "--socket", self.socket, *flags],
-                             capture_output=True, text=True, timeout=WAIT)
+        out = subprocess.run(
+            [str(BIN / "notifbus"), "notify", "--deliver", "--socket", self.socket, *flags],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
@@ -121,15 +135,34 @@ def test_dunst_shows_it_and_the_click_reaches_python(real):
     assert real.displayed() == 0
     capabilities = real.channel().invoke_method("capabilities")
     assert capabilities["name"] == "dunst" and "actions" in capabilities["capabilities"]
-    line = real.deliver("--id", "mail-1", "--title", "Ana", "--body", "Lunch on Friday?", "--category", "INVITE",
-                        "--user-info", '{"emailId":"e-1"}')
+    line = real.deliver(
+        "--id",
+        "mail-1",
+        "--title",
+        "Ana",
+        "--body",
+        "Lunch on Friday?",
+        "--category",
+        "INVITE",
+        "--user-info",
+        '{"emailId":"e-1"}',
+    )
     assert line.startswith("add mail-1: shown on the desktop as ")
     wait_until(lambda: real.displayed() == 1, "dunst to display the notification")
     real.dunstctl("action", "0")
     click = real.next_click()
-    assert click == {"actionIdentifier": DEFAULT, "notification": {
-        "identifier": "mail-1", "content": {"title": "Ana", "body": "Lunch on Friday?", "categoryIdentifier": "INVITE",
-                                            "userInfo": {"emailId": "e-1"}}}}
+    assert click == {
+        "actionIdentifier": DEFAULT,
+        "notification": {
+            "identifier": "mail-1",
+            "content": {
+                "title": "Ana",
+                "body": "Lunch on Friday?",
+                "categoryIdentifier": "INVITE",
+                "userInfo": {"emailId": "e-1"},
+            },
+        },
+    }
     wait_until(lambda: real.displayed() == 0, "dunst to close the clicked notification")
     assert real.channel().invoke_method("getDeliveredNotifications") == {"notifications": []}
 
@@ -145,7 +178,9 @@ def test_dunst_shows_it_and_the_click_reaches_python(real):
 def test_remove_closes_it_on_dunst(real):
     real.deliver("--id", "mail-3", "--title", "Cy", "--category", "MESSAGE")
     wait_until(lambda: real.displayed() == 1, "dunst to display the notification")
-    assert real.channel().invoke_method("removeDeliveredNotifications", {"identifiers": ["mail-3"]}) == {"removed": ["mail-3"]}
+    assert real.channel().invoke_method("removeDeliveredNotifications", {"identifiers": ["mail-3"]}) == {
+        "removed": ["mail-3"]
+    }
     wait_until(lambda: real.displayed() == 0, "dunst to close it")
     # Closed by the call (reason 3): no dismiss response. The next line is the next click.
     real.deliver("--id", "mail-4", "--title", "Di", "--category", "INVITE")
@@ -167,8 +202,10 @@ def terminated():
     d = RealDesktop(folder)
     d.env["NOTIFBUS_SOCKET"] = d.socket
     with open(os.path.join(folder, "data", "applications", f"{APP}.desktop"), "w") as f:
-        f.write(f"[Desktop Entry]\nType=Application\nName=Mail\nIcon=mail-unread\n"
-                f"Exec={BIN / 'mailclick-app'} --desktop {APP} --run-for 60\n")
+        f.write(
+            f"[Desktop Entry]\nType=Application\nName=Mail\nIcon=mail-unread\n"
+            f"Exec={BIN / 'mailclick-app'} --desktop {APP} --run-for 60\n"
+        )
     d.state = os.path.join(folder, "state")
     d.app = None
     try:
@@ -200,8 +237,13 @@ def app_observing(d) -> bool:
 def test_a_click_on_dunst_starts_the_app_that_had_quit(terminated):
     d = terminated
     # The app runs: a click reaches it as didReceive.
-    d.app = subprocess.Popen([str(BIN / "mailclick-app"), "--desktop", APP, "--run-for", "60"], env=d.env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    d.app = subprocess.Popen(
+        [str(BIN / "mailclick-app"), "--desktop", APP, "--run-for", "60"],
+        env=d.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: "queue.Queue[str]" = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line.strip()) for line in d.app.stdout], daemon=True).start()
     wait_until(lambda: app_observing(d), "the app to observe didReceive")
@@ -217,7 +259,9 @@ def test_a_click_on_dunst_starts_the_app_that_had_quit(terminated):
     wait_until(lambda: d.displayed() == 1, "dunst to display the second mail")
     # The user clicks it: the bridge starts the app, which opens that email.
     d.dunstctl("action", "0")
-    wait_until(lambda: "[mail app] launched by a click on email e-2: opening it" in d.log(), "the started app to open e-2")
+    wait_until(
+        lambda: "[mail app] launched by a click on email e-2: opening it" in d.log(), "the started app to open e-2"
+    )
     log = d.log()
     assert "on mail-e-2: unhandled, retained for launch" in log and f"starting {APP} for didReceive" in log, log
     wait_until(lambda: d.displayed() == 0, "dunst to close the clicked notification")
@@ -238,5 +282,7 @@ def test_a_click_on_dunst_after_the_bridge_was_killed_still_starts_the_app(termi
     assert "read 1 delivered notification(s) from --state-dir" in log, log
     assert "watching the signals the server sends to the bridge's earlier connection(s) :1." in log, log
     d.dunstctl("action", "0")
-    wait_until(lambda: "[mail app] launched by a click on email e-3: opening it" in d.log(), "the started app to open e-3")
+    wait_until(
+        lambda: "[mail app] launched by a click on email e-3: opening it" in d.log(), "the started app to open e-3"
+    )
     wait_until(lambda: d.displayed() == 0, "dunst to close the clicked notification")

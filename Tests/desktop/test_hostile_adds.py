@@ -15,8 +15,9 @@ import socket
 import threading
 from typing import List, Optional
 
-from conftest import WAIT, notification, wait_until
 from test_desktop_bridge import marker, ready
+
+from conftest import WAIT, notification, wait_until
 
 
 class RawClient:
@@ -49,8 +50,11 @@ class RawClient:
         """The reply to one invoke of the bridge's channel, as bytes."""
         rid = self.next_id
         self.next_id += 1
-        self.send(b'{"op":"invoke","id":%d,"channel":"notifications","method":"%s","arguments":' % (rid, method.encode())
-                  + arguments + b"}")
+        self.send(
+            b'{"op":"invoke","id":%d,"channel":"notifications","method":"%s","arguments":' % (rid, method.encode())
+            + arguments
+            + b"}"
+        )
         reply = self.read()
         assert reply.startswith(b'{"op":"reply","id":%d,' % rid), reply[:200]
         return reply
@@ -103,8 +107,12 @@ def test_an_add_of_100_arrays_of_1000_numbers_is_forwarded_as_its_bytes(desktop)
     results = {}
     desktop.server.send_signal(signal.SIGSTOP)
     try:
-        threads = [threading.Thread(target=lambda i=i, ch=ch: results.__setitem__(
-            i, ch.invoke_method("add", notification(f"other{i}")))) for i, ch in enumerate(others)]
+        threads = [
+            threading.Thread(
+                target=lambda i=i, ch=ch: results.__setitem__(i, ch.invoke_method("add", notification(f"other{i}")))
+            )
+            for i, ch in enumerate(others)
+        ]
         for t in threads:
             t.start()
         wait_until(lambda: desktop.log().count("Notify(") == 3, "the other adds to wait on the server")
@@ -138,7 +146,9 @@ def test_a_userinfo_100000_deep_is_shown_listed_and_removed(desktop):
     channel = ready(desktop)
     deep = b"[" * 100_000 + b"1" + b"]" * 100_000
     raw = RawClient(desktop.socket)
-    added = json.loads(raw.invoke("add", b'{"identifier":"deep","content":{"title":"t","userInfo":{"d":' + deep + b"}}}"))
+    added = json.loads(
+        raw.invoke("add", b'{"identifier":"deep","content":{"title":"t","userInfo":{"d":' + deep + b"}}}")
+    )
     assert added["result"]["presented"] is True, added
     listed = raw.invoke("getDeliveredNotifications", b"null")
     assert b'"userInfo":{"d":' + deep + b"}" in listed

@@ -35,6 +35,7 @@ def test_a_forged_name_owner_changed_sent_to_the_bridge_changes_nothing(desktop)
     log = desktop.log()
     assert f"ignored NameOwnerChanged from {attacker}" in log and "notification server changed" not in log, log
 
+
 def test_the_real_name_owner_changed_still_counts(desktop):
     channel = ready(desktop)
     channel.invoke_method("add", notification("m1", "INVITE"))

@@ -4,6 +4,7 @@ It plays the servers (nats-py) and the device's local apps (the notifbus Python 
 once, and runs the bridge itself so that it can SIGKILL and restart it. It asserts effects
 and counts only, never times. scripts/test.d/56-nats.sh starts the cluster and the broker.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ import nats
 from nats.js.api import StreamConfig
 
 import notifbus
+
 from natslib import FAILURES, Process, check, publish, read_subject, retried, wait_until
 
 DEVICE = "dev1"
@@ -77,13 +79,20 @@ async def main() -> int:
 
     async def quiet(error):  # connection errors while nodes are killed are expected here
         pass
-    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2,
-                            error_cb=quiet)
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
+    )
     js = nc.jetstream(timeout=5)
     # The inbound stream, made here with one subject form the bridge does not know (take.>),
     # as an operator's stream might be; the bridge creates the outbound one (--create-stream).
-    await js.add_stream(StreamConfig(name=STREAM, num_replicas=3, subjects=[
-        f"notifbus.{DEVICE}.post.>", f"notifbus.{DEVICE}.put.>", f"notifbus.{DEVICE}.take.>"]))
+    await js.add_stream(
+        StreamConfig(
+            name=STREAM,
+            num_replicas=3,
+            subjects=[f"notifbus.{DEVICE}.post.>", f"notifbus.{DEVICE}.put.>", f"notifbus.{DEVICE}.take.>"],
+        )
+    )
     broker = Process(json.loads(args.broker), args.bridge_log + ".broker")
     broker.start()
     await wait_until(lambda: os.path.exists(args.socket), 10)
@@ -112,8 +121,11 @@ async def main() -> int:
 
 async def crash_run(js, device: Device, bridge: Process, pids: dict) -> None:
     """1,000 posts while the stream's leader node and the bridge are SIGKILLed once each."""
-    publisher = asyncio.ensure_future(asyncio.gather(*[
-        publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": i}).encode(), f"m{i}") for i in range(POSTS)]))
+    publisher = asyncio.ensure_future(
+        asyncio.gather(
+            *[publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": i}).encode(), f"m{i}") for i in range(POSTS)]
+        )
+    )
     await wait_until(lambda: device.distinct() >= 200, 120)
     info = await retried(lambda: js.stream_info(STREAM))
     leader = info.cluster.leader if info.cluster and info.cluster.leader else "n1"
@@ -132,17 +144,28 @@ async def crash_run(js, device: Device, bridge: Process, pids: dict) -> None:
         counts = dict(device.seen)
         foreign = list(device.foreign)
     twice = [n for n, c in counts.items() if c != 1]
-    check(len(counts) == POSTS and not twice, f"every one of {POSTS} posts reached the observer exactly once "
-                                              f"(distinct {len(counts)}, seen more than once: {twice[:10]})")
+    check(
+        len(counts) == POSTS and not twice,
+        f"every one of {POSTS} posts reached the observer exactly once "
+        f"(distinct {len(counts)}, seen more than once: {twice[:10]})",
+    )
     check(not foreign, f"the observer saw no other mail posts ({foreign[:3]})")
     per_id = collections.Counter(m.headers.get("Notifbus-Msg-Id") for m in results)
     lost = sum(1 for m in results if json.loads(m.data).get("error", {}).get("code") == "result_lost")
-    check(len(per_id) == POSTS and all(c == 1 for c in per_id.values()) and set(per_id) == {f"m{i}" for i in range(POSTS)},
-          f"one result per message id: {len(results)} results for {len(per_id)} ids")
+    check(
+        len(per_id) == POSTS
+        and all(c == 1 for c in per_id.values())
+        and set(per_id) == {f"m{i}" for i in range(POSTS)},
+        f"one result per message id: {len(results)} results for {len(per_id)} ids",
+    )
     check(lost == 0, f"every result is the post's own: none is result_lost ({lost})")
     good = [json.loads(m.data) for m in results if "result" in json.loads(m.data)]
-    check(all(r["result"]["outcome"] == "completed" and r["result"]["value"]["shown"] == int(r["msgId"][1:]) for r in good),
-          f"each result carries its own post's chain result ({len(good)} with a result, {lost} result_lost)")
+    check(
+        all(
+            r["result"]["outcome"] == "completed" and r["result"]["value"]["shown"] == int(r["msgId"][1:]) for r in good
+        ),
+        f"each result carries its own post's chain result ({len(good)} with a result, {lost} result_lost)",
+    )
 
 
 async def puts(js, device: Device) -> None:
@@ -160,11 +183,19 @@ async def invokes(nc) -> None:
         reply = await nc.request(f"notifbus.{DEVICE}.invoke.mail.actions.{method}", body, timeout=15, headers=headers)
         return json.loads(reply.data)
 
-    check(await call("archive", b'{"id":"e-1"}') == {"result": {"archived": "e-1"}}, "invoke returns the handler's result")
-    check(await call("refuse", b"{}") == {"error": {"code": "denied", "message": "not your mailbox", "details": {"owner": "bob"}}},
-          "invoke returns the handler's error with code, message and details")
+    check(
+        await call("archive", b'{"id":"e-1"}') == {"result": {"archived": "e-1"}}, "invoke returns the handler's result"
+    )
+    check(
+        await call("refuse", b"{}")
+        == {"error": {"code": "denied", "message": "not your mailbox", "details": {"owner": "bob"}}},
+        "invoke returns the handler's error with code, message and details",
+    )
     missing = await call("forward", b"{}")
-    check(missing.get("error", {}).get("code") == "not_implemented", f"invoke of an unhandled method: not_implemented ({missing})")
+    check(
+        missing.get("error", {}).get("code") == "not_implemented",
+        f"invoke of an unhandled method: not_implemented ({missing})",
+    )
     hung = await call("hang", b"{}")
     check(hung.get("error", {}).get("code") == "timeout", f"invoke of a handler that does not answer: timeout ({hung})")
     bad = await call("archive", b"{oops")
@@ -172,13 +203,17 @@ async def invokes(nc) -> None:
 
 
 async def export(js, device: Device) -> None:
-    click = {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
-             "notification": {"identifier": "mail-42", "content": {"title": "New mail", "userInfo": {"emailId": "e-42"}}}}
+    click = {
+        "actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+        "notification": {"identifier": "mail-42", "content": {"title": "New mail", "userInfo": {"emailId": "e-42"}}},
+    }
     result = device.bus.post("didReceive", click)
     check(result.outcome == "completed", "the local click is handled on the device")
     events = await read_subject(js, OUT, f"notifbus.{DEVICE}.event.didReceive", 1, 30, settle=1)
-    check(len(events) == 1 and json.loads(events[0].data) == click and events[0].headers.get("Nats-Msg-Id"),
-          f"--export didReceive: the click reaches NATS once, with a Nats-Msg-Id ({len(events)} events)")
+    check(
+        len(events) == 1 and json.loads(events[0].data) == click and events[0].headers.get("Nats-Msg-Id"),
+        f"--export didReceive: the click reaches NATS once, with a Nats-Msg-Id ({len(events)} events)",
+    )
 
 
 async def malformed(js, device: Device) -> None:
@@ -193,9 +228,14 @@ async def malformed(js, device: Device) -> None:
         await publish(js, subject, body, msg_id)
     dead = await read_subject(js, OUT, f"notifbus.{DEVICE}.dead", len(cases), 30)
     reasons = sorted(m.headers.get("Notifbus-Reason") for m in dead)
-    check(reasons == sorted(c[3] for c in cases), f"malformed inbound messages are dead-lettered with their reasons: {reasons}")
-    check(all(m.headers.get("Notifbus-Subject") and m.headers.get("Notifbus-Detail") for m in dead),
-          "each dead letter names the original subject and says why")
+    check(
+        reasons == sorted(c[3] for c in cases),
+        f"malformed inbound messages are dead-lettered with their reasons: {reasons}",
+    )
+    check(
+        all(m.headers.get("Notifbus-Subject") and m.headers.get("Notifbus-Detail") for m in dead),
+        "each dead letter names the original subject and says why",
+    )
     await asyncio.sleep(1)
     with device.lock:
         foreign = list(device.foreign)
@@ -222,8 +262,10 @@ async def broker_outage(js, device: Device, broker: Process, bridge: Process, so
         await publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": POSTS + i}).encode(), f"o{i}")
     await asyncio.sleep(2)
     info = await retried(lambda: js.consumer_info(STREAM, f"notifbus-bridge-{DEVICE}"))
-    check(info.num_ack_pending + info.num_pending == 50,
-          f"with the broker down the bridge acks nothing (pending {info.num_pending}, unacked {info.num_ack_pending})")
+    check(
+        info.num_ack_pending + info.num_pending == 50,
+        f"with the broker down the bridge acks nothing (pending {info.num_pending}, unacked {info.num_ack_pending})",
+    )
     # The bridge is held still while the device's apps come back, so that none of the posts
     # runs before their observer is there (the bridge itself would go on at once).
     # The device's client reconnects by itself and makes its observers and handlers again.
@@ -237,8 +279,10 @@ async def broker_outage(js, device: Device, broker: Process, bridge: Process, so
     await asyncio.sleep(1)
     with device.lock:
         seen = collections.Counter(m.get("n") for m in device.foreign)
-    check(set(seen) == outage_ids and all(c == 1 for c in seen.values()),
-          f"after the broker restart the 50 posts of the outage took effect once each ({len(seen)} distinct)")
+    check(
+        set(seen) == outage_ids and all(c == 1 for c in seen.values()),
+        f"after the broker restart the 50 posts of the outage took effect once each ({len(seen)} distinct)",
+    )
     with device.lock:
         device.foreign.clear()
     return device
@@ -254,18 +298,26 @@ async def nats_outage(js, device: Device, pids: dict, nats_dir: str) -> list:
     await asyncio.sleep(1)
     start = time.monotonic()
     local = device.bus.post("local.only", {"while": "nats is down"})
-    check(local.outcome == "unhandled", f"the local bus works while NATS is down (a post answered in "
-                                        f"{int((time.monotonic() - start) * 1000)} ms)")
-    nodes = [subprocess.Popen(["nats-server", "-c", f"{nats_dir}/n{i}/server.conf"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in (1, 2, 3)]
+    check(
+        local.outcome == "unhandled",
+        f"the local bus works while NATS is down (a post answered in {int((time.monotonic() - start) * 1000)} ms)",
+    )
+    nodes = [
+        subprocess.Popen(
+            ["nats-server", "-c", f"{nats_dir}/n{i}/server.conf"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        for i in (1, 2, 3)
+    ]
     for i in range(20):
         await publish(js, f"notifbus.{DEVICE}.post.mail", json.dumps({"n": 5000 + i}).encode(), f"z{i}")
     await wait_until(lambda: len(device.foreign) >= 20, 90)
     await asyncio.sleep(1)
     with device.lock:
         seen = collections.Counter(m.get("n") for m in device.foreign)
-    check(set(seen) == {5000 + i for i in range(20)} and all(c == 1 for c in seen.values()),
-          f"after NATS came back the bridge reconnected and applied the new posts once each ({len(seen)} distinct)")
+    check(
+        set(seen) == {5000 + i for i in range(20)} and all(c == 1 for c in seen.values()),
+        f"after NATS came back the bridge reconnected and applied the new posts once each ({len(seen)} distinct)",
+    )
     return nodes
 
 

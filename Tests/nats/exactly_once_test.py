@@ -17,6 +17,7 @@ Each has its own device, broker and bridge. Each checks effects, results and dea
 never times; it prints the times it measures. The disk-full parts need root (a small tmpfs)
 and are skipped otherwise. scripts/test.d/56-nats.sh starts the cluster.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,19 +42,47 @@ from natslib import FAILURES, Process, RawObserver, SmallDisk, check, publish, r
 class Device:
     """One device: a broker (state on `disk` when given), a bridge, a raw observer of `mail`."""
 
-    def __init__(self, ctx: "Context", name: str, ack_wait: str = "5s", delay: float = 0.0,
-                 disk: SmallDisk | None = None, keep=lambda raw: False) -> None:
+    def __init__(
+        self,
+        ctx: "Context",
+        name: str,
+        ack_wait: str = "5s",
+        delay: float = 0.0,
+        disk: SmallDisk | None = None,
+        keep=lambda raw: False,
+    ) -> None:
         self.name = name
         self.folder = os.path.join(ctx.work, name)
         os.makedirs(self.folder, exist_ok=True)
         self.socket = os.path.join(self.folder, "bus.sock")
         state = os.path.join(disk.path if disk else self.folder, "broker-state")
-        self.broker = Process([ctx.notifbus, "broker", "--socket", self.socket, "--state-dir", state, "--call-timeout", "1s"],
-                              os.path.join(self.folder, "broker.log"))
+        self.broker = Process(
+            [ctx.notifbus, "broker", "--socket", self.socket, "--state-dir", state, "--call-timeout", "1s"],
+            os.path.join(self.folder, "broker.log"),
+        )
         extra = [flag.replace("{folder}", self.folder) for flag in ctx.bridge_flags]
-        self.bridge = Process([ctx.notifbus, "bridge", "nats", "--url", ctx.urls, "--device", name, "--socket", self.socket,
-                               "--layout", "per-device", "--create-stream", "--replicas", "3", "--ack-wait", ack_wait] + extra,
-                              os.path.join(self.folder, "bridge.log"))
+        self.bridge = Process(
+            [
+                ctx.notifbus,
+                "bridge",
+                "nats",
+                "--url",
+                ctx.urls,
+                "--device",
+                name,
+                "--socket",
+                self.socket,
+                "--layout",
+                "per-device",
+                "--create-stream",
+                "--replicas",
+                "3",
+                "--ack-wait",
+                ack_wait,
+            ]
+            + extra,
+            os.path.join(self.folder, "bridge.log"),
+        )
         self.delay = delay
         self.keep = keep
         self.observer: RawObserver | None = None
@@ -151,8 +180,10 @@ async def check_results(ctx: Context, d: Device, want: int, prefix: str, bound: 
     results = await read_subject(ctx.js, d.out, d.subject("result"), want, bound, settle=1)
     per_id, bodies, lost = results_by_id(results)
     wrong = real(bodies, prefix)
-    check(len(per_id) == want and all(c == 1 for c in per_id.values()) and not wrong and lost == 0,
-          f"one real result per post ({len(results)} results for {len(per_id)} ids, {len(wrong)} not the post's own, {lost} result_lost)")
+    check(
+        len(per_id) == want and all(c == 1 for c in per_id.values()) and not wrong and lost == 0,
+        f"one real result per post ({len(results)} results for {len(per_id)} ids, {len(wrong)} not the post's own, {lost} result_lost)",
+    )
     return lost
 
 
@@ -165,8 +196,13 @@ def results_by_id(results: list) -> tuple[collections.Counter, list, int]:
 
 def real(bodies: list, prefix: str) -> list:
     """The results that are not the post's own: an error, or another post's value."""
-    return [b for b in bodies if "result" not in b or b["result"].get("outcome") != "completed"
-            or b["result"]["value"]["shown"] != int(b["msgId"][len(prefix):])]
+    return [
+        b
+        for b in bodies
+        if "result" not in b
+        or b["result"].get("outcome") != "completed"
+        or b["result"]["value"]["shown"] != int(b["msgId"][len(prefix) :])
+    ]
 
 
 async def oversized(ctx: Context) -> None:
@@ -187,19 +223,30 @@ async def oversized(ctx: Context) -> None:
         done = await wait_until(lambda: wanted <= set(d.observer.counts()), 60)
         await asyncio.sleep(1.5)
         counts = d.observer.counts()
-        check(done and all(counts.get(n) == 1 for n in wanted) and 100 not in counts and 102 not in counts,
-              f"every post after the oversized ones is applied, each once ({ {n: counts.get(n) for n in sorted(wanted)} })")
+        check(
+            done and all(counts.get(n) == 1 for n in wanted) and 100 not in counts and 102 not in counts,
+            f"every post after the oversized ones is applied, each once ({ {n: counts.get(n) for n in sorted(wanted)} })",
+        )
         dead = await read_subject(ctx.js, d.out, d.subject("dead"), 2, 30, settle=1)
         shape = sorted((m.headers.get("Notifbus-Msg-Id"), m.headers.get("Notifbus-Reason"), len(m.data)) for m in dead)
-        check(shape == [("big", "too_large", len(big)), ("huge", "too_large", len(huge))],
-              f"the two posts over the broker's maxFrame are dead-lettered too_large with their bodies ({shape})")
+        check(
+            shape == [("big", "too_large", len(big)), ("huge", "too_large", len(huge))],
+            f"the two posts over the broker's maxFrame are dead-lettered too_large with their bodies ({shape})",
+        )
         kept = d.observer.kept
-        check(len(kept) == 1 and b"[1e9,1e9," in kept[0] and b"1000000000" not in kept[0],
-              "400 kB of 1e9 reach the observer as written, not re-encoded")
+        check(
+            len(kept) == 1 and b"[1e9,1e9," in kept[0] and b"1000000000" not in kept[0],
+            "400 kB of 1e9 reach the observer as written, not re-encoded",
+        )
         results = await read_subject(ctx.js, d.out, d.subject("result"), 11, 30, settle=1)
         per_id, bodies, lost = results_by_id(results)
-        check(set(per_id) == {f"o{n}" for n in wanted} and all(c == 1 for c in per_id.values()) and not real(bodies, "o") and lost == 0,
-              f"one real result for each applied post ({len(results)} results, {lost} result_lost)")
+        check(
+            set(per_id) == {f"o{n}" for n in wanted}
+            and all(c == 1 for c in per_id.values())
+            and not real(bodies, "o")
+            and lost == 0,
+            f"one real result for each applied post ({len(results)} results, {lost} result_lost)",
+        )
 
 
 async def disk_full(ctx: Context) -> None:
@@ -221,16 +268,17 @@ async def disk_full(ctx: Context) -> None:
         await d.start_bridge()
         await asyncio.sleep(4)
         during = d.observer.counts()
-        check(all(c == 1 for c in during.values()),
-              f"while the disk is full nothing is applied twice ({during})")
+        check(all(c == 1 for c in during.values()), f"while the disk is full nothing is applied twice ({during})")
         check("for now" in d.bridge.log_text(), "the broker's refusals were sent again after a pause (bridge log)")
         disk.free()
         with notifbus.connect(socket=d.socket, reconnect=False, timeout=5) as probe:
             done = await wait_until(lambda: len(d.observer.counts()) == 10 and probe.peek("launchx") == {"v": 1}, 60)
             await asyncio.sleep(1.5)
             counts = d.observer.counts()
-            check(done and counts == {n: 1 for n in range(10)} and probe.peek("launchx") == {"v": 1},
-                  f"once space came back, the 10 posts and the put took effect once each ({counts})")
+            check(
+                done and counts == {n: 1 for n in range(10)} and probe.peek("launchx") == {"v": 1},
+                f"once space came back, the 10 posts and the put took effect once each ({counts})",
+            )
         await check_results(ctx, d, 10, "f")
 
 
@@ -242,7 +290,9 @@ async def refused_kills(ctx: Context) -> None:
     d = Device(ctx, "rc", disk=disk, delay=0.005)
     async with running(d, disk):
         fill(disk, d)
-        await asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"r{i}") for i in range(600)])
+        await asyncio.gather(
+            *[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"r{i}") for i in range(600)]
+        )
         for _ in range(3):
             await asyncio.sleep(0.7)
             d.bridge.kill()
@@ -253,8 +303,10 @@ async def refused_kills(ctx: Context) -> None:
         await asyncio.sleep(1.5)
         counts = d.observer.counts()
         twice = sorted(n for n, c in counts.items() if c != 1)
-        check(done and len(counts) == 600 and not twice,
-              f"600 posts while the broker's disk was full, through 3 bridge SIGKILLs: each applied once ({len(counts)} distinct, twice: {twice[:10]})")
+        check(
+            done and len(counts) == 600 and not twice,
+            f"600 posts while the broker's disk was full, through 3 bridge SIGKILLs: each applied once ({len(counts)} distinct, twice: {twice[:10]})",
+        )
         await check_results(ctx, d, 600, "r")
 
 
@@ -280,8 +332,9 @@ async def restart(ctx: Context) -> None:
     d = Device(ctx, "aw", ack_wait="10m", delay=0.02)
     async with running(d):
         # More than the bridge has at the broker at once (128), so that it holds the rest.
-        acks = await asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"a{i}")
-                                      for i in range(400)])
+        acks = await asyncio.gather(
+            *[publish(ctx.js, d.subject("post", "mail"), json.dumps({"n": i}).encode(), f"a{i}") for i in range(400)]
+        )
         sequence = {i: ack.seq for i, ack in enumerate(acks)}
         await wait_until(lambda: d.observer.count() >= 10, 60)
         d.bridge.kill()
@@ -295,9 +348,11 @@ async def restart(ctx: Context) -> None:
         done = await wait_until(lambda: d.observer.count() == 400, 60)
         await asyncio.sleep(1)
         counts = d.observer.counts()
-        check(done and len(held) > 0 and counts == {n: 1 for n in range(400)},
-              f"a bridge SIGKILLed holding {len(held)} messages not yet applied, with --ack-wait 10m: its successor applies them "
-              f"and the rest, each once ({len(counts)} distinct)")
+        check(
+            done and len(held) > 0 and counts == {n: 1 for n in range(400)},
+            f"a bridge SIGKILLed holding {len(held)} messages not yet applied, with --ack-wait 10m: its successor applies them "
+            f"and the rest, each once ({len(counts)} distinct)",
+        )
         with d.observer.lock:
             after = [t - started for t, n in d.observer.times if t > started and n in held]
         if after:
@@ -314,7 +369,9 @@ async def stress(ctx: Context, seed: int) -> None:
         big = b'{"n":-1,"pad":"' + b"z" * (1_048_556 - 17) + b'"}'
         bodies = [(json.dumps({"n": i}).encode(), f"s{i}") for i in range(2000)]
         bodies.insert(1000, (big, "big"))
-        publisher = asyncio.ensure_future(asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), b, i) for b, i in bodies]))
+        publisher = asyncio.ensure_future(
+            asyncio.gather(*[publish(ctx.js, d.subject("post", "mail"), b, i) for b, i in bodies])
+        )
         node_kills = set(rng.sample(range(10), 2))
         began = time.monotonic()
         for k in range(10):
@@ -329,11 +386,17 @@ async def stress(ctx: Context, seed: int) -> None:
             await asyncio.sleep(rng.uniform(0, 0.3))
             restarts.append(time.monotonic())
             d.bridge.start()
-            print(f"stress: {time.monotonic() - began:.1f} s: bridge restarted, {d.observer.count()} posts applied", flush=True)
+            print(
+                f"stress: {time.monotonic() - began:.1f} s: bridge restarted, {d.observer.count()} posts applied",
+                flush=True,
+            )
             if k in node_kills:
                 info = await retried(lambda: ctx.js.stream_info(d.stream))
                 leader = info.cluster.leader if info.cluster and info.cluster.leader else "n1"
-                print(f"stress: SIGKILL of nats-server {leader}, the stream's leader, after {d.observer.count()} posts", flush=True)
+                print(
+                    f"stress: SIGKILL of nats-server {leader}, the stream's leader, after {d.observer.count()} posts",
+                    flush=True,
+                )
                 await ctx.kill_node(leader)
             print(f"stress: bridge SIGKILL {k + 1} of 10 after {d.observer.count()} posts", flush=True)
         disk.free()
@@ -343,26 +406,39 @@ async def stress(ctx: Context, seed: int) -> None:
         await asyncio.sleep(2)
         counts = d.observer.counts()
         twice = sorted(n for n, c in counts.items() if c != 1)
-        check(done and len(counts) == 2000 and not twice and -1 not in counts,
-              f"2,000 posts through 10 bridge SIGKILLs, 2 node SIGKILLs and a full disk: each applied once "
-              f"({len(counts)} distinct, more than once: {twice[:10]})")
+        check(
+            done and len(counts) == 2000 and not twice and -1 not in counts,
+            f"2,000 posts through 10 bridge SIGKILLs, 2 node SIGKILLs and a full disk: each applied once "
+            f"({len(counts)} distinct, more than once: {twice[:10]})",
+        )
         results = await read_subject(ctx.js, d.out, d.subject("result"), 2000, 180)
         per_id, result_bodies, lost = results_by_id(results)
         wrong = real(result_bodies, "s")
-        check(len(per_id) == 2000 and all(c == 1 for c in per_id.values()) and not wrong,
-              f"one result per post, each the post's own ({len(results)} results, {len(wrong)} not real)")
-        print(f"figure: result_lost among the stress run's results: {lost} of {len(results)} ({100 * lost / max(len(results), 1):.1f}%)",
-              flush=True)
+        check(
+            len(per_id) == 2000 and all(c == 1 for c in per_id.values()) and not wrong,
+            f"one result per post, each the post's own ({len(results)} results, {len(wrong)} not real)",
+        )
+        print(
+            f"figure: result_lost among the stress run's results: {lost} of {len(results)} ({100 * lost / max(len(results), 1):.1f}%)",
+            flush=True,
+        )
         check(lost == 0, f"no result_lost ({lost})")
         dead = await read_subject(ctx.js, d.out, d.subject("dead"), 1, 30, settle=1)
-        check([(m.headers.get("Notifbus-Msg-Id"), m.headers.get("Notifbus-Reason")) for m in dead] == [("big", "too_large")],
-              "the oversized post is dead-lettered too_large, once")
+        check(
+            [(m.headers.get("Notifbus-Msg-Id"), m.headers.get("Notifbus-Reason")) for m in dead]
+            == [("big", "too_large")],
+            "the oversized post is dead-lettered too_large, once",
+        )
         with d.observer.lock:
             times = [t for t, _ in d.observer.times]
         firsts = [min(t for t in times if t > r) - r for r in restarts if any(t > r for t in times)]
         if firsts:
-            print("figure: bridge restart to the next applied post: " + ", ".join(f"{f * 1000:.0f}" for f in firsts)
-                  + f" ms (median {statistics.median(firsts) * 1000:.0f} ms)", flush=True)
+            print(
+                "figure: bridge restart to the next applied post: "
+                + ", ".join(f"{f * 1000:.0f}" for f in firsts)
+                + f" ms (median {statistics.median(firsts) * 1000:.0f} ms)",
+                flush=True,
+            )
 
 
 SCENARIOS = {"oversized": oversized, "disk-full": disk_full, "refused-kills": refused_kills, "restart": restart}
@@ -377,14 +453,21 @@ async def main() -> int:
     parser.add_argument("--work", required=True)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("-k", default="", help="run only the scenarios whose name holds this")
-    parser.add_argument("--bridge-flag", action="append", default=[],
-                        help="a flag more for the bridge ({folder} is the device's folder), to run these against other builds")
+    parser.add_argument(
+        "--bridge-flag",
+        action="append",
+        default=[],
+        help="a flag more for the bridge ({folder} is the device's folder), to run these against other builds",
+    )
     args = parser.parse_args()
     ctx = Context(args)
 
     async def quiet(error):  # connection errors while nodes are killed are expected here
         pass
-    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet)
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
+    )
     ctx.js = nc.jetstream(timeout=5)
     try:
         for name, scenario in SCENARIOS.items():

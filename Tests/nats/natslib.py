@@ -3,6 +3,7 @@
 leaders, reading an outbound subject, and a raw observer that counts every event it sees and
 keeps each frame's bytes. Every wait is bounded. Python 3, nats-py, standard library.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,6 @@ import subprocess
 import threading
 import time
 from typing import Callable, Dict, List, Optional
-
 
 #: What failed so far, in the order `check` saw it.
 FAILURES: List[str] = []
@@ -141,7 +141,9 @@ class RawObserver:
     payload, keeps the frames' bytes for those that ask, takes `delay` seconds over each, and
     answers `complete` with `{"shown": n}`. It connects again when the broker restarts."""
 
-    def __init__(self, socket_path: str, event: str, delay: float = 0.0, keep: Callable[[bytes], bool] = lambda b: False) -> None:
+    def __init__(
+        self, socket_path: str, event: str, delay: float = 0.0, keep: Callable[[bytes], bool] = lambda b: False
+    ) -> None:
         self.path = socket_path
         self.event = event
         self.delay = delay
@@ -195,8 +197,8 @@ class RawObserver:
                         raise ConnectionError("the broker closed the connection")
                     buffer += chunk
                 size = struct.unpack(">I", buffer[:4])[0]
-                raw = bytes(buffer[4:4 + size])
-                del buffer[:4 + size]
+                raw = bytes(buffer[4 : 4 + size])
+                del buffer[: 4 + size]
                 frame = json.loads(raw)
                 if frame.get("op") == "reply" and frame.get("id") == 2:
                     self.ready.set()
@@ -224,8 +226,13 @@ class SmallDisk:
         self.path = path
         self.filler = os.path.join(path, "filler")
         os.makedirs(path, exist_ok=True)
-        self.mounted = os.geteuid() == 0 and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True).returncode == 0
+        self.mounted = (
+            os.geteuid() == 0
+            and subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def fill(self) -> None:
         with open(self.filler, "ab", buffering=0) as f:

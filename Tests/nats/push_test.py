@@ -3,6 +3,7 @@
 bridge executable) and the same through notifbus_server (Clients/python-server). It asserts
 effects and outputs, never times. scripts/test.d/56-nats.sh starts the cluster.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +19,7 @@ from notifbus_server import Device as ServerDevice
 from notifbus_server import RemoteError
 
 import notifbus
+
 from natslib import FAILURES, Process, bin_urls_work_args, check, wait_until
 
 DEVICE = "pushdev"
@@ -73,22 +75,36 @@ class Push:
 
 async def cli(push: Push, apps: Apps, bus, work: str, notifbus_path: str) -> None:
     status, out, err = push.json("--msg-id", "cli-1", "--wait", "post", "mail", '{"n":1}')
-    check(status == 0 and out is not None and out.get("msgId") == "cli-1", f"push post --wait prints the result message ({status} {out} {err})")
+    check(
+        status == 0 and out is not None and out.get("msgId") == "cli-1",
+        f"push post --wait prints the result message ({status} {out} {err})",
+    )
     result = (out or {}).get("result", {})
-    check(result.get("outcome") == "completed" and result.get("value") == {"shown": 1},
-          f"the result is the device's chain: completed with the observer's value ({result})")
+    check(
+        result.get("outcome") == "completed" and result.get("value") == {"shown": 1},
+        f"the result is the device's chain: completed with the observer's value ({result})",
+    )
     check(apps.count(1) == 1, "the device ran the post once")
 
     status, out, err = push.json("--msg-id", "cli-1", "post", "mail", '{"n":1}')
-    check(status == 0 and out is not None and out.get("duplicate") is True,
-          f"the same --msg-id again: stored once, the output says duplicate ({out} {err})")
+    check(
+        status == 0 and out is not None and out.get("duplicate") is True,
+        f"the same --msg-id again: stored once, the output says duplicate ({out} {err})",
+    )
     status, again, err = push.json("--msg-id", "cli-1", "--wait", "post", "mail", '{"n":1}')
-    check(status == 0 and again is not None and again.get("result") == result,
-          f"the same --msg-id again with --wait: the first result, read from the result stream ({again} {err})")
+    check(
+        status == 0 and again is not None and again.get("result") == result,
+        f"the same --msg-id again with --wait: the first result, read from the result stream ({again} {err})",
+    )
     status, out, err = push.json("post", "mail", '{"n":2}')
-    check(status == 0 and out is not None and out.get("msgId", "").startswith("push-")
-          and out.get("stream") == f"NOTIFBUS_{DEVICE}" and isinstance(out.get("seq"), int),
-          f"push post without --wait prints msgId, stream and seq ({out} {err})")
+    check(
+        status == 0
+        and out is not None
+        and out.get("msgId", "").startswith("push-")
+        and out.get("stream") == f"NOTIFBUS_{DEVICE}"
+        and isinstance(out.get("seq"), int),
+        f"push post without --wait prints msgId, stream and seq ({out} {err})",
+    )
     check(await wait_until(lambda: apps.count(2) == 1, 30), "a post without --wait runs on the device too")
     await asyncio.sleep(1)
     check(apps.count(1) == 1, "the message sent twice with one id ran once")
@@ -97,16 +113,23 @@ async def cli(push: Push, apps: Apps, bus, work: str, notifbus_path: str) -> Non
     with open(body, "w") as f:
         f.write('{"emailId": "e-42", "n": 1.50}')
     status, out, err = push.json("--wait", "put", "launch", "@" + body)
-    check(status == 0 and out is not None and out.get("applied") is True, f"push put --wait returns once applied ({out} {err})")
+    check(
+        status == 0 and out is not None and out.get("applied") is True,
+        f"push put --wait returns once applied ({out} {err})",
+    )
     check(bus.peek("launch") == {"emailId": "e-42", "n": 1.50}, "the put's value is in the device's slot")
     status, out, err = push.run("--wait", "put", "launch2", "-", stdin=b'"from stdin"')
     check(status == 0 and bus.peek("launch2") == "from stdin", f"put reads JSON from standard input with - ({err})")
 
     status, out, err = push.json("invoke", "mail.actions", "archive", '{"id":"e-1"}')
-    check(status == 0 and out == {"result": {"archived": "e-1"}}, f"push invoke prints the handler's result ({out} {err})")
+    check(
+        status == 0 and out == {"result": {"archived": "e-1"}}, f"push invoke prints the handler's result ({out} {err})"
+    )
     status, out, err = push.json("invoke", "mail.actions", "refuse", "{}")
-    check(status == 1 and (out or {}).get("error", {}).get("code") == "denied",
-          f"push invoke of a refusing handler prints its error and exits 1 ({status} {out})")
+    check(
+        status == 1 and (out or {}).get("error", {}).get("code") == "denied",
+        f"push invoke of a refusing handler prints its error and exits 1 ({status} {out})",
+    )
 
     # Bad input: a usage error (status 2) that names the mistake, and nothing published.
     for words, device, says in [
@@ -122,7 +145,10 @@ async def cli(push: Push, apps: Apps, bus, work: str, notifbus_path: str) -> Non
         (["send", "mail"], DEVICE, "unknown action"),
     ]:
         status, out, err = push.run(*words, device=device)
-        check(status == 2 and says in err and out == "", f"bad input {words} on {device!r}: status 2, says {says!r} ({status} {err.strip()})")
+        check(
+            status == 2 and says in err and out == "",
+            f"bad input {words} on {device!r}: status 2, says {says!r} ({status} {err.strip()})",
+        )
 
     status, out, err = Push(notifbus_path, "nats://127.0.0.1:1").run("post", "mail", "{}")
     check(status == 1 and "cannot reach NATS" in err, f"NATS not reachable: a clear error ({status} {err.strip()})")
@@ -136,7 +162,10 @@ async def cli(push: Push, apps: Apps, bus, work: str, notifbus_path: str) -> Non
     os.makedirs(alone, exist_ok=True)
     shutil.copy(notifbus_path, os.path.join(alone, "notifbus"))
     status, out, err = push.run("post", "mail", "{}", binary=os.path.join(alone, "notifbus"))
-    check(status == 1 and "notifbus-bridge is not installed" in err, f"no bridge executable: a clear error ({status} {err.strip()})")
+    check(
+        status == 1 and "notifbus-bridge is not installed" in err,
+        f"no bridge executable: a clear error ({status} {err.strip()})",
+    )
 
 
 async def library(urls: str, apps: Apps, bus) -> None:
@@ -144,19 +173,30 @@ async def library(urls: str, apps: Apps, bus) -> None:
     device = ServerDevice(nc, DEVICE, timeout=30)
     clicks = await device.events("didReceive")
     result = await device.post("mail", {"n": 10}, msg_id="lib-10", wait=True)
-    check(result.get("outcome") == "completed" and result.get("value") == {"shown": 10}, f"notifbus_server post(wait=True) ({result})")
+    check(
+        result.get("outcome") == "completed" and result.get("value") == {"shown": 10},
+        f"notifbus_server post(wait=True) ({result})",
+    )
     stored = await device.post("mail", {"n": 10}, msg_id="lib-10")
     check(stored.get("duplicate") is True, f"notifbus_server: the same msg_id is stored once ({stored})")
     again = await device.post("mail", {"n": 10}, msg_id="lib-10", wait=True)
     check(again == result, f"notifbus_server: the same msg_id with wait=True gives the first result ({again})")
     applied = await device.put("launch", {"from": "python"}, wait=True)
-    check(applied.get("applied") is True and bus.peek("launch") == {"from": "python"}, f"notifbus_server put(wait=True) ({applied})")
-    check(await device.invoke("mail.actions", "archive", {"id": "e-2"}) == {"archived": "e-2"}, "notifbus_server invoke")
+    check(
+        applied.get("applied") is True and bus.peek("launch") == {"from": "python"},
+        f"notifbus_server put(wait=True) ({applied})",
+    )
+    check(
+        await device.invoke("mail.actions", "archive", {"id": "e-2"}) == {"archived": "e-2"}, "notifbus_server invoke"
+    )
     try:
         await device.invoke("mail.actions", "refuse", {})
         check(False, "notifbus_server invoke of a refusing handler raises")
     except RemoteError as error:
-        check(error.code == "denied" and error.details == {"owner": "bob"}, f"notifbus_server RemoteError carries code and details ({error})")
+        check(
+            error.code == "denied" and error.details == {"owner": "bob"},
+            f"notifbus_server RemoteError carries code and details ({error})",
+        )
     for bad in (lambda: ServerDevice(nc, "a.b"), lambda: device.post("a b", {}), lambda: device.put("slot", b"{bad")):
         try:
             made = bad()
@@ -165,8 +205,10 @@ async def library(urls: str, apps: Apps, bus) -> None:
             check(False, "notifbus_server refuses bad input")
         except ValueError as error:
             check(True, f"notifbus_server refuses bad input: {error}")
-    sent = {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
-            "notification": {"identifier": "mail-42", "content": {"title": "New mail"}}}
+    sent = {
+        "actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+        "notification": {"identifier": "mail-42", "content": {"title": "New mail"}},
+    }
     bus.post("didReceive", sent)
     click = await clicks.next(timeout=30)
     check(click == sent, f"notifbus_server events() reads an exported event ({click})")
@@ -180,10 +222,29 @@ async def main() -> int:
     os.makedirs(args.work, exist_ok=True)
     notifbus_path = os.path.join(args.bin, "notifbus")
     socket = os.path.join(args.work, "bus.sock")
-    broker = Process([notifbus_path, "broker", "--socket", socket, "--state-dir", os.path.join(args.work, "state")],
-                     os.path.join(args.work, "broker.log"))
-    bridge = Process([notifbus_path, "bridge", "nats", "--url", args.urls, "--device", DEVICE, "--socket", socket,
-                      "--create-stream", "--replicas", "3", "--export", "didReceive"], os.path.join(args.work, "bridge.log"))
+    broker = Process(
+        [notifbus_path, "broker", "--socket", socket, "--state-dir", os.path.join(args.work, "state")],
+        os.path.join(args.work, "broker.log"),
+    )
+    bridge = Process(
+        [
+            notifbus_path,
+            "bridge",
+            "nats",
+            "--url",
+            args.urls,
+            "--device",
+            DEVICE,
+            "--socket",
+            socket,
+            "--create-stream",
+            "--replicas",
+            "3",
+            "--export",
+            "didReceive",
+        ],
+        os.path.join(args.work, "bridge.log"),
+    )
     broker.start()
     try:
         await wait_until(lambda: os.path.exists(socket), 10)

@@ -21,6 +21,7 @@ bridge with `--layout shared`, on one inbound stream NOTIFBUS and one outbound N
 Every wait is bounded; checks are on effects, results and stream state, never on times.
 scripts/test.d/56-nats.sh starts the cluster.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,7 +37,17 @@ from notifbus_server import Device as ServerDevice
 
 import notifbus
 
-from natslib import FAILURES, Process, RawObserver, bin_urls_work_args, check, publish, read_subject, retried, wait_until
+from natslib import (
+    FAILURES,
+    Process,
+    RawObserver,
+    bin_urls_work_args,
+    check,
+    publish,
+    read_subject,
+    retried,
+    wait_until,
+)
 
 LIMIT = 5
 
@@ -50,13 +61,42 @@ class Device:
         os.makedirs(self.folder, exist_ok=True)
         self.socket = os.path.join(self.folder, "bus.sock")
         notifbus_bin = os.path.join(args.bin, "notifbus")
-        self.broker = Process([notifbus_bin, "broker", "--socket", self.socket, "--state-dir",
-                               os.path.join(self.folder, "state"), "--call-timeout", "1s"],
-                              os.path.join(self.folder, "broker.log"))
-        self.bridge = Process([notifbus_bin, "bridge", "nats", "--url", args.urls, "--device", name, "--socket", self.socket,
-                               "--layout", "shared", "--create-stream", "--replicas", "3", "--ack-wait", "3s",
-                               "--max-per-subject", str(LIMIT)],
-                              os.path.join(self.folder, "bridge.log"))
+        self.broker = Process(
+            [
+                notifbus_bin,
+                "broker",
+                "--socket",
+                self.socket,
+                "--state-dir",
+                os.path.join(self.folder, "state"),
+                "--call-timeout",
+                "1s",
+            ],
+            os.path.join(self.folder, "broker.log"),
+        )
+        self.bridge = Process(
+            [
+                notifbus_bin,
+                "bridge",
+                "nats",
+                "--url",
+                args.urls,
+                "--device",
+                name,
+                "--socket",
+                self.socket,
+                "--layout",
+                "shared",
+                "--create-stream",
+                "--replicas",
+                "3",
+                "--ack-wait",
+                "3s",
+                "--max-per-subject",
+                str(LIMIT),
+            ],
+            os.path.join(self.folder, "bridge.log"),
+        )
         self.observer: RawObserver | None = None
 
     def post(self, event: str) -> str:
@@ -71,7 +111,10 @@ class Device:
 
     async def start_bridge(self) -> None:
         self.bridge.start()
-        check(await wait_until(lambda: "bridging device" in self.bridge.log_text(), 60), f"{self.name}: the bridge started")
+        check(
+            await wait_until(lambda: "bridging device" in self.bridge.log_text(), 60),
+            f"{self.name}: the bridge started",
+        )
 
     def stop(self) -> None:
         if self.observer:
@@ -89,10 +132,15 @@ async def results(js, d: Device, want: int, ids: set) -> None:
     got = await read_subject(js, "NOTIFBUS_OUT", f"notifbus.{d.name}.result", want, 60, settle=1)
     per_id = collections.Counter(m.headers.get("Notifbus-Msg-Id") for m in got)
     bodies = [json.loads(m.data) for m in got]
-    own = all(b.get("result", {}).get("outcome") == "completed"
-              and b["result"]["value"]["shown"] == int(b["msgId"].rsplit("-", 1)[1]) for b in bodies)
-    check(set(per_id) == ids and all(c == 1 for c in per_id.values()) and own,
-          f"{d.name}: one result per post, each the post's own ({len(got)} results for {len(per_id)} ids of {len(ids)})")
+    own = all(
+        b.get("result", {}).get("outcome") == "completed"
+        and b["result"]["value"]["shown"] == int(b["msgId"].rsplit("-", 1)[1])
+        for b in bodies
+    )
+    check(
+        set(per_id) == ids and all(c == 1 for c in per_id.values()) and own,
+        f"{d.name}: one result per post, each the post's own ({len(got)} results for {len(per_id)} ids of {len(ids)})",
+    )
 
 
 async def drained(js, d: Device) -> bool:
@@ -110,8 +158,11 @@ async def round_trip(js, s1: Device, s2: Device) -> None:
     for d, base in ((s1, 0), (s2, 100)):
         want = {n: 1 for n in range(base, base + 20)}
         await wait_until(lambda d=d: d.observer.count() >= 20, 60)
-        check(d.observer.counts() == want, f"{d.name}: its 20 posts applied once each, no other device's "
-              f"({len(d.observer.counts())} seen, {sum(d.observer.counts().values())} applications)")
+        check(
+            d.observer.counts() == want,
+            f"{d.name}: its 20 posts applied once each, no other device's "
+            f"({len(d.observer.counts())} seen, {sum(d.observer.counts().values())} applications)",
+        )
         await results(js, d, 20, {f"{d.name}-{n}" for n in range(base, base + 20)})
     with notifbus.connect(socket=s1.socket, reconnect=False, timeout=5) as bus:
         filled = await wait_until(lambda: bus.peek("launch") == {"emailId": "e-1"}, 30)
@@ -135,13 +186,19 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     stored, refused, other = [], [], []
     for n in range(200, 208):
         try:
-            await js.publish(s2.post("mail"), json.dumps({"n": n}).encode(), headers={"Nats-Msg-Id": f"s2-{n}"}, timeout=5)
+            await js.publish(
+                s2.post("mail"), json.dumps({"n": n}).encode(), headers={"Nats-Msg-Id": f"s2-{n}"}, timeout=5
+            )
             stored.append(n)
         except APIError as error:
             (refused if error.err_code == 10077 else other).append((n, error.err_code, error.description))
-    check(stored == list(range(200, 200 + LIMIT)) and [r[0] for r in refused] == list(range(200 + LIMIT, 208)) and not other,
-          f"offline s2: the first {LIMIT} posts on one subject stored, the rest refused to the publisher with 10077 "
-          f"(stored {stored}, refused {[r[0] for r in refused]}, other {other})")
+    check(
+        stored == list(range(200, 200 + LIMIT))
+        and [r[0] for r in refused] == list(range(200 + LIMIT, 208))
+        and not other,
+        f"offline s2: the first {LIMIT} posts on one subject stored, the rest refused to the publisher with 10077 "
+        f"(stored {stored}, refused {[r[0] for r in refused]}, other {other})",
+    )
     if refused:
         print(f"   the publisher's error: {refused[0][2]}", flush=True)
     await publish(js, f"notifbus.{s2.name}.in.put.launch", b'{"emailId":"e-2"}', "put-2")
@@ -157,12 +214,17 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     ok = await wait_until(lambda: all(s2.observer.counts().get(n) == 1 for n in kept), 60)
     await asyncio.sleep(2)
     counts = s2.observer.counts()
-    check(ok and all(counts.get(n) == 1 for n in kept) and not any(n in counts for n in range(200 + LIMIT, 208)),
-          f"s2 back online: the {LIMIT} kept posts applied once each, the refused ones never "
-          f"({ {n: c for n, c in counts.items() if n >= 200} })")
+    check(
+        ok and all(counts.get(n) == 1 for n in kept) and not any(n in counts for n in range(200 + LIMIT, 208)),
+        f"s2 back online: the {LIMIT} kept posts applied once each, the refused ones never "
+        f"({ {n: c for n, c in counts.items() if n >= 200} })",
+    )
     await results(js, s2, 20 + LIMIT, {f"s2-{n}" for n in list(range(100, 120)) + list(kept)})
     with notifbus.connect(socket=s2.socket, reconnect=False, timeout=5) as bus:
-        check(await wait_until(lambda: bus.peek("launch") == {"emailId": "e-2"}, 30), "s2: the put made while offline fills the slot")
+        check(
+            await wait_until(lambda: bus.peek("launch") == {"emailId": "e-2"}, 30),
+            "s2: the put made while offline fills the slot",
+        )
     check(await wait_until_async(lambda: drained(js, s2), 30), "s2: caught up, nothing of it left in the stream")
 
     ack = await publish(js, s2.post("mail"), json.dumps({"n": 208}).encode(), "s2-208")
@@ -171,14 +233,26 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     s2.bridge.kill()
     await s2.start_bridge()
     await asyncio.sleep(3)
-    check(all(c == 1 for n, c in s2.observer.counts().items()),
-          "after a SIGKILL and a start of s2's bridge nothing is applied again")
+    check(
+        all(c == 1 for n, c in s2.observer.counts().items()),
+        "after a SIGKILL and a start of s2's bridge nothing is applied again",
+    )
 
 
 def push(args, device: str, *words: str) -> tuple:
     """Runs `notifbus push --layout shared` for `device`: status, stdout as JSON (None when it
     is not), stderr."""
-    command = [os.path.join(args.bin, "notifbus"), "push", "--nats", args.urls, "--device", device, "--timeout", "30s", *words]
+    command = [
+        os.path.join(args.bin, "notifbus"),
+        "push",
+        "--nats",
+        args.urls,
+        "--device",
+        device,
+        "--timeout",
+        "30s",
+        *words,
+    ]
     done = subprocess.run(command, capture_output=True, timeout=60)
     out, err = done.stdout.decode(), done.stderr.decode()
     try:
@@ -196,24 +270,35 @@ async def servers_side(js, args, s1: Device) -> None:
     run = lambda *words: asyncio.to_thread(push, args, s1.name, "--layout", "shared", *words)  # noqa: E731
     status, out, err = await run("--msg-id", "cli-300", "--wait", "post", "mail", '{"n":300}')
     first = (out or {}).get("result", {})
-    check(status == 0 and (out or {}).get("msgId") == "cli-300" and first.get("outcome") == "completed"
-          and first.get("value") == {"shown": 300}, f"push --layout shared post --wait: s1's own result ({status} {out} {err})")
+    check(
+        status == 0
+        and (out or {}).get("msgId") == "cli-300"
+        and first.get("outcome") == "completed"
+        and first.get("value") == {"shown": 300},
+        f"push --layout shared post --wait: s1's own result ({status} {out} {err})",
+    )
     check(s1.observer.counts().get(300) == 1, "s1 ran the pushed post once")
     check(await gone_from_queue(js, s1), "the post is applied and gone from the work queue")
     status, out, err = await run("--msg-id", "cli-300", "post", "mail", '{"n":300}')
-    check(status == 0 and (out or {}).get("duplicate") is True and out.get("stream") == "NOTIFBUS",
-          f"the same --msg-id again: NOTIFBUS calls it a duplicate ({out} {err})")
+    check(
+        status == 0 and (out or {}).get("duplicate") is True and out.get("stream") == "NOTIFBUS",
+        f"the same --msg-id again: NOTIFBUS calls it a duplicate ({out} {err})",
+    )
     status, again, err = await run("--msg-id", "cli-300", "--wait", "post", "mail", '{"n":300}')
-    check(status == 0 and again is not None and again.get("result") == first,
-          f"the same --msg-id with --wait, the first copy gone from the queue: the first result ({again} {err})")
+    check(
+        status == 0 and again is not None and again.get("result") == first,
+        f"the same --msg-id with --wait, the first copy gone from the queue: the first result ({again} {err})",
+    )
 
     status, out, err = await run("--msg-id", "cli-put-1", "--wait", "put", "launch", '{"emailId":"e-300"}')
     check(status == 0 and (out or {}).get("applied") is True, f"push --layout shared put --wait: applied ({out} {err})")
     with notifbus.connect(socket=s1.socket, reconnect=False, timeout=5) as bus:
         check(bus.peek("launch") == {"emailId": "e-300"}, "the pushed put is in s1's slot when put --wait returns")
         status, out, err = await run("--msg-id", "cli-put-1", "--wait", "put", "launch", '{"emailId":"e-301"}')
-        check(status == 0 and (out or {}).get("duplicate") is True and out.get("applied") is True,
-              f"the same put --msg-id again: a duplicate, applied already ({out} {err})")
+        check(
+            status == 0 and (out or {}).get("duplicate") is True and out.get("applied") is True,
+            f"the same put --msg-id again: a duplicate, applied already ({out} {err})",
+        )
         await asyncio.sleep(1)
         check(bus.peek("launch") == {"emailId": "e-300"}, "and the slot keeps the first put's value")
 
@@ -221,23 +306,32 @@ async def servers_side(js, args, s1: Device) -> None:
         channel.set_method_call_handler(lambda method, arguments: {"archived": arguments["id"], "on": "s1"}, "archive")
         await asyncio.sleep(0.5)
         status, out, err = await run("invoke", "mail.actions", "archive", '{"id":"e-300"}')
-        check(status == 0 and out == {"result": {"archived": "e-300", "on": "s1"}},
-              f"push --layout shared invoke: s1's handler's reply ({out} {err})")
+        check(
+            status == 0 and out == {"result": {"archived": "e-300", "on": "s1"}},
+            f"push --layout shared invoke: s1's handler's reply ({out} {err})",
+        )
 
         nc = await nats.connect(servers=args.urls.split(","))
         try:
             device = ServerDevice(nc, s1.name, timeout=30, layout="shared")
             result = await device.post("mail", {"n": 301}, msg_id="lib-301", wait=True)
-            check(result.get("outcome") == "completed" and result.get("value") == {"shown": 301},
-                  f"notifbus_server layout=shared post(wait=True): s1's own result ({result})")
+            check(
+                result.get("outcome") == "completed" and result.get("value") == {"shown": 301},
+                f"notifbus_server layout=shared post(wait=True): s1's own result ({result})",
+            )
             check(await gone_from_queue(js, s1), "the library's post is applied and gone from the work queue")
             stored = await device.post("mail", {"n": 301}, msg_id="lib-301")
-            check(stored.get("duplicate") is True and stored.get("stream") == "NOTIFBUS", f"the same msg_id: a duplicate ({stored})")
+            check(
+                stored.get("duplicate") is True and stored.get("stream") == "NOTIFBUS",
+                f"the same msg_id: a duplicate ({stored})",
+            )
             again = await device.post("mail", {"n": 301}, msg_id="lib-301", wait=True)
             check(again == result, f"the same msg_id with wait=True: the first result ({again})")
             applied = await device.put("launch", {"from": "python"}, wait=True)
-            check(applied.get("applied") is True and bus.peek("launch") == {"from": "python"},
-                  f"notifbus_server layout=shared put(wait=True): in s1's slot ({applied})")
+            check(
+                applied.get("applied") is True and bus.peek("launch") == {"from": "python"},
+                f"notifbus_server layout=shared put(wait=True): in s1's slot ({applied})",
+            )
             reply = await device.invoke("mail.actions", "archive", {"id": "e-301"})
             check(reply == {"archived": "e-301", "on": "s1"}, f"notifbus_server layout=shared invoke ({reply})")
             try:
@@ -247,14 +341,20 @@ async def servers_side(js, args, s1: Device) -> None:
                 check("flat" in str(error), f"notifbus_server refuses an unknown layout: {error}")
         finally:
             await nc.close()
-    check(s1.observer.counts().get(300) == 1 and s1.observer.counts().get(301) == 1,
-          "every post sent twice ran once on s1")
+    check(
+        s1.observer.counts().get(300) == 1 and s1.observer.counts().get(301) == 1,
+        "every post sent twice ran once on s1",
+    )
 
     status, out, err = await asyncio.to_thread(push, args, s1.name, "post", "mail", '{"n":302}')
-    check(status == 1 and "no JetStream stream takes notifbus.s1.post.mail" in err and "--layout" in err,
-          f"the per-device subject (push's default layout) reaches no stream on a shared cluster ({err.strip()})")
+    check(
+        status == 1 and "no JetStream stream takes notifbus.s1.post.mail" in err and "--layout" in err,
+        f"the per-device subject (push's default layout) reaches no stream on a shared cluster ({err.strip()})",
+    )
     status, out, err = await asyncio.to_thread(push, args, s1.name, "--layout", "flat", "post", "mail", "{}")
-    check(status == 2 and "--layout takes shared or per-device" in err, f"an unknown --layout: status 2 ({err.strip()})")
+    check(
+        status == 2 and "--layout takes shared or per-device" in err, f"an unknown --layout: status 2 ({err.strip()})"
+    )
 
 
 async def main() -> int:
@@ -262,16 +362,23 @@ async def main() -> int:
 
     async def quiet(error):
         pass
-    nc = await nats.connect(servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet)
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
+    )
     js = nc.jetstream(timeout=5)
     s1, s2 = Device(args, "s1"), Device(args, "s2")
     try:
         await s1.start()
         await s2.start()
         info = await retried(lambda: js.stream_info("NOTIFBUS"))
-        check(str(getattr(info.config.retention, "value", info.config.retention)) == "workqueue" and info.config.max_msgs_per_subject == LIMIT
-              and str(getattr(info.config.discard, "value", info.config.discard)) == "new" and info.config.discard_new_per_subject,
-              "the bridge created NOTIFBUS: work queue, max per subject, discard new per subject")
+        check(
+            str(getattr(info.config.retention, "value", info.config.retention)) == "workqueue"
+            and info.config.max_msgs_per_subject == LIMIT
+            and str(getattr(info.config.discard, "value", info.config.discard)) == "new"
+            and info.config.discard_new_per_subject,
+            "the bridge created NOTIFBUS: work queue, max per subject, discard new per subject",
+        )
         print("== round trip", flush=True)
         await round_trip(js, s1, s2)
         print("== limit and offline", flush=True)

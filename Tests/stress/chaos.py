@@ -74,8 +74,9 @@ class Peer:
         self.seq += 1
         heapq.heappush(self.timers, (time.monotonic() + delay, self.seq, fn))
 
-    def pump(self, until: float, on_frame: Callable[[Dict[str, Any]], None],
-             stop: Optional[Callable[[], bool]] = None) -> None:
+    def pump(
+        self, until: float, on_frame: Callable[[Dict[str, Any]], None], stop: Optional[Callable[[], bool]] = None
+    ) -> None:
         """Runs until wall-clock `until` or `stop()`; raises sl.Closed at EOF."""
         while time.time() < until and not (stop and stop()):
             now = time.monotonic()
@@ -100,12 +101,13 @@ class Peer:
                 n = struct.unpack(">I", self.buf[:4])[0]
                 if len(self.buf) < 4 + n:
                     break
-                frame = json.loads(bytes(self.buf[4:4 + n]))
-                del self.buf[:4 + n]
+                frame = json.loads(bytes(self.buf[4 : 4 + n]))
+                del self.buf[: 4 + n]
                 on_frame(frame)
 
-    def request(self, message: Dict[str, Any], on_frame: Callable[[Dict[str, Any]], None],
-                timeout: float = 10.0) -> Dict[str, Any]:
+    def request(
+        self, message: Dict[str, Any], on_frame: Callable[[Dict[str, Any]], None], timeout: float = 10.0
+    ) -> Dict[str, Any]:
         rid = self.next_id
         self.next_id += 1
         self.send({**message, "id": rid})
@@ -192,8 +194,13 @@ def handler_worker(path: str, profile: str, until: float, rng: random.Random) ->
     def give_back(frame: Dict[str, Any]) -> None:
         args = frame["arguments"]
         if profile == "erroring" and rng.random() < 0.5:
-            peer.send({"op": "return", "call": frame["call"],
-                       "error": {"code": "E_CHAOS", "message": "chaos says no", "details": {"echo": args}}})
+            peer.send(
+                {
+                    "op": "return",
+                    "call": frame["call"],
+                    "error": {"code": "E_CHAOS", "message": "chaos says no", "details": {"echo": args}},
+                }
+            )
         else:
             peer.send({"op": "return", "call": frame["call"], "result": {"echo": args, "handler": frame["handler"]}})
 
@@ -280,9 +287,20 @@ def check_invoke(request: Dict[str, Any], reply: Dict[str, Any]) -> tuple:
 
 def poster_worker(path: str, until: float, rng: random.Random) -> int:
     stats: Dict[str, Any] = {
-        "posts": 0, "invokes": 0, "answered_posts": 0, "answered_invokes": 0, "abandoned": 0,
-        "dropped_connections": 0, "lost_connections": 0, "lost_requests": 0, "unanswered": 0,
-        "unknown_replies": 0, "violations": 0, "examples": [], "outcomes": {}, "invoke_answers": {},
+        "posts": 0,
+        "invokes": 0,
+        "answered_posts": 0,
+        "answered_invokes": 0,
+        "abandoned": 0,
+        "dropped_connections": 0,
+        "lost_connections": 0,
+        "lost_requests": 0,
+        "unanswered": 0,
+        "unknown_replies": 0,
+        "violations": 0,
+        "examples": [],
+        "outcomes": {},
+        "invoke_answers": {},
         "max_invoke_ms": 0.0,
     }
     seq = 0
@@ -341,14 +359,20 @@ def poster_worker(path: str, until: float, rng: random.Random) -> int:
                         if name == "willPresent":
                             payload = {"notification": NOTIFICATION}
                         elif name == "didReceive":
-                            payload = {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
-                                       "notification": NOTIFICATION}
+                            payload = {
+                                "actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+                                "notification": NOTIFICATION,
+                            }
                         request = {"op": "post", "id": rid, "name": name, "payload": payload}
                         stats["posts"] += 1
                     else:
-                        request = {"op": "invoke", "id": rid, "channel": rng.choice(INVOKE_CHANNELS),
-                                   "method": rng.choice(METHODS),
-                                   "arguments": {"p": os.getpid(), "n": seq, "pad": "y" * rng.randint(0, 4000)}}
+                        request = {
+                            "op": "invoke",
+                            "id": rid,
+                            "channel": rng.choice(INVOKE_CHANNELS),
+                            "method": rng.choice(METHODS),
+                            "arguments": {"p": os.getpid(), "n": seq, "pad": "y" * rng.randint(0, 4000)},
+                        }
                         stats["invokes"] += 1
                     pending[rid] = (request, time.monotonic())
                     peer.send(request)
@@ -416,8 +440,17 @@ def garbage_worker(path: str, until: float, rng: random.Random) -> int:
             c.expect_eof(0.5)
 
     def bad_json(c: sl.Conn) -> None:
-        bodies = [b"{not json", b"[1,2,3]", b"\xff\xfe\xfd", b'"a string"', b'{"op":"ping","id":1} x',
-                  b"{\"op\":\"ping\",\"id\":NaN}", b"{,}", b"nul", bytes(rng.getrandbits(8) for _ in range(40))]
+        bodies = [
+            b"{not json",
+            b"[1,2,3]",
+            b"\xff\xfe\xfd",
+            b'"a string"',
+            b'{"op":"ping","id":1} x',
+            b'{"op":"ping","id":NaN}',
+            b"{,}",
+            b"nul",
+            bytes(rng.getrandbits(8) for _ in range(40)),
+        ]
         for body in rng.sample(bodies, 4):
             c.send_raw(sl.raw_frame(body))
             try:
@@ -449,7 +482,9 @@ def garbage_worker(path: str, until: float, rng: random.Random) -> int:
 
     def no_hello(c: sl.Conn) -> None:
         # hello_required echoes a request's usable id; an answer has none (decision 17).
-        message = rng.choice([{"op": "ping", "id": 1}, {"op": "post", "id": 2, "name": "x"}, {"op": "next", "event": 1}])
+        message = rng.choice(
+            [{"op": "ping", "id": 1}, {"op": "post", "id": 2, "name": "x"}, {"op": "next", "event": 1}]
+        )
         c.send(message)
         expect(c, "request before hello", error_frame("hello_required", message.get("id")))
         closed(c, "request before hello")
@@ -489,8 +524,10 @@ def garbage_worker(path: str, until: float, rng: random.Random) -> int:
         expect(c, "hello sent byte by byte", ok_reply(1))
         expect(c, "ping sent byte by byte", ok_reply(2))
 
-    scenarios = {f.__name__: f for f in (random_bytes, bad_json, oversized, zero_length, no_hello, half_frame,
-                                         bogus_answers, unknown, trickle)}
+    scenarios = {
+        f.__name__: f
+        for f in (random_bytes, bad_json, oversized, zero_length, no_hello, half_frame, bogus_answers, unknown, trickle)
+    }
     while time.time() < until:
         name = rng.choice(list(scenarios) + ["connect_close"])
         stats["scenarios"][name] = stats["scenarios"].get(name, 0) + 1
@@ -568,8 +605,20 @@ class Fleet:
         self.restarts: List[tuple] = []  # (when, kind, profile)
 
     def spawn(self, kind: str, profile: str = "-") -> None:
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--socket", self.socket,
-               "--until", repr(self.until), "--seed", str(self.rng.getrandbits(32)), "--profile", profile]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            kind,
+            "--socket",
+            self.socket,
+            "--until",
+            repr(self.until),
+            "--seed",
+            str(self.rng.getrandbits(32)),
+            "--profile",
+            profile,
+        ]
         out = subprocess.PIPE if kind in ("poster", "garbage", "nonreader") else subprocess.DEVNULL
         p = sl.track(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=self.log))
         self.procs[kind].append((p, profile))
@@ -688,20 +737,24 @@ def controller(args: argparse.Namespace) -> int:
     print(f"{'figure':<34}{'value':>14}")
     rows = [
         ("seconds", args.seconds),
-        ("posts sent", posts), ("invokes sent", invokes),
+        ("posts sent", posts),
+        ("invokes sent", invokes),
         ("answers received", answered),
         ("abandoned with a dropped conn.", abandoned),
         ("lost with a broken conn.", lost),
         ("unanswered", unanswered),
         ("connections dropped by posters", total("poster", "dropped_connections")),
         ("connections lost by posters", total("poster", "lost_connections")),
-        ("observers killed", fleet.kills["observer"]), ("handlers killed", fleet.kills["handler"]),
+        ("observers killed", fleet.kills["observer"]),
+        ("handlers killed", fleet.kills["handler"]),
         ("garbage connections", total("garbage", "connections")),
         ("non-readers cut off", total("nonreader", "cut_off")),
         ("non-readers not cut off", total("nonreader", "not_cut")),
         ("'cut off' lines in broker log", cut_logged),
-        ("broker fds before", fds_before), ("broker fds after", fds_final),
-        ("broker RSS at start", sl.mib(rss_start)), ("broker peak RSS", sl.mib(peak_kib)),
+        ("broker fds before", fds_before),
+        ("broker fds after", fds_final),
+        ("broker RSS at start", sl.mib(rss_start)),
+        ("broker peak RSS", sl.mib(peak_kib)),
         ("broker RSS at the end", sl.mib(rss_end)),
         ("RSS bound", sl.mib(bound_kib)),
         ("max invoke latency (ms)", round(max([r.get("max_invoke_ms", 0) for r in reports["poster"]] or [0]))),
@@ -729,41 +782,63 @@ def controller(args: argparse.Namespace) -> int:
     print()
 
     checks.check("broker never crashed during the run", alive_after, f"exit status {broker.process.returncode}")
-    checks.check("all posters reported", len(reports["poster"]) == DEFAULT_COUNTS["poster"],
-                 f"{len(reports['poster'])} of {DEFAULT_COUNTS['poster']}, exit codes {exit_codes['poster']}")
-    checks.check("every request answered once or its connection closed",
-                 posts + invokes == answered + abandoned + lost and unanswered == 0
-                 and total("poster", "unknown_replies") == 0,
-                 f"sent {posts + invokes} = answered {answered} + abandoned {abandoned} + lost {lost}; "
-                 f"unanswered {unanswered}, duplicate/unknown replies {total('poster', 'unknown_replies')}")
+    checks.check(
+        "all posters reported",
+        len(reports["poster"]) == DEFAULT_COUNTS["poster"],
+        f"{len(reports['poster'])} of {DEFAULT_COUNTS['poster']}, exit codes {exit_codes['poster']}",
+    )
+    checks.check(
+        "every request answered once or its connection closed",
+        posts + invokes == answered + abandoned + lost and unanswered == 0 and total("poster", "unknown_replies") == 0,
+        f"sent {posts + invokes} = answered {answered} + abandoned {abandoned} + lost {lost}; "
+        f"unanswered {unanswered}, duplicate/unknown replies {total('poster', 'unknown_replies')}",
+    )
     checks.check("no poster connection was closed by the broker", total("poster", "lost_connections") == 0)
     steady = exit_codes["observer"] + exit_codes["handler"]
-    checks.check("observers and handlers not killed by us ran to the end", all(c == 0 for c in steady),
-                 f"exit codes other than 0: {[c for c in steady if c != 0]}")
-    checks.check("every reply is one the contract allows", total("poster", "violations") == 0,
-                 "; ".join(examples[:5]))
-    checks.check("garbage got the errors the contract names", total("garbage", "violations") == 0,
-                 "; ".join(e for r in reports["garbage"] for e in r.get("examples", []))[:600])
+    checks.check(
+        "observers and handlers not killed by us ran to the end",
+        all(c == 0 for c in steady),
+        f"exit codes other than 0: {[c for c in steady if c != 0]}",
+    )
+    checks.check("every reply is one the contract allows", total("poster", "violations") == 0, "; ".join(examples[:5]))
+    checks.check(
+        "garbage got the errors the contract names",
+        total("garbage", "violations") == 0,
+        "; ".join(e for r in reports["garbage"] for e in r.get("examples", []))[:600],
+    )
     if args.seconds >= 15:  # a non-reader fills its 16 MiB in about 5 s of chaos traffic
-        checks.check("non-readers were cut off by the output bound",
-                     total("nonreader", "cut_off") >= 1 and cut_logged >= 1,
-                     f"{total('nonreader', 'cut_off')} cut off, {cut_logged} logged")
+        checks.check(
+            "non-readers were cut off by the output bound",
+            total("nonreader", "cut_off") >= 1 and cut_logged >= 1,
+            f"{total('nonreader', 'cut_off')} cut off, {cut_logged} logged",
+        )
     kills = sum(fleet.kills.values())
     # Work, not speed: every poster had posts and invokes answered, and workers were killed
     # under them (how many per second is the figures' to tell).
     idle = [r for r in reports["poster"] if not r.get("outcomes") or not r.get("invoke_answers")]
-    checks.check("some work got done", not idle and answered > 0 and kills >= 1,
-                 f"{posts} posts, {invokes} invokes, {kills} kills in {args.seconds:.0f} s; "
-                 f"{len(idle)} poster(s) with nothing answered")
-    checks.check("broker fds back to baseline", fds_after == fds_before and fds_final == fds_before,
-                 f"before {fds_before}, after the clients left {fds_after}, after the final check {fds_final}")
+    checks.check(
+        "some work got done",
+        not idle and answered > 0 and kills >= 1,
+        f"{posts} posts, {invokes} invokes, {kills} kills in {args.seconds:.0f} s; "
+        f"{len(idle)} poster(s) with nothing answered",
+    )
+    checks.check(
+        "broker fds back to baseline",
+        fds_after == fds_before and fds_final == fds_before,
+        f"before {fds_before}, after the clients left {fds_after}, after the final check {fds_final}",
+    )
     checks.check("broker answers ping afterwards", ping_ok)
     if status:
         leftovers = {k: status.get(k) for k in ("observers", "handlers")}
-        checks.check("no state left behind", len(status.get("clients", [])) == 1 and not status.get("observers")
-                     and not status.get("handlers") and status.get("queue", {}).get("pending") == 0
-                     and status.get("queue", {}).get("current", 0) is None,
-                     f"clients {len(status.get('clients', []))}, {leftovers}, queue {status.get('queue')}")
+        checks.check(
+            "no state left behind",
+            len(status.get("clients", [])) == 1
+            and not status.get("observers")
+            and not status.get("handlers")
+            and status.get("queue", {}).get("pending") == 0
+            and status.get("queue", {}).get("current", 0) is None,
+            f"clients {len(status.get('clients', []))}, {leftovers}, queue {status.get('queue')}",
+        )
     checks.check("peak RSS under the bound", 0 < peak_kib <= bound_kib, f"{sl.mib(peak_kib)} <= {sl.mib(bound_kib)}")
     checks.check("broker exits 0 on SIGTERM", rc == 0, f"exit status {rc}")
     code = checks.report()
@@ -772,6 +847,7 @@ def controller(args: argparse.Namespace) -> int:
         print(f"(broker log and workers.log kept in {folder}; the same run again: --seed {args.seed})")
     else:
         import shutil
+
         shutil.rmtree(folder, ignore_errors=True)
     return code
 

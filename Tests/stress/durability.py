@@ -77,12 +77,12 @@ def parse_journal(data: bytes) -> Tuple[List[Dict[str, Any]], Optional[str]]:
     while offset < len(data):
         if len(data) - offset < 8:
             return records, f"truncated record header at byte {offset}"
-        length, crc = struct.unpack(">II", data[offset:offset + 8])
+        length, crc = struct.unpack(">II", data[offset : offset + 8])
         if length < 3 or length > 64 << 20:
             return records, f"bad record length {length} at byte {offset}"
         if len(data) - offset - 8 < length:
             return records, f"truncated record at byte {offset}"
-        body = data[offset + 8:offset + 8 + length]
+        body = data[offset + 8 : offset + 8 + length]
         if zlib.crc32(body) != crc:
             return records, f"checksum mismatch at byte {offset}"
         kind, name_length = body[0], struct.unpack(">H", body[1:3])[0]
@@ -90,8 +90,13 @@ def parse_journal(data: bytes) -> Tuple[List[Dict[str, Any]], Optional[str]]:
             return records, f"bad name length at byte {offset}"
         if kind not in (KIND_SLOT, KIND_EMPTIED, KIND_CATEGORIES, KIND_KEYED):
             return records, f"unknown record kind {kind} at byte {offset}"
-        record = {"offset": offset, "size": 8 + length, "kind": kind,
-                  "name": body[3:3 + name_length].decode(), "value": body[3 + name_length:]}
+        record = {
+            "offset": offset,
+            "size": 8 + length,
+            "kind": kind,
+            "name": body[3 : 3 + name_length].decode(),
+            "value": body[3 + name_length :],
+        }
         if kind == KIND_KEYED:
             keyed = parse_keyed(record["value"])
             if keyed is None:
@@ -107,18 +112,25 @@ def parse_keyed(value: bytes) -> Optional[Tuple[List[Dict[str, Any]], Tuple[int,
     try:
         (count,), p, keys = struct.unpack(">H", value[:2]), 2, []
         for _ in range(count):
-            (key_length,) = struct.unpack(">H", value[p:p + 2])
-            key = value[p + 2:p + 2 + key_length].decode()
+            (key_length,) = struct.unpack(">H", value[p : p + 2])
+            key = value[p + 2 : p + 2 + key_length].decode()
             p += 2 + key_length
-            op, fingerprint, wall_ms, outcome_kind, outcome_length = struct.unpack(">BQqBI", value[p:p + 22])
+            op, fingerprint, wall_ms, outcome_kind, outcome_length = struct.unpack(">BQqBI", value[p : p + 22])
             p += 22
-            outcome = value[p:p + outcome_length]
+            outcome = value[p : p + outcome_length]
             p += outcome_length
-            keys.append({"key": key, "op": op, "fingerprint": fingerprint, "wallMs": wall_ms,
-                         "outcome": None if outcome_kind == 0 else (outcome_kind, json.loads(outcome))})
-        kind, (name_length,) = value[p], struct.unpack(">H", value[p + 1:p + 3])
-        name = value[p + 3:p + 3 + name_length].decode()
-        return keys, (kind, name, value[p + 3 + name_length:])
+            keys.append(
+                {
+                    "key": key,
+                    "op": op,
+                    "fingerprint": fingerprint,
+                    "wallMs": wall_ms,
+                    "outcome": None if outcome_kind == 0 else (outcome_kind, json.loads(outcome)),
+                }
+            )
+        kind, (name_length,) = value[p], struct.unpack(">H", value[p + 1 : p + 3])
+        name = value[p + 3 : p + 3 + name_length].decode()
+        return keys, (kind, name, value[p + 3 + name_length :])
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         return None
 
@@ -154,9 +166,14 @@ def read_state(path: str, names: List[str]) -> Tuple[Dict[str, Any], list, List[
 
 
 def category_set(tag: int) -> list:
-    return [{"identifier": f"C{tag}", "options": ["customDismissAction"],
-             "actions": [{"identifier": "OPEN", "title": f"Open {tag}", "options": ["foreground"]}]},
-            {"identifier": "PLAIN", "actions": []}]
+    return [
+        {
+            "identifier": f"C{tag}",
+            "options": ["customDismissAction"],
+            "actions": [{"identifier": "OPEN", "title": f"Open {tag}", "options": ["foreground"]}],
+        },
+        {"identifier": "PLAIN", "actions": []},
+    ]
 
 
 # MARK: kill rounds
@@ -176,11 +193,11 @@ class Stream:
             if not data:
                 raise sl.Closed("closed before the hello reply")
             self.buf += data
-        del self.buf[:4 + struct.unpack(">I", self.buf[:4])[0]]
+        del self.buf[: 4 + struct.unpack(">I", self.buf[:4])[0]]
         self.rng = rng
         self.tag = tag
         self.writes: List[Dict[str, Any]] = []  # in send order
-        self.acked = 0                          # writes[:acked] are acknowledged
+        self.acked = 0  # writes[:acked] are acknowledged
         self.start_state = (copy.deepcopy(slots), copy.deepcopy(categories))
         self.model_slots = copy.deepcopy(slots)  # the state after every sent write
         self.model_categories = copy.deepcopy(categories)
@@ -227,8 +244,8 @@ class Stream:
                     size = struct.unpack(">I", self.buf[:4])[0]
                     if len(self.buf) < 4 + size:
                         break
-                    frame = json.loads(bytes(self.buf[4:4 + size]))
-                    del self.buf[:4 + size]
+                    frame = json.loads(bytes(self.buf[4 : 4 + size]))
+                    del self.buf[: 4 + size]
                     self.acknowledge(frame)
             return "time"
         except (ConnectionResetError, BrokenPipeError):
@@ -278,9 +295,14 @@ def kill_rounds(checks: sl.Checks, binary: str, folder: str, rounds: int, rng: r
         how = stream.run(kill_after + 10)
         timer.join()
         broker.wait_exit(5)
-        checks.check(f"round {r}: broker killed mid-stream", how in ("closed", "reset") and stream.acked > 0,
-                     f"stream ended by {how} after {len(stream.writes)} sent, {stream.acked} acknowledged")
-        checks.check(f"round {r}: replies consistent while streaming", not stream.problems, "; ".join(stream.problems[:3]))
+        checks.check(
+            f"round {r}: broker killed mid-stream",
+            how in ("closed", "reset") and stream.acked > 0,
+            f"stream ended by {how} after {len(stream.writes)} sent, {stream.acked} acknowledged",
+        )
+        checks.check(
+            f"round {r}: replies consistent while streaming", not stream.problems, "; ".join(stream.problems[:3])
+        )
         broker = sl.Broker(binary, folder, ["--state-dir", state_dir]).start()
         restart_log = broker.log()
         if "state journal" in restart_log:
@@ -290,12 +312,21 @@ def kill_rounds(checks: sl.Checks, binary: str, folder: str, rounds: int, rng: r
             print(f"    (round {r}: the kill left a torn tail: {restart_log.strip()[:200]})")
         got_slots, got_categories, listed = read_state(broker.socket, SLOTS)
         matches = [i for i, s, c in stream.candidate_states() if s == got_slots and c == got_categories]
-        checks.check(f"round {r}: every acknowledged write survived SIGKILL", bool(matches),
-                     f"{stream.acked} acknowledged of {len(stream.writes)} sent; restored state is "
-                     + (f"the state after {matches[0]} writes" if matches else
-                        f"no prefix >= {stream.acked}: {describe_diff(stream, got_slots, got_categories)}"))
-        checks.check(f"round {r}: status lists the restored slots", listed == sorted(got_slots),
-                     f"{len(listed)} listed, {len(got_slots)} peeked")
+        checks.check(
+            f"round {r}: every acknowledged write survived SIGKILL",
+            bool(matches),
+            f"{stream.acked} acknowledged of {len(stream.writes)} sent; restored state is "
+            + (
+                f"the state after {matches[0]} writes"
+                if matches
+                else f"no prefix >= {stream.acked}: {describe_diff(stream, got_slots, got_categories)}"
+            ),
+        )
+        checks.check(
+            f"round {r}: status lists the restored slots",
+            listed == sorted(got_slots),
+            f"{len(listed)} listed, {len(got_slots)} peeked",
+        )
         figures["rounds"] += 1
         figures["acked"] += stream.acked
         figures["sent"] += len(stream.writes)
@@ -372,7 +403,9 @@ def keyed_requests(tag: int, count: int) -> List[Dict[str, Any]]:
     return out
 
 
-def keyed_round(checks: sl.Checks, binary: str, folder: str, tag: int, rng: random.Random, figures: Dict[str, int]) -> None:
+def keyed_round(
+    checks: sl.Checks, binary: str, folder: str, tag: int, rng: random.Random, figures: Dict[str, int]
+) -> None:
     state_dir = os.path.join(folder, "state-keyed")
     args = ["--state-dir", state_dir, "--hop-timeout", "5s"]
     broker = sl.Broker(binary, folder, args, log_name=f"keyed-{tag}.log").start()
@@ -430,7 +463,9 @@ def keyed_round(checks: sl.Checks, binary: str, folder: str, tag: int, rng: rand
         before, after = first.get(n), again[n]
         repeat = after.get("repeat") is True
         if before is not None and not (repeat and after.get("result") == before.get("result")):
-            problems.append(f"{requests[n]['once']}: answered {str(before)[:120]} before the kill, then {str(after)[:160]}")
+            problems.append(
+                f"{requests[n]['once']}: answered {str(before)[:120]} before the kill, then {str(after)[:160]}"
+            )
         if requests[n]["op"] == "post":
             c1, c2 = counts.get(n, [0, 0, 0])[1:]
             code = (after.get("error") or {}).get("code")
@@ -443,7 +478,9 @@ def keyed_round(checks: sl.Checks, binary: str, folder: str, tag: int, rng: rand
             elif repeat and "result" in after:
                 figures["post_repeats"] += 1
                 if c2 or c1 != len(after["result"]["trace"]):
-                    problems.append(f"{requests[n]['once']}: a repeat of a post seen {c1} + {c2} times, trace {after['result']['trace']}")
+                    problems.append(
+                        f"{requests[n]['once']}: a repeat of a post seen {c1} + {c2} times, trace {after['result']['trace']}"
+                    )
             elif not repeat and "result" in after:
                 figures["post_fresh"] += 1
                 if c1:
@@ -465,21 +502,37 @@ def keyed_round(checks: sl.Checks, binary: str, folder: str, tag: int, rng: rand
         problems.append(f"the slot holds {final}, not the last put {requests[last_put]['value']}")
     figures["answered_before"] += len(first)
     figures["sent"] += sent
-    checks.check(f"keyed round {tag}: the broker was killed with requests in flight", killed_mid and sent > 0,
-                 f"{sent} sent, {len(first)} answered before the kill at {kill_after:.2f} s")
-    checks.check(f"keyed round {tag}: after the restart every repeat gets the first outcome, never a second application",
-                 not problems, "; ".join(problems[:4]))
+    checks.check(
+        f"keyed round {tag}: the broker was killed with requests in flight",
+        killed_mid and sent > 0,
+        f"{sent} sent, {len(first)} answered before the kill at {kill_after:.2f} s",
+    )
+    checks.check(
+        f"keyed round {tag}: after the restart every repeat gets the first outcome, never a second application",
+        not problems,
+        "; ".join(problems[:4]),
+    )
 
 
 def keyed_rounds(checks: sl.Checks, binary: str, folder: str, rounds: int, rng: random.Random) -> Dict[str, int]:
-    figures = {"sent": 0, "answered_before": 0, "interrupted": 0, "post_repeats": 0, "post_fresh": 0,
-               "put_repeats": 0, "put_fresh": 0}
+    figures = {
+        "sent": 0,
+        "answered_before": 0,
+        "interrupted": 0,
+        "post_repeats": 0,
+        "post_fresh": 0,
+        "put_repeats": 0,
+        "put_fresh": 0,
+    }
     for tag in range(1, rounds + 1):
         keyed_round(checks, binary, folder, tag, rng, figures)
     records, problem = parse_journal(open(os.path.join(folder, "state-keyed", "state.journal"), "rb").read())
     keys = [k for r in records for k in r.get("keys", [])]
-    checks.check("keyed rounds: the journal's keyed records parse with the documented format",
-                 problem is None and len(keys) > 0, f"{len(records)} records, {len(keys)} keys, problem {problem}")
+    checks.check(
+        "keyed rounds: the journal's keyed records parse with the documented format",
+        problem is None and len(keys) > 0,
+        f"{len(records)} records, {len(keys)} keys, problem {problem}",
+    )
     return figures
 
 
@@ -509,8 +562,11 @@ def damaged_journal(checks: sl.Checks, binary: str, folder: str, name: str, dama
     with open(path, "rb") as f:
         original = f.read()
     records, problem = parse_journal(original)
-    if not checks.check(f"{name}: the seeded journal parses with the documented format",
-                        problem is None and len(records) >= 16, f"{len(records)} records, problem {problem}"):
+    if not checks.check(
+        f"{name}: the seeded journal parses with the documented format",
+        problem is None and len(records) >= 16,
+        f"{len(records)} records, problem {problem}",
+    ):
         return
     damaged, valid_records = damage(original, records)
     with open(path, "wb") as f:
@@ -526,20 +582,24 @@ def damaged_journal(checks: sl.Checks, binary: str, folder: str, name: str, dama
         return
     log = broker.log()
     checks.check(f"{name}: broker starts despite the damaged journal", broker.alive())
-    checks.check(f"{name}: the damage is reported on stderr", "state journal" in log and expect_word in log,
-                 " ".join(line for line in log.splitlines() if "journal" in line)[:300] or f"nothing (expected {found})")
+    checks.check(
+        f"{name}: the damage is reported on stderr",
+        "state journal" in log and expect_word in log,
+        " ".join(line for line in log.splitlines() if "journal" in line)[:300] or f"nothing (expected {found})",
+    )
     got_slots, got_categories, _ = read_state(broker.socket, [f"j{i}" for i in range(12)])
-    checks.check(f"{name}: the state is what was valid before the damage",
-                 got_slots == want_slots and got_categories == (want_categories or []),
-                 f"{len(valid_records)} of {len(records)} records valid; got {sorted(got_slots)} "
-                 f"want {sorted(want_slots)}; categories match: {got_categories == (want_categories or [])}")
+    checks.check(
+        f"{name}: the state is what was valid before the damage",
+        got_slots == want_slots and got_categories == (want_categories or []),
+        f"{len(valid_records)} of {len(records)} records valid; got {sorted(got_slots)} "
+        f"want {sorted(want_slots)}; categories match: {got_categories == (want_categories or [])}",
+    )
     aside = glob.glob(path + ".corrupt-*")
     kept = False
     if len(aside) == 1:
         with open(aside[0], "rb") as f:
             kept = f.read() == damaged
-    checks.check(f"{name}: the damaged file is kept aside unchanged", kept,
-                 f"{[os.path.basename(a) for a in aside]}")
+    checks.check(f"{name}: the damaged file is kept aside unchanged", kept, f"{[os.path.basename(a) for a in aside]}")
     # The broker goes on with a clean journal: a write now survives another restart, quietly.
     with sl.Conn(broker.socket) as c:
         c.hello()
@@ -548,15 +608,17 @@ def damaged_journal(checks: sl.Checks, binary: str, folder: str, name: str, dama
     broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name=f"{name}-again.log").start()
     again_log = broker.log()
     got_after, _, _ = read_state(broker.socket, ["after"])
-    checks.check(f"{name}: after recovery the journal is clean and keeps new writes",
-                 "state journal" not in again_log and got_after == {"after": {"fresh": name}},
-                 again_log.strip()[:200])
+    checks.check(
+        f"{name}: after recovery the journal is clean and keeps new writes",
+        "state journal" not in again_log and got_after == {"after": {"fresh": name}},
+        again_log.strip()[:200],
+    )
     broker.terminate()
 
 
 def cut_last_record(data: bytes, records: List[Dict[str, Any]]) -> Tuple[bytes, List[Dict[str, Any]]]:
     last = records[-1]
-    return data[:last["offset"] + last["size"] // 2], records[:-1]
+    return data[: last["offset"] + last["size"] // 2], records[:-1]
 
 
 def flip_middle_record(data: bytes, records: List[Dict[str, Any]]) -> Tuple[bytes, List[Dict[str, Any]]]:
@@ -593,9 +655,12 @@ def aside_never_replaces(checks: sl.Checks, binary: str, folder: str) -> None:
     broker.terminate()
     kept = all(open(p, "rb").read() == content for p, content in earlier.items())
     new = [p for p in glob.glob(path + ".corrupt-*") if p not in earlier]
-    checks.check("setting a damaged journal aside never replaces an earlier one", kept and len(new) == 1,
-                 f"earlier files intact: {kept}; new: {[os.path.basename(p) for p in new]}; "
-                 + broker.log().strip().splitlines()[0][-120:])
+    checks.check(
+        "setting a damaged journal aside never replaces an earlier one",
+        kept and len(new) == 1,
+        f"earlier files intact: {kept}; new: {[os.path.basename(p) for p in new]}; "
+        + broker.log().strip().splitlines()[0][-120:],
+    )
 
 
 # MARK: a full disk
@@ -606,8 +671,13 @@ def disk_full(checks: sl.Checks, binary: str, folder: str) -> None:
     acknowledged. Needs root to mount a small tmpfs; skipped otherwise."""
     mount_point = os.path.join(folder, "small-fs")
     os.mkdir(mount_point)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount_point],
-                                            capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount_point], capture_output=True
+        ).returncode
+        != 0
+    ):
         return checks.skip("disk full", "cannot mount a small tmpfs (needs root)")
     try:
         state_dir = os.path.join(mount_point, "state")
@@ -619,16 +689,22 @@ def disk_full(checks: sl.Checks, binary: str, folder: str) -> None:
                 reply = c.request("put", slot=f"f{i}", value="f" * 30_000)
                 (acked if "result" in reply else refused).append(f"f{i}")
         log = broker.log()
-        checks.check("disk full: the broker stays up and says so on stderr", broker.alive() and "No space" in log,
-                     " ".join(line for line in log.splitlines() if "journal" in line)[:200])
+        checks.check(
+            "disk full: the broker stays up and says so on stderr",
+            broker.alive() and "No space" in log,
+            " ".join(line for line in log.splitlines() if "journal" in line)[:200],
+        )
         broker.kill()
         # Room again, so that the restart can compact; then count what survived.
         subprocess.run(["mount", "-o", "remount,size=4m", mount_point], check=True)
         broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-again.log").start()
         got, _, _ = read_state(broker.socket, [f"f{i}" for i in range(12)])
         lost = [name for name in acked if name not in got]
-        checks.check("disk full: every acknowledged write survives (none acknowledged that was not stored)",
-                     not lost, f"{len(acked)} acknowledged, {len(refused)} refused; acknowledged but lost: {lost}")
+        checks.check(
+            "disk full: every acknowledged write survives (none acknowledged that was not stored)",
+            not lost,
+            f"{len(acked)} acknowledged, {len(refused)} refused; acknowledged but lost: {lost}",
+        )
         broker.terminate()
     finally:
         sl.kill_children()
@@ -648,8 +724,10 @@ def nested(depth: int) -> list:
 
 def launch_payload(tag: str, user_info: Any) -> Dict[str, Any]:
     """A default-action click: with no observer it ends unhandled and is retained in `launch`."""
-    return {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
-            "notification": {"identifier": tag, "content": {"title": tag, "userInfo": user_info}}}
+    return {
+        "actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+        "notification": {"identifier": tag, "content": {"title": tag, "userInfo": user_info}},
+    }
 
 
 def deep_values(checks: sl.Checks, binary: str, folder: str) -> None:
@@ -663,9 +741,11 @@ def deep_values(checks: sl.Checks, binary: str, folder: str) -> None:
         put = c.request("put", slot="deep", value=deep)
         post = c.request("post", name="didReceive", payload=payload)
         after = c.request("put", slot="after", value={"later": True})
-    checks.check("deep: the wire accepts a 600-deep put and a 600-deep didReceive (retained in launch)",
-                 "result" in put and "result" in after and post.get("result", {}).get("retained") == "launch",
-                 f"put {str(put)[:100]}, post retained {post.get('result', {}).get('retained')}")
+    checks.check(
+        "deep: the wire accepts a 600-deep put and a 600-deep didReceive (retained in launch)",
+        "result" in put and "result" in after and post.get("result", {}).get("retained") == "launch",
+        f"put {str(put)[:100]}, post retained {post.get('result', {}).get('retained')}",
+    )
     for how in ("SIGKILL", "SIGTERM"):
         if how == "SIGKILL":
             broker.kill()
@@ -678,12 +758,16 @@ def deep_values(checks: sl.Checks, binary: str, folder: str) -> None:
             got_deep = c.request("peek", slot="deep").get("result")
             got_after = c.request("peek", slot="after").get("result")
             got_launch = c.request("peek", slot="launch").get("result")
-        checks.check(f"deep: after {how} the journal replays whole (no record refused, nothing set aside)",
-                     "state journal" not in log and not glob.glob(os.path.join(state_dir, "state.journal.corrupt-*")),
-                     log.strip()[:200])
-        checks.check(f"deep: after {how} the 600-deep slot, the later put and the retained launch are back",
-                     got_deep == deep and got_after == {"later": True} and got_launch == payload,
-                     f"deep {got_deep == deep}, after {got_after}, launch {got_launch == payload}")
+        checks.check(
+            f"deep: after {how} the journal replays whole (no record refused, nothing set aside)",
+            "state journal" not in log and not glob.glob(os.path.join(state_dir, "state.journal.corrupt-*")),
+            log.strip()[:200],
+        )
+        checks.check(
+            f"deep: after {how} the 600-deep slot, the later put and the retained launch are back",
+            got_deep == deep and got_after == {"later": True} and got_launch == payload,
+            f"deep {got_deep == deep}, after {got_after}, launch {got_launch == payload}",
+        )
     broker.terminate()
 
 
@@ -703,8 +787,13 @@ def non_regular_journals(checks: sl.Checks, binary: str, folder: str) -> None:
         os.mkdir(state_dir, 0o700)
         path = os.path.join(state_dir, "state.journal")
         make(path)
-        broker = sl.Broker(binary, folder, ["--state-dir", state_dir], socket_path=os.path.join(folder, f"{kind}.sock"),
-                           log_name=f"journal-{kind}.log")
+        broker = sl.Broker(
+            binary,
+            folder,
+            ["--state-dir", state_dir],
+            socket_path=os.path.join(folder, f"{kind}.sock"),
+            log_name=f"journal-{kind}.log",
+        )
         started = time.monotonic()
         broker.start(wait=False)
         rc = broker.wait_exit(5)
@@ -712,9 +801,11 @@ def non_regular_journals(checks: sl.Checks, binary: str, folder: str) -> None:
         if rc is None:
             broker.kill()
         log = broker.log().strip()
-        checks.check(f"a {kind} at the journal's path is refused at once with exit 1 and a clear message",
-                     rc == 1 and "not a regular file" in log and os.path.lexists(path),
-                     f"exit {rc} after {took:.2f} s: {log[:160]}")
+        checks.check(
+            f"a {kind} at the journal's path is refused at once with exit 1 and a clear message",
+            rc == 1 and "not a regular file" in log and os.path.lexists(path),
+            f"exit {rc} after {took:.2f} s: {log[:160]}",
+        )
 
 
 # MARK: a full disk, and what a refused write leaves
@@ -727,8 +818,13 @@ class SmallDisk:
         self.mount_point = os.path.join(folder, name)
         self.filler = os.path.join(self.mount_point, "filler")
         os.mkdir(self.mount_point)
-        self.mounted = os.geteuid() == 0 and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", self.mount_point], capture_output=True).returncode == 0
+        self.mounted = (
+            os.geteuid() == 0
+            and subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", self.mount_point], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def fill(self) -> int:
         written = 0
@@ -786,26 +882,37 @@ def refused_writes_change_nothing(checks: sl.Checks, binary: str, folder: str) -
             handed = c.request("put", slot="handoff", value={"h": 1})
             got = waiter.reply_to("w")
             code = lambda r: r.get("error", {}).get("code")  # noqa: E731
-            checks.check("disk full: take, the take of a retained launch, put and put null are answered storage_failed",
-                         retained == "launch" and [code(take), code(take_launch), code(put), code(empty)] == ["storage_failed"] * 4,
-                         f"filler {filled} bytes; take {str(take)[:80]}; take launch {str(take_launch)[:80]}; "
-                         f"put {str(put)[:80]}; put null {str(empty)[:80]}")
-            checks.check("disk full: a refused write changes nothing in memory (peek)",
-                         peeks == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon"},
-                         str({k: str(v)[:40] for k, v in peeks.items()}))
-            checks.check("disk full: a put handed to a waiting take is still delivered",
-                         handed.get("result") == {"replaced": False, "delivered": True} and got.get("result") == {"h": 1},
-                         f"{handed} / {got}")
+            checks.check(
+                "disk full: take, the take of a retained launch, put and put null are answered storage_failed",
+                retained == "launch"
+                and [code(take), code(take_launch), code(put), code(empty)] == ["storage_failed"] * 4,
+                f"filler {filled} bytes; take {str(take)[:80]}; take launch {str(take_launch)[:80]}; "
+                f"put {str(put)[:80]}; put null {str(empty)[:80]}",
+            )
+            checks.check(
+                "disk full: a refused write changes nothing in memory (peek)",
+                peeks == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon"},
+                str({k: str(v)[:40] for k, v in peeks.items()}),
+            )
+            checks.check(
+                "disk full: a put handed to a waiting take is still delivered",
+                handed.get("result") == {"replaced": False, "delivered": True} and got.get("result") == {"h": 1},
+                f"{handed} / {got}",
+            )
         broker.kill()
         broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="refused-again.log")
         disk.free()
         broker.start()
         with sl.Conn(broker.socket) as c:
             c.hello("after")
-            restored = {name: c.request("peek", slot=name).get("result") for name in ("keep", "launch", "x", "gone", "handoff")}
-            checks.check("disk full: after SIGKILL the refused take and put null left their values, and the refused put the old one",
-                         restored == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon", "handoff": None},
-                         str({k: str(v)[:40] for k, v in restored.items()}))
+            restored = {
+                name: c.request("peek", slot=name).get("result") for name in ("keep", "launch", "x", "gone", "handoff")
+            }
+            checks.check(
+                "disk full: after SIGKILL the refused take and put null left their values, and the refused put the old one",
+                restored == {"keep": {"v": 1}, "launch": payload, "x": "old", "gone": "soon", "handoff": None},
+                str({k: str(v)[:40] for k, v in restored.items()}),
+            )
             took = c.request("take", slot="keep").get("result")
             took_launch = c.request("take", slot="launch").get("result")
         broker.kill()
@@ -813,8 +920,11 @@ def refused_writes_change_nothing(checks: sl.Checks, binary: str, folder: str) -
         with sl.Conn(broker.socket) as c:
             c.hello("third")
             left = [c.request("peek", slot=name).get("result") for name in ("keep", "launch")]
-        checks.check("with room again a take is answered with the value and, after SIGKILL, stays taken",
-                     took == {"v": 1} and took_launch == payload and left == [None, None], f"took {took}, left {left}")
+        checks.check(
+            "with room again a take is answered with the value and, after SIGKILL, stays taken",
+            took == {"v": 1} and took_launch == payload and left == [None, None],
+            f"took {took}, left {left}",
+        )
         broker.terminate()
     finally:
         sl.kill_children()
@@ -851,9 +961,11 @@ def damaged_journal_on_full_disk(checks: sl.Checks, binary: str, folder: str) ->
             slots, _, _ = read_state(broker.socket, names)
             got.append(slots)
             broker.kill()
-        checks.check("damaged journal on a full disk: after SIGKILL the next start still has what was valid",
-                      got == [want_slots, want_slots],
-                      f"want {sorted(want_slots)}; got {[sorted(g) if isinstance(g, dict) else g for g in got]}")
+        checks.check(
+            "damaged journal on a full disk: after SIGKILL the next start still has what was valid",
+            got == [want_slots, want_slots],
+            f"want {sorted(want_slots)}; got {[sorted(g) if isinstance(g, dict) else g for g in got]}",
+        )
         disk.free()
     finally:
         sl.kill_children()
@@ -879,31 +991,45 @@ def start_on_full_disk(checks: sl.Checks, binary: str, folder: str) -> None:
         try:
             broker.start()
         except RuntimeError as exc:
-            checks.check(f"full disk: the broker starts from its intact {size // 1024} KiB journal", False, str(exc)[-200:])
+            checks.check(
+                f"full disk: the broker starts from its intact {size // 1024} KiB journal", False, str(exc)[-200:]
+            )
             return
         with sl.Conn(broker.socket) as c:
             c.hello("full")
             got = {name: c.request("peek", slot=name).get("result") for name in values}
-            refused = [c.request("put", slot=f"new{i}", value="n" * 50_000).get("error", {}).get("code") for i in range(3)]
+            refused = [
+                c.request("put", slot=f"new{i}", value="n" * 50_000).get("error", {}).get("code") for i in range(3)
+            ]
             disk.free()
             stored = c.request("put", slot="new", value="n" * 50_000)
             compacted_now = c.request("put", slot="new2", value="m" * 10)
         log = broker.log()
         warnings = [line for line in log.splitlines() if "compaction" in line]
-        checks.check(f"full disk: the broker starts from its intact {size // 1024} KiB journal", got == values,
-                     f"{sum(1 for n in values if got.get(n) == values[n])} of {len(values)} slots back")
-        checks.check("full disk: compaction is postponed with one warning", len(warnings) == 1, " | ".join(warnings)[:300])
-        checks.check("full disk: writes are storage_failed while full and stored again once there is room, without a restart",
-                     refused == ["storage_failed"] * 3 and "result" in stored and "result" in compacted_now,
-                     f"while full {refused}; after freeing {str(stored)[:80]}")
+        checks.check(
+            f"full disk: the broker starts from its intact {size // 1024} KiB journal",
+            got == values,
+            f"{sum(1 for n in values if got.get(n) == values[n])} of {len(values)} slots back",
+        )
+        checks.check(
+            "full disk: compaction is postponed with one warning", len(warnings) == 1, " | ".join(warnings)[:300]
+        )
+        checks.check(
+            "full disk: writes are storage_failed while full and stored again once there is room, without a restart",
+            refused == ["storage_failed"] * 3 and "result" in stored and "result" in compacted_now,
+            f"while full {refused}; after freeing {str(stored)[:80]}",
+        )
         broker.kill()
         broker = sl.Broker(binary, folder, ["--state-dir", state_dir], log_name="full-start-again.log").start()
         with sl.Conn(broker.socket) as c:
             c.hello("again")
             back = c.request("peek", slot="new").get("result")
             old = c.request("peek", slot="big3").get("result")
-        checks.check("full disk: the write stored after freeing space survives SIGKILL",
-                     back == "n" * 50_000 and old == values["big3"], broker.log().strip()[:200])
+        checks.check(
+            "full disk: the write stored after freeing space survives SIGKILL",
+            back == "n" * 50_000 and old == values["big3"],
+            broker.log().strip()[:200],
+        )
         broker.terminate()
     finally:
         sl.kill_children()
@@ -936,12 +1062,16 @@ def main() -> int:
     damaged_journal_on_full_disk(checks, binary, folder)
     start_on_full_disk(checks, binary, folder)
     print()
-    print(f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
-          f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
-          f"{figures['torn_tails']} torn tails after SIGKILL")
-    print(f"keyed rounds {args.keyed_rounds}: {keyed['sent']} keyed requests sent, {keyed['answered_before']} answered "
-          f"before the kill; after it, posts: {keyed['post_repeats']} repeats, {keyed['interrupted']} interrupted, "
-          f"{keyed['post_fresh']} applied as new; puts: {keyed['put_repeats']} repeats, {keyed['put_fresh']} applied as new")
+    print(
+        f"rounds {figures['rounds']}: {figures['sent']} writes sent, {figures['acked']} acknowledged "
+        f"({figures['large']} large), {figures['unacked_landed']} unacknowledged writes also landed, "
+        f"{figures['torn_tails']} torn tails after SIGKILL"
+    )
+    print(
+        f"keyed rounds {args.keyed_rounds}: {keyed['sent']} keyed requests sent, {keyed['answered_before']} answered "
+        f"before the kill; after it, posts: {keyed['post_repeats']} repeats, {keyed['interrupted']} interrupted, "
+        f"{keyed['post_fresh']} applied as new; puts: {keyed['put_repeats']} repeats, {keyed['put_fresh']} applied as new"
+    )
     return sl.finish_run(checks, folder, binary, kept="state folders and logs")
 
 

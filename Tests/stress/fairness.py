@@ -52,7 +52,6 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stresslib as sl  # noqa: E402
 
-
 #: argv: socket, stop file. Pings in a loop (one at a time) until the stop file exists,
 #: then prints [when sent (time.monotonic), round trip in ms or null if it failed] pairs.
 PINGER = r"""
@@ -191,8 +190,11 @@ def check_silent_flood(checks: sl.Checks, ctx: Context) -> None:
         unrelated = other.reply_to("unrelated", 20.0)
         waited_ms = (time.monotonic() - posted) * 1000
     except (sl.Timeout, sl.Closed) as exc:
-        checks.check("an unrelated post behind the flood is answered", False,
-                     f"{repr(exc)} after {time.monotonic() - posted:.0f} s")
+        checks.check(
+            "an unrelated post behind the flood is answered",
+            False,
+            f"{repr(exc)} after {time.monotonic() - posted:.0f} s",
+        )
         return
     after = watcher.request("status")["result"]
     counters = after["counters"]
@@ -209,26 +211,48 @@ def check_silent_flood(checks: sl.Checks, ctx: Context) -> None:
     traces = [[t["reply"] for t in r.get("result", {}).get("trace", [])] for r in results]
     timed_out = sum(1 for t in traces if t == ["timeout"])
     skipped = sum(1 for t in traces if t == ["skipped"])
-    print(f"  {posts} posts pipelined by a client whose own observer never answers, at --hop-timeout {hop_ms}ms: "
-          f"read by the broker in {(posted - started) * 1000:.0f} ms; {accepted} accepted, {len(got['refused'])} "
-          f"refused (queue_full); {timed_out} hop timeout(s), {skipped} skipped", flush=True)
+    print(
+        f"  {posts} posts pipelined by a client whose own observer never answers, at --hop-timeout {hop_ms}ms: "
+        f"read by the broker in {(posted - started) * 1000:.0f} ms; {accepted} accepted, {len(got['refused'])} "
+        f"refused (queue_full); {timed_out} hop timeout(s), {skipped} skipped",
+        flush=True,
+    )
     during["waiter"].join(25)
     if "answered" in during:
-        print(f"  an unrelated post from another client, sent while the flood's first event waited on the silent "
-              f"observer: answered in {(during['answered'] - during['sent']) * 1000:.0f} ms", flush=True)
-    print(f"  an unrelated post from another client, sent behind the whole flood: answered in {waited_ms:.0f} ms "
-          f"(bound: about two hop timeouts, {2 * hop_ms} ms, plus the broker's work)", flush=True)
-    checks.check("an unrelated post sent during the flood is answered (outcome unhandled)",
-                 during["reply"].get("result", {}).get("outcome") == "unhandled", str(during["reply"])[:200])
-    checks.check("an unrelated post behind the flood is answered (outcome unhandled)",
-                 unrelated.get("result", {}).get("outcome") == "unhandled", str(unrelated)[:200])
-    checks.check("after the flooder's last frame its silent observer got at most one more event",
-                 len(later) <= 1, f"{len(later)} event frames after its last frame")
+        print(
+            f"  an unrelated post from another client, sent while the flood's first event waited on the silent "
+            f"observer: answered in {(during['answered'] - during['sent']) * 1000:.0f} ms",
+            flush=True,
+        )
+    print(
+        f"  an unrelated post from another client, sent behind the whole flood: answered in {waited_ms:.0f} ms "
+        f"(bound: about two hop timeouts, {2 * hop_ms} ms, plus the broker's work)",
+        flush=True,
+    )
+    checks.check(
+        "an unrelated post sent during the flood is answered (outcome unhandled)",
+        during["reply"].get("result", {}).get("outcome") == "unhandled",
+        str(during["reply"])[:200],
+    )
+    checks.check(
+        "an unrelated post behind the flood is answered (outcome unhandled)",
+        unrelated.get("result", {}).get("outcome") == "unhandled",
+        str(unrelated)[:200],
+    )
+    checks.check(
+        "after the flooder's last frame its silent observer got at most one more event",
+        len(later) <= 1,
+        f"{len(later)} event frames after its last frame",
+    )
     events = len(got["events"]) + len(later)
-    checks.check("every accepted post of the flood was answered: one event frame per hop timeout, the rest skipped",
-                 len(results) == accepted and timed_out + skipped == accepted and events == timed_out
-                 and counters["hopTimeouts"] == timed_out, f"{len(results)} of {accepted} answered, "
-                 f"{events} event frames, {counters['hopTimeouts']} hop timeouts")
+    checks.check(
+        "every accepted post of the flood was answered: one event frame per hop timeout, the rest skipped",
+        len(results) == accepted
+        and timed_out + skipped == accepted
+        and events == timed_out
+        and counters["hopTimeouts"] == timed_out,
+        f"{len(results)} of {accepted} answered, {events} event frames, {counters['hopTimeouts']} hop timeouts",
+    )
     mine = next((c for c in after["clients"] if c["client"] == flooder.client_id), {})
     checks.check("status shows the silent client as unresponsive", mine.get("unresponsive") is True, str(mine))
 
@@ -246,10 +270,16 @@ def check_queue_share(checks: sl.Checks, ctx: Context) -> None:
         checks.check(f"{posts} pipelined posts are read", False, repr(exc))
         return
     refused = got["refused"]
-    print(f"  {posts} posts pipelined by one client behind its own silent observer: {posts - len(refused)} accepted "
-          f"(one running, {share} waiting), {len(refused)} refused with queue_full", flush=True)
-    checks.check(f"one client's posts beyond its share ({share}, an eighth of --max-queue) get queue_full at once",
-                 refused == list(range(1 + share, posts)), f"{len(refused)} refused, first {refused[:1]}")
+    print(
+        f"  {posts} posts pipelined by one client behind its own silent observer: {posts - len(refused)} accepted "
+        f"(one running, {share} waiting), {len(refused)} refused with queue_full",
+        flush=True,
+    )
+    checks.check(
+        f"one client's posts beyond its share ({share}, an eighth of --max-queue) get queue_full at once",
+        refused == list(range(1 + share, posts)),
+        f"{len(refused)} refused, first {refused[:1]}",
+    )
     # Another client's posts still wait their turn: a ping behind them is answered first.
     for i in range(10):
         other.send({"op": "post", "id": f"p{i}", "name": "other"})
@@ -258,15 +288,22 @@ def check_queue_share(checks: sl.Checks, ctx: Context) -> None:
     checks.check("another client's posts are queued, not refused", "result" in pong and not early, str(early)[:200])
     status = other.request("status")["result"]
     queued = {c["name"]: c.get("queued") for c in status["clients"]}
-    checks.check("status reports each client's waiting posts and the share",
-                 status["queue"]["pending"] == share + 10 and queued.get("flooder") == share and queued.get("other") == 10
-                 and status["queue"].get("maxPerClient") == share, f"{status['queue']}, {queued}")
+    checks.check(
+        "status reports each client's waiting posts and the share",
+        status["queue"]["pending"] == share + 10
+        and queued.get("flooder") == share
+        and queued.get("other") == 10
+        and status["queue"].get("maxPerClient") == share,
+        f"{status['queue']}, {queued}",
+    )
     flooder.close()  # its observer goes: the running hop ends as gone and the queue drains
     try:
         outcomes = [other.reply_to(f"p{i}", 30)["result"]["outcome"] for i in range(10)]
     except (sl.Timeout, sl.Closed, KeyError) as exc:
         outcomes = [repr(exc)]
-    checks.check("the other client's posts run once the flooder is gone", outcomes == ["unhandled"] * 10, str(outcomes)[:200])
+    checks.check(
+        "the other client's posts run once the flooder is gone", outcomes == ["unhandled"] * 10, str(outcomes)[:200]
+    )
 
 
 def check_hop_budget(checks: sl.Checks, ctx: Context) -> None:
@@ -288,13 +325,22 @@ def check_hop_budget(checks: sl.Checks, ctx: Context) -> None:
         checks.check("unrelated post answered behind 200 silent observers", False, repr(exc))
         return
     slow = next((f for f in poster.unsolicited if f.get("id") == 1), None) or poster.reply_to(1, 5.0)
-    print(f"  unrelated post behind 200 silent observers: answered in {waited_ms:.0f} ms "
-          f"at --hop-timeout {hop_ms}ms (bound: < 2 hop timeouts per connection per event)", flush=True)
-    checks.check("unrelated post answered behind 200 silent observers",
-                 unrelated.get("result", {}).get("outcome") == "unhandled", str(unrelated)[:200])
+    print(
+        f"  unrelated post behind 200 silent observers: answered in {waited_ms:.0f} ms "
+        f"at --hop-timeout {hop_ms}ms (bound: < 2 hop timeouts per connection per event)",
+        flush=True,
+    )
+    checks.check(
+        "unrelated post answered behind 200 silent observers",
+        unrelated.get("result", {}).get("outcome") == "unhandled",
+        str(unrelated)[:200],
+    )
     trace = [t["reply"] for t in slow.get("result", {}).get("trace", [])]
-    checks.check("the silent connection timed out once and its other 199 observers were skipped",
-                 trace == ["timeout"] + ["skipped"] * 199, f"trace {trace[:3]}... ({len(trace)} entries)")
+    checks.check(
+        "the silent connection timed out once and its other 199 observers were skipped",
+        trace == ["timeout"] + ["skipped"] * 199,
+        f"trace {trace[:3]}... ({len(trace)} entries)",
+    )
     others = 0
     while True:
         try:
@@ -304,8 +350,11 @@ def check_hop_budget(checks: sl.Checks, ctx: Context) -> None:
             break
     checks.check("no other event frame went to the silent connection", others == 0, f"{others} more")
     status = poster.request("status")["result"]
-    checks.check("status counts the skipped observers",
-                 status["counters"]["skipped"] == 199 and status["counters"]["hopTimeouts"] == 1, str(status["counters"]))
+    checks.check(
+        "status counts the skipped observers",
+        status["counters"]["skipped"] == 199 and status["counters"]["hopTimeouts"] == 1,
+        str(status["counters"]),
+    )
 
 
 def check_status_pages(checks: sl.Checks, ctx: Context) -> None:
@@ -323,8 +372,9 @@ def check_status_pages(checks: sl.Checks, ctx: Context) -> None:
 
     # The pinger is a process of its own, so that this one's JSON parsing cannot delay it.
     stop_file = os.path.join(b.folder, "stop-pinging")
-    pinger = sl.track(subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file],
-                                       stdout=subprocess.PIPE, text=True))
+    pinger = sl.track(
+        subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file], stdout=subprocess.PIPE, text=True)
+    )
     time.sleep(1.0)  # pings before the reading starts: the baseline on this machine now
     reader = greeted(b.socket, "reader", timeout=30)
     observers: List[Dict[str, Any]] = []
@@ -348,8 +398,8 @@ def check_status_pages(checks: sl.Checks, ctx: Context) -> None:
                 while len(reader.buffer) < 4 or len(reader.buffer) < 4 + struct.unpack(">I", reader.buffer[:4])[0]:
                     reader._fill(time.monotonic() + 30)
                 n = struct.unpack(">I", reader.buffer[:4])[0]
-                frame = json.loads(bytes(reader.buffer[4:4 + n]))
-                del reader.buffer[:4 + n]
+                frame = json.loads(bytes(reader.buffer[4 : 4 + n]))
+                del reader.buffer[: 4 + n]
                 if frame.get("id") == rid:
                     break
         except (sl.Timeout, sl.Closed) as exc:
@@ -377,30 +427,49 @@ def check_status_pages(checks: sl.Checks, ctx: Context) -> None:
         latencies = []
     checks.check("every status page arrived whole", ok, detail)
     ids = [o["observer"] for o in observers]
-    checks.check("the pages list all 2048 observers once, with all their names",
-                 len(ids) == 2048 and len(set(ids)) == 2048 and all(len(o["events"]) == 64 for o in observers),
-                 f"{len(ids)} listed, {len(set(ids))} distinct")
+    checks.check(
+        "the pages list all 2048 observers once, with all their names",
+        len(ids) == 2048 and len(set(ids)) == 2048 and all(len(o["events"]) == 64 for o in observers),
+        f"{len(ids)} listed, {len(set(ids))} distinct",
+    )
     order = [(o["priority"], int(o["observer"][1:])) for o in observers]
     checks.check("observers come in chain order across pages", order == sorted(order))
-    checks.check("the pages list every greeted client once", len(clients) == 4 and len({c["client"] for c in clients}) == 4,
-                 str([c["client"] for c in clients]))
+    checks.check(
+        "the pages list every greeted client once",
+        len(clients) == 4 and len({c["client"] for c in clients}) == 4,
+        str([c["client"] for c in clients]),
+    )
     during = [ms for t, ms in latencies if started <= t <= started + total_s]
     baseline = sorted(ms for t, ms in latencies if t < started - 0.3 and ms is not None)
     finite = [x for x in during if x is not None]
-    checks.check("pings were answered while status was read", len(finite) == len(during) and len(finite) > 0,
-                 f"{len(during) - len(finite)} failed of {len(during)}")
+    checks.check(
+        "pings were answered while status was read",
+        len(finite) == len(during) and len(finite) > 0,
+        f"{len(during) - len(finite)} failed of {len(during)}",
+    )
     if sizes and finite:
         finite.sort()
-        print(f"  status of 2048 observers: {pages} pages in {total_s * 1000:.0f} ms, {sum(sizes) / 1e6:.1f} MB in all, "
-              f"largest page {max(sizes)} bytes; page round trip median {sorted(rtts)[len(rtts) // 2]:.1f} ms, "
-              f"max {max(rtts):.1f} ms", flush=True)
-        print(f"  pings meanwhile: {len(finite)}, median {finite[len(finite) // 2]:.2f} ms, "
-              f"p99 {finite[int(len(finite) * 0.99)]:.2f} ms, max {finite[-1]:.2f} ms", flush=True)
+        print(
+            f"  status of 2048 observers: {pages} pages in {total_s * 1000:.0f} ms, {sum(sizes) / 1e6:.1f} MB in all, "
+            f"largest page {max(sizes)} bytes; page round trip median {sorted(rtts)[len(rtts) // 2]:.1f} ms, "
+            f"max {max(rtts):.1f} ms",
+            flush=True,
+        )
+        print(
+            f"  pings meanwhile: {len(finite)}, median {finite[len(finite) // 2]:.2f} ms, "
+            f"p99 {finite[int(len(finite) * 0.99)]:.2f} ms, max {finite[-1]:.2f} ms",
+            flush=True,
+        )
         if baseline:
-            print(f"  pings before (idle broker, same machine load): {len(baseline)}, median "
-                  f"{baseline[len(baseline) // 2]:.2f} ms, p99 {baseline[int(len(baseline) * 0.99)]:.2f} ms, "
-                  f"max {baseline[-1]:.2f} ms", flush=True)
-    checks.check("no page is larger than 512 KiB", bool(sizes) and max(sizes) <= 512 << 10, f"largest {max(sizes or [0])}")
+            print(
+                f"  pings before (idle broker, same machine load): {len(baseline)}, median "
+                f"{baseline[len(baseline) // 2]:.2f} ms, p99 {baseline[int(len(baseline) * 0.99)]:.2f} ms, "
+                f"max {baseline[-1]:.2f} ms",
+                flush=True,
+            )
+    checks.check(
+        "no page is larger than 512 KiB", bool(sizes) and max(sizes) <= 512 << 10, f"largest {max(sizes or [0])}"
+    )
 
 
 def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
@@ -438,13 +507,21 @@ def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
             pass
     status = watcher.request("status")["result"]
     buffers = status.get("buffers", {})
-    print(f"  12 x (1 MiB - 1) of input at --max-buffered-bytes {budget}: {closed} cut off "
-          f"({overloaded} told 'overloaded'); buffered now {buffers.get('bytes')} bytes", flush=True)
-    checks.check("holders beyond the budget were cut off with 'overloaded'", overloaded >= 4 and closed == overloaded,
-                 f"{overloaded} overloaded, {closed} closed")
-    checks.check("status reports the buffers within the budget",
-                 buffers.get("max") == budget and 0 < buffers.get("bytes", -1) <= budget and buffers.get("cutOff") == overloaded,
-                 str(buffers))
+    print(
+        f"  12 x (1 MiB - 1) of input at --max-buffered-bytes {budget}: {closed} cut off "
+        f"({overloaded} told 'overloaded'); buffered now {buffers.get('bytes')} bytes",
+        flush=True,
+    )
+    checks.check(
+        "holders beyond the budget were cut off with 'overloaded'",
+        overloaded >= 4 and closed == overloaded,
+        f"{overloaded} overloaded, {closed} closed",
+    )
+    checks.check(
+        "status reports the buffers within the budget",
+        buffers.get("max") == budget and 0 < buffers.get("bytes", -1) <= budget and buffers.get("cutOff") == overloaded,
+        str(buffers),
+    )
     checks.check("the broker's log names the budget", "--max-buffered-bytes" in b.log())
     for s in senders:
         s.close()
@@ -460,10 +537,16 @@ def check_buffer_budget(checks: sl.Checks, ctx: Context) -> None:
     checks.check("posts go on while a monitor does not read", all("result" in r for r in replies))
     status = poster.request("status")["result"]
     cut = status["buffers"]["cutOff"]
-    print(f"  a monitor not reading ~36 MB of mirrored posts: cut off {cut} time(s); "
-          f"buffered now {status['buffers']['bytes']} bytes", flush=True)
-    checks.check("the monitor that did not read was cut off by the budget (below --max-output)",
-                 cut == 1 and sl.peer_hung_up(lazy.sock, 3.0) and status["buffers"]["bytes"] <= budget, str(status["buffers"]))
+    print(
+        f"  a monitor not reading ~36 MB of mirrored posts: cut off {cut} time(s); "
+        f"buffered now {status['buffers']['bytes']} bytes",
+        flush=True,
+    )
+    checks.check(
+        "the monitor that did not read was cut off by the budget (below --max-output)",
+        cut == 1 and sl.peer_hung_up(lazy.sock, 3.0) and status["buffers"]["bytes"] <= budget,
+        str(status["buffers"]),
+    )
 
 
 def check_monitor_copies(checks: sl.Checks, ctx: Context) -> None:
@@ -486,13 +569,19 @@ def check_monitor_copies(checks: sl.Checks, ctx: Context) -> None:
     after = b.hwm_kib()
     status = poster.request("status")["result"]
     grown = (after - before) * 1024
-    print(f"  200 monitors not reading, two 900 kB posts, --max-buffered-bytes {sl.mib(budget // 1024)}: "
-          f"VmHWM {sl.mib(before)} -> {sl.mib(after)} (+{sl.mib(grown // 1024)}); "
-          f"cut off {status['buffers']['cutOff']}, buffered now {status['buffers']['bytes']} bytes", flush=True)
+    print(
+        f"  200 monitors not reading, two 900 kB posts, --max-buffered-bytes {sl.mib(budget // 1024)}: "
+        f"VmHWM {sl.mib(before)} -> {sl.mib(after)} (+{sl.mib(grown // 1024)}); "
+        f"cut off {status['buffers']['cutOff']}, buffered now {status['buffers']['bytes']} bytes",
+        flush=True,
+    )
     checks.check("the posts are answered", all("result" in r for r in replies), str(replies)[:200])
     checks.check("the buffers settle within the budget", settled, str(status["buffers"]))
-    checks.check(f"peak RSS grows by less than the budget + {sl.mib(overhead // 1024)}", grown < budget + overhead,
-                 f"+{sl.mib(grown // 1024)}")
+    checks.check(
+        f"peak RSS grows by less than the budget + {sl.mib(overhead // 1024)}",
+        grown < budget + overhead,
+        f"+{sl.mib(grown // 1024)}",
+    )
     checks.check("the broker still answers", poster.request("ping").get("result") == {})
     for m in monitors:
         m.close()
@@ -510,8 +599,11 @@ def check_signals(checks: sl.Checks, ctx: Context) -> None:
         time.sleep(0.2)
         alive = b.alive()
         ping = poster.request("ping", timeout=5) if alive else {}
-        checks.check(f"{signal.Signals(signum).name} leaves the broker running", alive and ping.get("result") == {},
-                     f"exit {b.process.returncode}" if not alive else "")
+        checks.check(
+            f"{signal.Signals(signum).name} leaves the broker running",
+            alive and ping.get("result") == {},
+            f"exit {b.process.returncode}" if not alive else "",
+        )
         if not alive:
             return
     checks.check("SIGUSR1 logged a status line", "notifbus: status:" in b.log())
@@ -523,14 +615,23 @@ def check_signals(checks: sl.Checks, ctx: Context) -> None:
     poster.request("ping", timeout=5)
     poster.request("ping", timeout=5)
     lines = [line for line in b.log().splitlines() if "notifbus: status:" in line]
-    checks.check("a second SIGUSR1 within a second writes its own status line at once",
-                 len(lines) >= 2 and not any("more like it" in line for line in lines), str(lines)[-300:])
+    checks.check(
+        "a second SIGUSR1 within a second writes its own status line at once",
+        len(lines) >= 2 and not any("more like it" in line for line in lines),
+        str(lines)[-300:],
+    )
     checks.check("the other signals are logged as ignored", all(n in b.log() for n in ("SIGHUP", "SIGUSR2", "SIGALRM")))
     observer.send({"op": "next", "event": event["event"]})
     reply = poster.reply_to(99, 5)
-    checks.check("the post running across the signals was answered", reply.get("result", {}).get("outcome") == "unhandled")
+    checks.check(
+        "the post running across the signals was answered", reply.get("result", {}).get("outcome") == "unhandled"
+    )
     rc = b.terminate()
-    checks.check("SIGTERM still stops it with exit 0 and removes the socket", rc == 0 and not os.path.exists(b.socket), f"exit {rc}")
+    checks.check(
+        "SIGTERM still stops it with exit 0 and removes the socket",
+        rc == 0 and not os.path.exists(b.socket),
+        f"exit {rc}",
+    )
 
 
 def check_log_flood(checks: sl.Checks, ctx: Context) -> None:
@@ -554,14 +655,20 @@ def check_log_flood(checks: sl.Checks, ctx: Context) -> None:
     time.sleep(seconds)
     lines = [line for line in b.log().splitlines() if "accept" in line]
     repeated = [line for line in lines if "more like it" in line]
-    print(f"  EMFILE for {seconds} s with {len(held)} connections waiting: {len(lines)} accept lines in the log "
-          f"({len(repeated)} with a count)", flush=True)
+    print(
+        f"  EMFILE for {seconds} s with {len(held)} connections waiting: {len(lines)} accept lines in the log "
+        f"({len(repeated)} with a count)",
+        flush=True,
+    )
     # How often a kind of line may be printed is LogLimiter's, held on a fake clock by
     # LogLimiterTests; here, that the broker's accept failures go through it: most of them
     # (one every 100 ms while out of descriptors) are held back and counted, not printed.
     held_back = sum(int(m.group(1)) for m in (re.search(r"\((\d+) more like it", line) for line in lines) if m)
-    checks.check("failed accepts were logged, most of them held back and counted", 1 <= len(lines) <= held_back,
-                 f"{len(lines)} lines standing for {held_back} more: {lines[:3]}")
+    checks.check(
+        "failed accepts were logged, most of them held back and counted",
+        1 <= len(lines) <= held_back,
+        f"{len(lines)} lines standing for {held_back} more: {lines[:3]}",
+    )
     checks.check("the held-back lines were counted", len(repeated) >= 1, str(lines[-2:]))
     for s in held:
         s.close()
@@ -582,8 +689,9 @@ def check_log_flood(checks: sl.Checks, ctx: Context) -> None:
 def check_durable_stream(checks: sl.Checks, ctx: Context) -> None:
     b = ctx.broker(["--state-dir", os.path.join(ctx.folder, f"state{ctx.count + 1}")])
     stop_file = os.path.join(b.folder, "stop-pinging")
-    pinger = sl.track(subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file],
-                                       stdout=subprocess.PIPE, text=True))
+    pinger = sl.track(
+        subprocess.Popen([sys.executable, "-c", PINGER, b.socket, stop_file], stdout=subprocess.PIPE, text=True)
+    )
     time.sleep(0.5)
     writer = greeted(b.socket, "writer", timeout=120)
     n = 5000
@@ -610,24 +718,34 @@ def check_durable_stream(checks: sl.Checks, ctx: Context) -> None:
         latencies = []
     if len(replies) < n:
         return
-    checks.check(f"{n} pipelined puts to one slot are answered in order, each written",
-                 [r.get("id") for r in replies] == list(range(n)) and all("result" in r for r in replies),
-                 str(next((r for r in replies if "result" not in r), ""))[:200])
+    checks.check(
+        f"{n} pipelined puts to one slot are answered in order, each written",
+        [r.get("id") for r in replies] == list(range(n)) and all("result" in r for r in replies),
+        str(next((r for r in replies if "result" not in r), ""))[:200],
+    )
     # Were the puts' syncs all done in one go, without going back to the loop, a ping sent
     # meanwhile would wait for nearly all of them. Counted in puts, not in milliseconds: how
     # many put replies arrived while each ping waited (the clock only orders the two
     # processes' events; both read the same monotonic clock).
     around = sorted(ms for t, ms in latencies if ms is not None and started <= t <= last_at)
     failed = [t for t, ms in latencies if ms is None]
-    passed = [bisect.bisect_left(reply_times, t + ms / 1000) - bisect.bisect_right(reply_times, t)
-              for t, ms in latencies if ms is not None and started <= t <= last_at]
-    checks.check("another client's pings are answered while the puts are, none waiting behind a tenth of them",
-                 len(around) >= 3 and not failed and max(passed) < n / 10,
-                 f"{len(around)} pings, the longest wait passed {max(passed or [0])} of the {n} put replies, "
-                 f"{len(failed)} failed")
+    passed = [
+        bisect.bisect_left(reply_times, t + ms / 1000) - bisect.bisect_right(reply_times, t)
+        for t, ms in latencies
+        if ms is not None and started <= t <= last_at
+    ]
+    checks.check(
+        "another client's pings are answered while the puts are, none waiting behind a tenth of them",
+        len(around) >= 3 and not failed and max(passed) < n / 10,
+        f"{len(around)} pings, the longest wait passed {max(passed or [0])} of the {n} put replies, "
+        f"{len(failed)} failed",
+    )
     if around:
-        print(f"  {n} pipelined puts to one slot: answered in {last_at - started:.2f} s; another client's pings "
-              f"meanwhile: {len(around)}, median {around[len(around) // 2]:.2f} ms, max {around[-1]:.1f} ms", flush=True)
+        print(
+            f"  {n} pipelined puts to one slot: answered in {last_at - started:.2f} s; another client's pings "
+            f"meanwhile: {len(around)}, median {around[len(around) // 2]:.2f} ms, max {around[-1]:.1f} ms",
+            flush=True,
+        )
     rss = sl.proc_status_kib(b.pid, "VmHWM")
     print(f"  broker peak RSS {rss // 1024} MiB", flush=True)
 
@@ -652,8 +770,11 @@ def check_durable_sigterm(checks: sl.Checks, ctx: Context) -> None:
     print(f"  {k} connections x {n} pipelined puts, SIGTERM: exit {rc} after {took:.2f} s", flush=True)
     # Exit 0 and the socket file gone; how long it took is the figure above (the contract's
     # bound, 2 s, is the shutdown deadline's: security.py checks that it ends a wait).
-    checks.check("SIGTERM amid pipelined durable writes: exit 0, the socket file removed",
-                 rc == 0 and not os.path.exists(b.socket), f"exit {rc} after {took:.2f} s")
+    checks.check(
+        "SIGTERM amid pipelined durable writes: exit 0, the socket file removed",
+        rc == 0 and not os.path.exists(b.socket),
+        f"exit {rc} after {took:.2f} s",
+    )
     bad = []
     answered = 0
     for j, c in enumerate(conns):
@@ -674,10 +795,16 @@ def check_durable_sigterm(checks: sl.Checks, ctx: Context) -> None:
 
 
 CHECKS = [
-    ("silent-flood", check_silent_flood), ("queue-share", check_queue_share),
-    ("hop-budget", check_hop_budget), ("status-pages", check_status_pages), ("buffer-budget", check_buffer_budget),
-    ("monitor-copies", check_monitor_copies), ("signals", check_signals), ("log-flood", check_log_flood),
-    ("durable-stream", check_durable_stream), ("durable-sigterm", check_durable_sigterm),
+    ("silent-flood", check_silent_flood),
+    ("queue-share", check_queue_share),
+    ("hop-budget", check_hop_budget),
+    ("status-pages", check_status_pages),
+    ("buffer-budget", check_buffer_budget),
+    ("monitor-copies", check_monitor_copies),
+    ("signals", check_signals),
+    ("log-flood", check_log_flood),
+    ("durable-stream", check_durable_stream),
+    ("durable-sigterm", check_durable_sigterm),
 ]
 
 

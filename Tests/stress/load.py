@@ -113,8 +113,8 @@ def driver(path: str, first: int, count: int) -> int:
                 size = struct.unpack(">I", link.inbuf[:4])[0]
                 if len(link.inbuf) < 4 + size:
                     break
-                frame = json.loads(bytes(link.inbuf[4:4 + size]))
-                del link.inbuf[:4 + size]
+                frame = json.loads(bytes(link.inbuf[4 : 4 + size]))
+                del link.inbuf[: 4 + size]
                 op = frame.get("op")
                 if op == "event":
                     link.out += sl.encode({"op": "complete", "event": frame["event"], "value": link.n})
@@ -135,8 +135,17 @@ def driver(path: str, first: int, count: int) -> int:
                     link.error = f"unexpected {frame}"
     elapsed = time.monotonic() - started
     failures = [link.error or "no reply in time" for link in links if not link.ok]
-    say("done " + json.dumps({"seconds": round(elapsed, 3), "ok": len(links) - len(failures),
-                              "failed": len(failures), "examples": failures[:3]}))
+    say(
+        "done "
+        + json.dumps(
+            {
+                "seconds": round(elapsed, 3),
+                "ok": len(links) - len(failures),
+                "failed": len(failures),
+                "examples": failures[:3],
+            }
+        )
+    )
     if sys.stdin.readline().strip() != "close":
         return 1
     for link in links:
@@ -150,13 +159,19 @@ def driver(path: str, first: int, count: int) -> int:
 
 class Driver:
     def __init__(self, path: str, first: int, count: int) -> None:
-        self.proc = sl.track(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--driver", path, str(first), str(count)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        self.proc = sl.track(
+            subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--driver", path, str(first), str(count)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
 
     def line(self, timeout: float) -> str:
         """The driver's next line of output, waited for at most `timeout` seconds."""
         import select
+
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
             raise sl.Timeout("driver did not answer in time")
@@ -174,8 +189,9 @@ def raise_fd_limit(want: int) -> int:
     return target
 
 
-def one_round(checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fds_before: int,
-              label: str) -> Dict[str, Any]:
+def one_round(
+    checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fds_before: int, label: str
+) -> Dict[str, Any]:
     """Connect all, exchange, check status, disconnect all; returns the round's figures."""
     figures: Dict[str, Any] = {}
     share = total // drivers
@@ -191,17 +207,22 @@ def one_round(checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fd
         reports = [json.loads(d.line(PHASE_LIMIT + 5).split(" ", 1)[1]) for d in fleet]
         figures["exchange_s"] = round(time.monotonic() - t1, 3)
         ok = sum(r["ok"] for r in reports)
-        checks.check(f"{label}: {total} connections did hello, subscribe, post (completed by their own observer)",
-                     ok == total, f"{ok} ok; {[e for r in reports for e in r['examples']][:3]}")
+        checks.check(
+            f"{label}: {total} connections did hello, subscribe, post (completed by their own observer)",
+            ok == total,
+            f"{ok} ok; {[e for r in reports for e in r['examples']][:3]}",
+        )
         with sl.Conn(broker.socket, timeout=30) as c:
             c.hello("load-check")
             status = sl.full_status(c, timeout=30)
             figures["fds_connected"] = broker.fds()
         clients, observers = len(status["clients"]), len(status["observers"])
-        checks.check(f"{label}: all {total} open at once (status lists them)",
-                     clients == total + 1 and observers == total,
-                     f"{clients} clients (with the checker), {observers} observers, "
-                     f"{figures['fds_connected']} broker fds while connected")
+        checks.check(
+            f"{label}: all {total} open at once (status lists them)",
+            clients == total + 1 and observers == total,
+            f"{clients} clients (with the checker), {observers} observers, "
+            f"{figures['fds_connected']} broker fds while connected",
+        )
         figures["counters"] = status["counters"]
         t2 = time.monotonic()
         for d in fleet:
@@ -211,8 +232,11 @@ def one_round(checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fd
         fds_after = broker.wait_fds(fds_before, 15.0)
         figures["disconnect_s"] = round(time.monotonic() - t2, 3)
         figures["total_s"] = round(time.monotonic() - t0, 3)
-        checks.check(f"{label}: broker fds back to the baseline after all disconnect", fds_after == fds_before,
-                     f"before {fds_before}, after {fds_after}")
+        checks.check(
+            f"{label}: broker fds back to the baseline after all disconnect",
+            fds_after == fds_before,
+            f"before {fds_before}, after {fds_after}",
+        )
         for d in fleet:
             d.proc.wait(timeout=10)
     except (sl.Timeout, sl.Closed, OSError, ValueError, IndexError) as exc:
@@ -222,8 +246,9 @@ def one_round(checks: sl.Checks, broker: sl.Broker, total: int, drivers: int, fd
     return figures
 
 
-def concurrent_connections(checks: sl.Checks, binary: str, folder: str, total: int, drivers: int,
-                           rounds: int) -> List[Dict[str, Any]]:
+def concurrent_connections(
+    checks: sl.Checks, binary: str, folder: str, total: int, drivers: int, rounds: int
+) -> List[Dict[str, Any]]:
     broker = sl.Broker(binary, folder, ["--max-clients", str(total + 1000)]).start()
     time.sleep(0.2)
     fds_before = broker.fds()
@@ -246,8 +271,11 @@ def concurrent_connections(checks: sl.Checks, binary: str, folder: str, total: i
         # The first round warms the allocator up; after that, the same work must not
         # leave more behind: 4 MiB over two rounds of 5,000 connections is 400 bytes each.
         growth = results[-1]["rss_end_kib"] - results[0]["rss_end_kib"]
-        checks.check("no growth from round to round (a per-connection leak)", growth <= 4096,
-                     f"RSS after each round: {[sl.mib(f['rss_end_kib']) for f in results]}")
+        checks.check(
+            "no growth from round to round (a per-connection leak)",
+            growth <= 4096,
+            f"RSS after each round: {[sl.mib(f['rss_end_kib']) for f in results]}",
+        )
     rc = broker.terminate()
     checks.check("broker exits 0 on SIGTERM", rc == 0, f"exit status {rc}")
     return results
@@ -274,9 +302,11 @@ def max_clients(checks: sl.Checks, binary: str, folder: str, limit: int = 100, t
             refused.append((i, c.expect_eof(3)))
         else:
             other.append((i, frame))
-    checks.check(f"--max-clients {limit}: exactly {limit} of {tries} served",
-                 len(served) == limit and len(refused) == tries - limit and not other,
-                 f"{len(served)} served, {len(refused)} too_many_clients, other {other[:3]}")
+    checks.check(
+        f"--max-clients {limit}: exactly {limit} of {tries} served",
+        len(served) == limit and len(refused) == tries - limit and not other,
+        f"{len(served)} served, {len(refused)} too_many_clients, other {other[:3]}",
+    )
     checks.check("refused connections are closed after the error frame", all(eof for _i, eof in refused))
     checks.check("the served ones are the first to connect", served == list(range(limit)), f"{served[:3]}...")
     # A freed place is reused at once.
@@ -318,11 +348,15 @@ def main() -> int:
     results = concurrent_connections(checks, binary, folder, args.connections, args.drivers, args.rounds)
     max_clients(checks, binary, folder)
     print()
-    print(f"{'round':<8}{'connect s':>11}{'exchange s':>12}{'disconnect s':>14}{'total s':>10}{'fds open':>10}"
-          f"{'RSS after':>12}")
+    print(
+        f"{'round':<8}{'connect s':>11}{'exchange s':>12}{'disconnect s':>14}{'total s':>10}{'fds open':>10}"
+        f"{'RSS after':>12}"
+    )
     for i, f in enumerate(results, 1):
-        print(f"{i:<8}{f.get('connect_s')!s:>11}{f.get('exchange_s')!s:>12}{f.get('disconnect_s')!s:>14}"
-              f"{f.get('total_s')!s:>10}{f.get('fds_connected')!s:>10}{sl.mib(f.get('rss_end_kib', 0)):>12}")
+        print(
+            f"{i:<8}{f.get('connect_s')!s:>11}{f.get('exchange_s')!s:>12}{f.get('disconnect_s')!s:>14}"
+            f"{f.get('total_s')!s:>10}{f.get('fds_connected')!s:>10}{sl.mib(f.get('rss_end_kib', 0)):>12}"
+        )
     if results:
         print(f"broker RSS at start {sl.mib(results[0]['rss_start_kib'])}, peak {sl.mib(results[0]['peak_rss_kib'])}")
         print(f"broker counters after round 1: {results[0].get('counters')}")

@@ -125,9 +125,16 @@ def main() -> int:
     def spawn(command: List[str], quiet: bool = False) -> subprocess.Popen:
         # The CLI prints every event and call: nobody reads that, and a full pipe would
         # stall it, so its stdout goes nowhere.
-        return sl.track(subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
-                                         stderr=open(os.path.join(folder, "workers.log"), "ab"), env=env, text=True))
+        return sl.track(
+            subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+                stderr=open(os.path.join(folder, "workers.log"), "ab"),
+                env=env,
+                text=True,
+            )
+        )
 
     py = ["py1", "py2"]
     js = ["js1"]
@@ -145,9 +152,19 @@ def main() -> int:
             print(f"a worker did not start: {line!r}", flush=True)
             return 1
     cli = [binary]
-    workers.append(spawn(cli + ["observe", "e", "--priority", "15", "--key", swift + "-k", "--name", swift,
-                                "--socket", broker.socket], quiet=True))
-    workers.append(spawn(cli + ["handle", swift + "-ch", "m", "--result", "1", "--name", swift, "--socket", broker.socket], quiet=True))
+    workers.append(
+        spawn(
+            cli
+            + ["observe", "e", "--priority", "15", "--key", swift + "-k", "--name", swift, "--socket", broker.socket],
+            quiet=True,
+        )
+    )
+    workers.append(
+        spawn(
+            cli + ["handle", swift + "-ch", "m", "--result", "1", "--name", swift, "--socket", broker.socket],
+            quiet=True,
+        )
+    )
     expected = expected_observers(py, js, swift)
     expected_handlers = Counter({py[0]: 1, py[1]: 1, js[0]: 1, swift: 1})
     stop_file = os.path.join(folder, "stop")
@@ -191,8 +208,11 @@ def main() -> int:
         if not ok:
             failures += 1
             checks.check(f"restart {n + 1} ({how}): every observer once, keys with their latest owners", False, detail)
-    checks.check(f"{args.restarts} restarts: every live observer present exactly once, every key with its latest owner",
-                 failures == 0, f"{failures} restarts failed")
+    checks.check(
+        f"{args.restarts} restarts: every live observer present exactly once, every key with its latest owner",
+        failures == 0,
+        f"{failures} restarts failed",
+    )
     open(stop_file, "w").close()
     try:
         out, _ = poster.communicate(timeout=30)
@@ -200,21 +220,31 @@ def main() -> int:
     except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         counts = {"sent": -1, "failure": repr(exc)}
     answered = counts.get("result", 0) + counts.get("lost", 0) + counts.get("error", 0)
-    checks.check("every request answered exactly once (a result, an error reply or connection lost)",
-                 counts.get("sent") == answered and counts.get("timeout", 1) == 0, json.dumps(counts))
+    checks.check(
+        "every request answered exactly once (a result, an error reply or connection lost)",
+        counts.get("sent") == answered and counts.get("timeout", 1) == 0,
+        json.dumps(counts),
+    )
     # The poster makes one request at a time: at most one is in flight at each loss, and
     # the ones it makes while its client reconnects wait instead of failing.
-    checks.check("at most one request lost per restart (the one in flight)", counts.get("lost", 0) <= args.restarts,
-                 f"{counts.get('lost')} lost in {args.restarts} restarts")
+    checks.check(
+        "at most one request lost per restart (the one in flight)",
+        counts.get("lost", 0) <= args.restarts,
+        f"{counts.get('lost')} lost in {args.restarts} restarts",
+    )
     back_times.sort()
-    print(f"  restarts {args.restarts}; registrations back after readiness: median {back_times[len(back_times) // 2] * 1000:.0f} ms, "
-          f"max {back_times[-1] * 1000:.0f} ms (status polled every 20 ms)", flush=True)
+    print(
+        f"  restarts {args.restarts}; registrations back after readiness: median {back_times[len(back_times) // 2] * 1000:.0f} ms, "
+        f"max {back_times[-1] * 1000:.0f} ms (status polled every 20 ms)",
+        flush=True,
+    )
     alive = [w.poll() is None for w in workers]
     checks.check("every worker still running", all(alive), str(alive))
     code = checks.report()
     sl.kill_children()
     if code == 0:
         import shutil
+
         shutil.rmtree(folder, ignore_errors=True)
     else:
         print(f"  kept {folder} for inspection", flush=True)

@@ -100,8 +100,16 @@ class Context:
 
 
 def uid_child(path: str, hold: float = 0.0) -> subprocess.Popen:
-    return sl.track(subprocess.Popen([SYSTEM_PYTHON, "-c", UID_CHILD, path, str(hold)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd="/", env={"PATH": "/usr/bin:/bin"}))
+    return sl.track(
+        subprocess.Popen(
+            [SYSTEM_PYTHON, "-c", UID_CHILD, path, str(hold)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    )
 
 
 def child_lines(p: subprocess.Popen, timeout: float = 15) -> List[Dict[str, Any]]:
@@ -120,12 +128,18 @@ def mode_of(path: str) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
-def run_broker_once(binary: str, args: List[str], timeout: float = 10, env: Optional[Dict[str, str]] = None,
-                    preexec: Optional[Callable[[], None]] = None) -> subprocess.CompletedProcess:
+def run_broker_once(
+    binary: str,
+    args: List[str],
+    timeout: float = 10,
+    env: Optional[Dict[str, str]] = None,
+    preexec: Optional[Callable[[], None]] = None,
+) -> subprocess.CompletedProcess:
     """Runs a broker expected to refuse to start; kills it if it does start."""
     try:
-        return subprocess.run([binary, "broker", *args], capture_output=True, text=True, timeout=timeout, env=env,
-                              preexec_fn=preexec)
+        return subprocess.run(
+            [binary, "broker", *args], capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=preexec
+        )
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, -1, "", f"still running after {timeout} s")
 
@@ -138,8 +152,11 @@ def check_socket_mode(checks: sl.Checks, ctx: Context) -> None:
     checks.check("socket file mode is 0600 by default", mode_of(b.socket) == 0o600, oct(mode_of(b.socket)))
     if ctx.is_root:
         lines = child_lines(uid_child(b.socket))
-        checks.check("with 0600, uid 65534 cannot even connect (EACCES)",
-                     lines[:1] == [{"connect": errno.EACCES}], str(lines)[:300])
+        checks.check(
+            "with 0600, uid 65534 cannot even connect (EACCES)",
+            lines[:1] == [{"connect": errno.EACCES}],
+            str(lines)[:300],
+        )
     b.terminate()
     b = ctx.broker("mode660", ["--socket-mode", "0660"])
     checks.check("--socket-mode 0660 gives 0660", mode_of(b.socket) == 0o660, oct(mode_of(b.socket)))
@@ -167,15 +184,26 @@ def check_forbidden(checks: sl.Checks, ctx: Context) -> None:
                 third_frame = {"exception": repr(exc)}
     lines = [json.loads(first), json.loads(first_frame)] + child_lines(p)
     frames = [x["frame"] for x in lines if "frame" in x]
-    checks.check("uid 65534 gets forbidden (id null) and is closed",
-                 lines[0].get("connect") == 0 and len(frames) == 1 and frames[0].get("id") is None
-                 and sl.error_code(frames[0]) == "forbidden" and {"eof": True} in lines, str(lines)[:400])
-    checks.check("forbidden is decided before --max-clients, and not counted",
-                 "result" in second_reply and sl.error_code(third_frame) == "too_many_clients",
-                 f"second root client: {second_reply.get('result', second_reply)}; third: {third_frame}")
+    checks.check(
+        "uid 65534 gets forbidden (id null) and is closed",
+        lines[0].get("connect") == 0
+        and len(frames) == 1
+        and frames[0].get("id") is None
+        and sl.error_code(frames[0]) == "forbidden"
+        and {"eof": True} in lines,
+        str(lines)[:400],
+    )
+    checks.check(
+        "forbidden is decided before --max-clients, and not counted",
+        "result" in second_reply and sl.error_code(third_frame) == "too_many_clients",
+        f"second root client: {second_reply.get('result', second_reply)}; third: {third_frame}",
+    )
     status = sl.full_status(holder)
-    checks.check("the refused peer never appears in status", all(c["uid"] != NOBODY for c in status["clients"]),
-                 str(status["clients"]))
+    checks.check(
+        "the refused peer never appears in status",
+        all(c["uid"] != NOBODY for c in status["clients"]),
+        str(status["clients"]),
+    )
     holder.close()
     b.terminate()
 
@@ -183,8 +211,11 @@ def check_forbidden(checks: sl.Checks, ctx: Context) -> None:
     lines = child_lines(uid_child(b.socket))
     frames = [x["frame"] for x in lines if "frame" in x]
     uids = [c["uid"] for c in frames[1]["result"]["clients"]] if len(frames) > 1 and "result" in frames[1] else []
-    checks.check("--allow-uid 65534 lets uid 65534 in", len(frames) == 2 and "result" in frames[0]
-                 and uids == [NOBODY], str(lines)[:300])
+    checks.check(
+        "--allow-uid 65534 lets uid 65534 in",
+        len(frames) == 2 and "result" in frames[0] and uids == [NOBODY],
+        str(lines)[:300],
+    )
     b.terminate()
 
 
@@ -207,10 +238,15 @@ def check_default_folder(checks: sl.Checks, ctx: Context) -> None:
     b.start(with_socket=False)
     st = os.lstat(folder)
     if existed:
-        checks.skip("default folder is created with mode 0700", f"{folder} existed already (mode {oct(mode_of(folder))})")
+        checks.skip(
+            "default folder is created with mode 0700", f"{folder} existed already (mode {oct(mode_of(folder))})"
+        )
     else:
-        checks.check("default folder is created with mode 0700", stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == uid,
-                     f"{folder}: mode {oct(stat.S_IMODE(st.st_mode))}, owner {st.st_uid}")
+        checks.check(
+            "default folder is created with mode 0700",
+            stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == uid,
+            f"{folder}: mode {oct(stat.S_IMODE(st.st_mode))}, owner {st.st_uid}",
+        )
     checks.check("default socket is mode 0600", mode_of(path) == 0o600, oct(mode_of(path)))
     rc = b.terminate()
     checks.check("default broker exits 0 and removes its socket", rc == 0 and not os.path.exists(path), f"rc {rc}")
@@ -237,9 +273,11 @@ def check_default_folder(checks: sl.Checks, ctx: Context) -> None:
             os.setuid(NOBODY)
 
         r = run_broker_once(ctx.binary, [], env={"PATH": "/usr/bin:/bin", "HOME": "/"}, preexec=drop)
-        checks.check("a default folder with mode 0755 is refused (exit 1)",
-                     r.returncode == 1 and "0700" in r.stderr and not os.path.exists(other + "/notifbus.sock"),
-                     f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+        checks.check(
+            "a default folder with mode 0755 is refused (exit 1)",
+            r.returncode == 1 and "0700" in r.stderr and not os.path.exists(other + "/notifbus.sock"),
+            f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+        )
     finally:
         shutil.rmtree(other, ignore_errors=True)
 
@@ -252,14 +290,20 @@ def check_socket_folders(checks: sl.Checks, ctx: Context) -> None:
         d = ctx.sub("theirs", 0o755)
         os.chown(d, NOBODY, NOBODY)
         r = run_broker_once(ctx.binary, ["--socket", d + "/s"])
-        checks.check("refuses a socket folder another user owns", r.returncode == 1 and "owned by uid" in r.stderr
-                     and not os.path.exists(d + "/s"), f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+        checks.check(
+            "refuses a socket folder another user owns",
+            r.returncode == 1 and "owned by uid" in r.stderr and not os.path.exists(d + "/s"),
+            f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+        )
     else:
         checks.skip("refuses a socket folder another user owns", "needs root to chown")
     d = ctx.sub("open", 0o777)
     r = run_broker_once(ctx.binary, ["--socket", d + "/s"])
-    checks.check("refuses a socket folder others can write (0777)", r.returncode == 1 and "write" in r.stderr
-                 and not os.path.exists(d + "/s"), f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+    checks.check(
+        "refuses a socket folder others can write (0777)",
+        r.returncode == 1 and "write" in r.stderr and not os.path.exists(d + "/s"),
+        f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+    )
     d = ctx.sub("sticky", 0o1777)
     b = sl.Broker(ctx.binary, d)
     try:
@@ -272,26 +316,38 @@ def check_socket_folders(checks: sl.Checks, ctx: Context) -> None:
     link = os.path.join(ctx.folder, "link-folder")
     os.symlink(real, link)
     r = run_broker_once(ctx.binary, ["--socket", link + "/s"])
-    checks.check("refuses a socket folder that is a symbolic link", r.returncode == 1 and
-                 not os.path.exists(real + "/s"), f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+    checks.check(
+        "refuses a socket folder that is a symbolic link",
+        r.returncode == 1 and not os.path.exists(real + "/s"),
+        f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+    )
     d = ctx.sub("file")
     with open(d + "/s", "w") as f:
         f.write("keep me")
     r = run_broker_once(ctx.binary, ["--socket", d + "/s"])
     with open(d + "/s") as f:
         kept = f.read() == "keep me"
-    checks.check("refuses a path that is a regular file, leaving it alone", r.returncode == 1 and kept,
-                 f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+    checks.check(
+        "refuses a path that is a regular file, leaving it alone",
+        r.returncode == 1 and kept,
+        f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+    )
     os.symlink(d + "/s", d + "/ln")
     r = run_broker_once(ctx.binary, ["--socket", d + "/ln"])
-    checks.check("refuses a path that is a symbolic link, leaving it alone",
-                 r.returncode == 1 and os.path.islink(d + "/ln"), f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+    checks.check(
+        "refuses a path that is a symbolic link, leaving it alone",
+        r.returncode == 1 and os.path.islink(d + "/ln"),
+        f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+    )
     b = ctx.broker("live")
     r = run_broker_once(ctx.binary, ["--socket", b.socket])
     with sl.Conn(b.socket) as c:
         still = "result" in c.hello()
-    checks.check("refuses a path where a broker listens; that broker keeps serving",
-                 r.returncode == 1 and still, f"rc {r.returncode}: {r.stderr.strip()[:200]}")
+    checks.check(
+        "refuses a path where a broker listens; that broker keeps serving",
+        r.returncode == 1 and still,
+        f"rc {r.returncode}: {r.stderr.strip()[:200]}",
+    )
     b.terminate()
     d = ctx.sub("stale")
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -317,8 +373,11 @@ def check_state_dir(checks: sl.Checks, ctx: Context) -> None:
         c.request("setCategories", categories=[{"identifier": "C", "actions": []}])
     files = {name: mode_of(os.path.join(state_dir, name)) for name in os.listdir(state_dir)}
     checks.check("--state-dir is created with mode 0700", mode_of(state_dir) == 0o700, oct(mode_of(state_dir)))
-    checks.check("state files are mode 0600", files and all(m == 0o600 for m in files.values()),
-                 str({k: oct(v) for k, v in files.items()}))
+    checks.check(
+        "state files are mode 0600",
+        files and all(m == 0o600 for m in files.values()),
+        str({k: oct(v) for k, v in files.items()}),
+    )
     b.terminate()
 
     # A state folder someone else can write to: a link planted where the broker writes its
@@ -336,9 +395,12 @@ def check_state_dir(checks: sl.Checks, ctx: Context) -> None:
     b.terminate()
     with open(victim, "rb") as f:
         content = f.read()
-    checks.check("a symlink planted in a writable --state-dir is not written through", content == b"precious",
-                 f"the link's target now holds {content[:16]!r}; the broker "
-                 + ("started" if "listening" in b.log() else f"refused: {b.log().strip()[:150]}"))
+    checks.check(
+        "a symlink planted in a writable --state-dir is not written through",
+        content == b"precious",
+        f"the link's target now holds {content[:16]!r}; the broker "
+        + ("started" if "listening" in b.log() else f"refused: {b.log().strip()[:150]}"),
+    )
 
 
 # MARK: limits
@@ -369,11 +431,17 @@ def flood_seen(checks: sl.Checks, ctx: Context) -> None:
     bound = base + 4 * 2 * (MAX_OUTPUT >> 10) + 64 * 1024
     # Lines of one kind are written at most once a second; the held ones a second later.
     sl.wait_until(lambda: sl.log_count(b.log(), "cut off") >= 4, 3.0)
-    checks.check("monitors that never read are cut off (seen frames)", cut == 4 and sl.log_count(b.log(), "cut off") >= 4,
-                 f"{cut} of 4 cut after {posts} posts of 500 kB, {elapsed:.1f} s")
+    checks.check(
+        "monitors that never read are cut off (seen frames)",
+        cut == 4 and sl.log_count(b.log(), "cut off") >= 4,
+        f"{cut} of 4 cut after {posts} posts of 500 kB, {elapsed:.1f} s",
+    )
     checks.check("the flooding client itself is served normally", answered == posts and pong)
-    checks.check("broker RSS bounded while cutting them off", peak <= bound,
-                 f"peak {sl.mib(peak)} <= {sl.mib(bound)} (start {sl.mib(base)} + 4 x 2 x --max-output + 64 MiB)")
+    checks.check(
+        "broker RSS bounded while cutting them off",
+        peak <= bound,
+        f"peak {sl.mib(peak)} <= {sl.mib(bound)} (start {sl.mib(base)} + 4 x 2 x --max-output + 64 MiB)",
+    )
     for w in watchers:
         w.close()
     b.terminate()
@@ -404,12 +472,18 @@ def flood_events(checks: sl.Checks, ctx: Context) -> None:
         status = sl.full_status(flooder)
     peak = b.hwm_kib()
     bound = base + 2 * (MAX_OUTPUT >> 10) + 64 * 1024
-    checks.check("an observer that never reads is cut off (event frames)", sl.peer_hung_up(sink.sock, 1.0),
-                 f"after {posts} events of 500 kB in {time.monotonic() - started:.1f} s")
-    checks.check("its hops time out until then (or skip it, had its ping not come first), and its observer is gone after",
-                 all(t in (["timeout"], ["gone"], ["skipped"]) for t in traces) and after["trace"] == []
-                 and all(o["observer"] != observer for o in status["observers"]),
-                 f"traces {traces[:2]}...{traces[-2:]}, next {after['trace']}")
+    checks.check(
+        "an observer that never reads is cut off (event frames)",
+        sl.peer_hung_up(sink.sock, 1.0),
+        f"after {posts} events of 500 kB in {time.monotonic() - started:.1f} s",
+    )
+    checks.check(
+        "its hops time out until then (or skip it, had its ping not come first), and its observer is gone after",
+        all(t in (["timeout"], ["gone"], ["skipped"]) for t in traces)
+        and after["trace"] == []
+        and all(o["observer"] != observer for o in status["observers"]),
+        f"traces {traces[:2]}...{traces[-2:]}, next {after['trace']}",
+    )
     checks.check("broker RSS bounded", peak <= bound, f"peak {sl.mib(peak)} <= {sl.mib(bound)}")
     sink.close()
     b.terminate()
@@ -431,8 +505,11 @@ def flood_replies(checks: sl.Checks, ctx: Context) -> None:
     except OSError:
         pass
     cut = sl.peer_hung_up(c.sock, 5.0)
-    checks.check("a client that never reads its replies is cut off", cut,
-                 f"after {sent} peeks of a 500 kB slot, {time.monotonic() - started:.1f} s")
+    checks.check(
+        "a client that never reads its replies is cut off",
+        cut,
+        f"after {sent} peeks of a 500 kB slot, {time.monotonic() - started:.1f} s",
+    )
     c.close()
     b.terminate()
 
@@ -462,32 +539,50 @@ def check_observer_handler_limits(checks: sl.Checks, ctx: Context) -> None:
         other.hello()
         replies = pipelined(c, [{"op": "subscribe", "events": [f"lim.{i}"]} for i in range(1024)])
         extra = c.request("subscribe", events=["lim.x"])
-        checks.check("1024 observers per connection; the next gets bad_request naming the limit",
-                     all("result" in r for r in replies) and limit_error(extra, "1024"), str(extra))
+        checks.check(
+            "1024 observers per connection; the next gets bad_request naming the limit",
+            all("result" in r for r in replies) and limit_error(extra, "1024"),
+            str(extra),
+        )
         checks.check("another connection may still subscribe", "result" in other.request("subscribe", events=["lim.x"]))
         c.request("unsubscribe", observer=replies[0]["result"]["observer"])
         checks.check("after an unsubscribe the place is free again", "result" in c.request("subscribe", events=["y"]))
         replies = pipelined(c, [{"op": "handle", "channel": "lim", "method": f"m{i}"} for i in range(1024)])
         extra = c.request("handle", channel="lim", method="m-extra")
-        checks.check("1024 handlers per connection; the next gets bad_request naming the limit",
-                     all("result" in r for r in replies) and limit_error(extra, "1024"), str(extra))
+        checks.check(
+            "1024 handlers per connection; the next gets bad_request naming the limit",
+            all("result" in r for r in replies) and limit_error(extra, "1024"),
+            str(extra),
+        )
         data = b"".join(sl.encode({"op": "take", "id": f"t{i}", "slot": "never", "wait": 60000}) for i in range(1024))
         c.send_raw(data)  # these replies wait 60 s; the extra one is refused at once
         extra = c.request("take", slot="never", wait=60000)
-        checks.check("1024 waiting takes per connection; the next gets bad_request naming the limit",
-                     limit_error(extra, "1024"), str(extra))
+        checks.check(
+            "1024 waiting takes per connection; the next gets bad_request naming the limit",
+            limit_error(extra, "1024"),
+            str(extra),
+        )
         names = [
-            ("subscribe", {"events": ["n" * 257]}), ("subscribe", {"events": [f"e{i}" for i in range(65)]}),
-            ("post", {"name": "n" * 257}), ("put", {"slot": "s" * 257, "value": 1}),
-            ("take", {"slot": "s", "wait": 600001}), ("handle", {"channel": "c" * 257}),
+            ("subscribe", {"events": ["n" * 257]}),
+            ("subscribe", {"events": [f"e{i}" for i in range(65)]}),
+            ("post", {"name": "n" * 257}),
+            ("put", {"slot": "s" * 257, "value": 1}),
+            ("take", {"slot": "s", "wait": 600001}),
+            ("handle", {"channel": "c" * 257}),
         ]
         bad = [(op, sl.error_code(c.request(op, **fields))) for op, fields in names]
-        checks.check("names over 256 bytes, 65 events, a wait over 600000 ms: bad_request",
-                     all(code == "bad_request" for _op, code in bad), str(bad))
+        checks.check(
+            "names over 256 bytes, 65 events, a wait over 600000 ms: bad_request",
+            all(code == "bad_request" for _op, code in bad),
+            str(bad),
+        )
         c.send({"op": "ping", "id": "i" * 257})
         long_id = c.recv()
-        checks.check("a string id over 256 bytes: bad_request with id null",
-                     sl.error_code(long_id) == "bad_request" and long_id["id"] is None, str(long_id)[:200])
+        checks.check(
+            "a string id over 256 bytes: bad_request with id null",
+            sl.error_code(long_id) == "bad_request" and long_id["id"] is None,
+            str(long_id)[:200],
+        )
     b.terminate()
 
 
@@ -506,8 +601,11 @@ def check_calls_in_flight(checks: sl.Checks, ctx: Context) -> None:
         sender.start()
         extra = c.reply_to(n + 1, timeout=60)
         sender.join()
-        checks.check("65536 calls in flight per invoker; the next gets bad_request naming the limit",
-                     limit_error(extra, "65536"), str(extra))
+        checks.check(
+            "65536 calls in flight per invoker; the next gets bad_request naming the limit",
+            limit_error(extra, "65536"),
+            str(extra),
+        )
         handler.close()  # every pending call now ends with handler_gone
         gone = 0
         try:
@@ -559,8 +657,11 @@ def check_call_stream(checks: sl.Checks, ctx: Context) -> None:
     line = f"{total} invokes returned at once, --call-timeout 10m: RSS {before} KiB after 20000, {after} KiB at the end"
     print(f"  {line}")
     checks.check("every invoke of the stream was answered with its result", failed == 0, f"{failed} failed")
-    checks.check("calls returned leave nothing behind: RSS grows by less than 1 MiB over 180000 more calls",
-                 growth < 1024, f"growth {growth} KiB")
+    checks.check(
+        "calls returned leave nothing behind: RSS grows by less than 1 MiB over 180000 more calls",
+        growth < 1024,
+        f"growth {growth} KiB",
+    )
     b.terminate()
 
 
@@ -582,9 +683,11 @@ def check_queue(checks: sl.Checks, ctx: Context) -> None:
         # At once: refused while the running post still waits on the stuck observer, before
         # any of the queued posts was answered.
         early = [f for f in c.unsolicited if f.get("id") in range(100, 104)]
-        checks.check("--max-queue 3: a fourth waiting post gets queue_full at once",
-                     sl.error_code(full) == "queue_full" and pending == 3 and not early,
-                     f"{full.get('error')}, {pending} pending, {len(early)} queued post(s) answered before it")
+        checks.check(
+            "--max-queue 3: a fourth waiting post gets queue_full at once",
+            sl.error_code(full) == "queue_full" and pending == 3 and not early,
+            f"{full.get('error')}, {pending} pending, {len(early)} queued post(s) answered before it",
+        )
         stuck.close()
         outcomes = [c.reply_to(100 + i, timeout=10)["result"]["outcome"] for i in range(4)]
         checks.check("the queued posts still run once the chain is free", outcomes == ["unhandled"] * 4, str(outcomes))
@@ -597,8 +700,10 @@ def check_queue(checks: sl.Checks, ctx: Context) -> None:
         c.hello()
         c.send({"op": "post", "id": 1, "name": "q"})
         time.sleep(0.2)
-        checks.check("--max-queue 0: a post while one runs gets queue_full",
-                     sl.error_code(c.request("post", name="q", timeout=3)) == "queue_full")
+        checks.check(
+            "--max-queue 0: a post while one runs gets queue_full",
+            sl.error_code(c.request("post", name="q", timeout=3)) == "queue_full",
+        )
     stuck.close()
     b.terminate()
 
@@ -631,9 +736,12 @@ def check_queue_bytes(checks: sl.Checks, ctx: Context) -> None:
         peak = b.hwm_kib()
     # 256 MiB: four times the slot budget, sixteen times the output bound of a connection.
     bound = base + 256 * 1024
-    checks.check("one client cannot park unbounded payload bytes in the queue",
-                 peak <= bound, f"{posts} posts of 1 MB behind a stalled observer: {refused} refused, "
-                 f"peak RSS {sl.mib(peak)} (bound {sl.mib(bound)}); --max-queue counts posts, not bytes")
+    checks.check(
+        "one client cannot park unbounded payload bytes in the queue",
+        peak <= bound,
+        f"{posts} posts of 1 MB behind a stalled observer: {refused} refused, "
+        f"peak RSS {sl.mib(peak)} (bound {sl.mib(bound)}); --max-queue counts posts, not bytes",
+    )
     stuck.close()
     b.kill()
 
@@ -647,10 +755,16 @@ def check_slots(checks: sl.Checks, ctx: Context) -> None:
         replace = c.request("put", slot="s0", value="again")
         c.request("put", slot="s1", value=None)
         freed = c.request("put", slot="s-extra", value=1)
-        checks.check("4096 slots; the next gets bad_request naming the limit",
-                     all("result" in r for r in replies) and limit_error(extra, "4096"), str(extra))
-        checks.check("at the slot limit, replacing works and emptying frees a place",
-                     "result" in replace and "result" in freed, f"{replace}, {freed}")
+        checks.check(
+            "4096 slots; the next gets bad_request naming the limit",
+            all("result" in r for r in replies) and limit_error(extra, "4096"),
+            str(extra),
+        )
+        checks.check(
+            "at the slot limit, replacing works and emptying frees a place",
+            "result" in replace and "result" in freed,
+            f"{replace}, {freed}",
+        )
     b.terminate()
 
     b = ctx.broker("slot-bytes")
@@ -660,15 +774,22 @@ def check_slots(checks: sl.Checks, ctx: Context) -> None:
         fits = (64 << 20) // 1_000_000
         replies = [c.request("put", slot=f"b{i}", value=value) for i in range(fits)]
         extra = c.request("put", slot="b-extra", value=value)
-        checks.check(f"64 MiB of slot values ({fits} x 1 MB fit); the next gets bad_request naming the limit",
-                     all("result" in r for r in replies) and limit_error(extra, str(64 << 20)), str(extra)[:200])
-        payload = {"actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
-                   "notification": {"identifier": "n1", "content": {"title": "t"}}}
+        checks.check(
+            f"64 MiB of slot values ({fits} x 1 MB fit); the next gets bad_request naming the limit",
+            all("result" in r for r in replies) and limit_error(extra, str(64 << 20)),
+            str(extra)[:200],
+        )
+        payload = {
+            "actionIdentifier": "com.apple.UNNotificationDefaultActionIdentifier",
+            "notification": {"identifier": "n1", "content": {"title": "t"}},
+        }
         post = c.request("post", name="didReceive", payload=payload)
         launch = c.request("peek", slot="launch")
-        checks.check("launch retention still stores when the quota is full (decision 20)",
-                     post.get("result", {}).get("retained") == "launch" and launch.get("result") == payload,
-                     str(post)[:200])
+        checks.check(
+            "launch retention still stores when the quota is full (decision 20)",
+            post.get("result", {}).get("retained") == "launch" and launch.get("result") == payload,
+            str(post)[:200],
+        )
         c.request("take", slot="b0")
         checks.check("taking a value frees its bytes", "result" in c.request("put", slot="b-extra", value=value))
     rss = b.rss_kib()
@@ -686,13 +807,19 @@ def check_frame_size(checks: sl.Checks, ctx: Context) -> None:
         checks.check("a frame of exactly --max-frame bytes is read", "result" in c.recv())
         c.send_raw(struct.pack(">I", 1001))  # the header alone: decided without the body
         frame = c.recv(3)
-        checks.check("a length of --max-frame + 1 gets frame_too_large from the header alone, then close",
-                     sl.error_code(frame) == "frame_too_large" and frame["id"] is None and c.expect_eof(), str(frame))
+        checks.check(
+            "a length of --max-frame + 1 gets frame_too_large from the header alone, then close",
+            sl.error_code(frame) == "frame_too_large" and frame["id"] is None and c.expect_eof(),
+            str(frame),
+        )
     with sl.Conn(b.socket) as c:
         c.send_raw(b"\0\0\0\0")
         frame = c.recv(3)
-        checks.check("a length of 0 gets frame_too_large, then close",
-                     sl.error_code(frame) == "frame_too_large" and c.expect_eof(), str(frame))
+        checks.check(
+            "a length of 0 gets frame_too_large, then close",
+            sl.error_code(frame) == "frame_too_large" and c.expect_eof(),
+            str(frame),
+        )
     b.terminate()
     b = ctx.broker("deep")
     with sl.Conn(b.socket) as c:
@@ -700,15 +827,20 @@ def check_frame_size(checks: sl.Checks, ctx: Context) -> None:
         depth = 400_000
         deep = b"[" * depth + b"]" * depth
         answers = []
-        for name, wrap in (("deep.plain", b"%s"), ("willPresent", b'{"notification":{"identifier":"n","content":'
-                                                                    b'{"userInfo":{"d":%s}}}}')):
-            c.send_raw(sl.raw_frame(b'{"op":"post","id":1,"name":"' + name.encode() + b'","payload":'
-                                    + wrap % deep + b"}"))
+        for name, wrap in (
+            ("deep.plain", b"%s"),
+            ("willPresent", b'{"notification":{"identifier":"n","content":{"userInfo":{"d":%s}}}}'),
+        ):
+            c.send_raw(
+                sl.raw_frame(b'{"op":"post","id":1,"name":"' + name.encode() + b'","payload":' + wrap % deep + b"}")
+            )
             answers.append(c.recv(10))
         pong = "result" in c.request("ping")
-        checks.check("400,000 levels of nesting: no crash, an answer each, still serving",
-                     b.alive() and pong and len(answers) == 2,
-                     f"{[a.get('result', {}).get('outcome') or sl.error_code(a) for a in answers]}")
+        checks.check(
+            "400,000 levels of nesting: no crash, an answer each, still serving",
+            b.alive() and pong and len(answers) == 2,
+            f"{[a.get('result', {}).get('outcome') or sl.error_code(a) for a in answers]}",
+        )
     b.terminate()
     b = ctx.broker("frame-default")
     with sl.Conn(b.socket) as c:
@@ -719,8 +851,11 @@ def check_frame_size(checks: sl.Checks, ctx: Context) -> None:
         ok = "result" in c.recv(10)
         c.send_raw(struct.pack(">I", (1 << 20) + 1))
         frame = c.recv(3)
-        checks.check("default --max-frame is 1 MiB: 1048576 read, 1048577 refused",
-                     ok and sl.error_code(frame) == "frame_too_large", str(frame))
+        checks.check(
+            "default --max-frame is 1 MiB: 1048576 read, 1048577 refused",
+            ok and sl.error_code(frame) == "frame_too_large",
+            str(frame),
+        )
     b.terminate()
 
 
@@ -755,27 +890,43 @@ def check_shutdown(checks: sl.Checks, ctx: Context) -> None:
             pass
         rc = b.wait_exit(5)
         took = time.monotonic() - started
-    checks.check("SIGTERM: queued and running posts, pending invokes, waiting takes get shutting_down",
-                 codes == {k: "shutting_down" for k in ("p1", "p2", "i1", "t1")}, str(codes))
+    checks.check(
+        "SIGTERM: queued and running posts, pending invokes, waiting takes get shutting_down",
+        codes == {k: "shutting_down" for k in ("p1", "p2", "i1", "t1")},
+        str(codes),
+    )
     # The broker stopped waiting for the peer that does not read, by that connection's flush
     # timeout or by the shutdown deadline (the contract's 2 s less a margin), says so, and
     # exits 0. How long it took is a figure.
     log = b.log()
     gave_up = "took no output for" in log or "did not take their output in time" in log
-    checks.check("SIGTERM: exits 0, giving up on a peer that does not read", rc == 0 and gave_up,
-                 f"exit {rc} after {took:.2f} s; giving up logged: {gave_up}")
+    checks.check(
+        "SIGTERM: exits 0, giving up on a peer that does not read",
+        rc == 0 and gave_up,
+        f"exit {rc} after {took:.2f} s; giving up logged: {gave_up}",
+    )
     checks.check("SIGTERM: the socket file is removed", not os.path.exists(b.socket))
     watcher.close()
     stuck.close()
 
 
 CHECKS = [
-    ("socket-mode", check_socket_mode), ("forbidden", check_forbidden), ("default-folder", check_default_folder),
-    ("socket-folders", check_socket_folders), ("state-dir", check_state_dir),
-    ("flood-seen", flood_seen), ("flood-events", flood_events), ("flood-replies", flood_replies),
-    ("per-connection", check_observer_handler_limits), ("calls", check_calls_in_flight),
+    ("socket-mode", check_socket_mode),
+    ("forbidden", check_forbidden),
+    ("default-folder", check_default_folder),
+    ("socket-folders", check_socket_folders),
+    ("state-dir", check_state_dir),
+    ("flood-seen", flood_seen),
+    ("flood-events", flood_events),
+    ("flood-replies", flood_replies),
+    ("per-connection", check_observer_handler_limits),
+    ("calls", check_calls_in_flight),
     ("call-stream", check_call_stream),
-    ("queue", check_queue), ("queue-bytes", check_queue_bytes), ("slots", check_slots), ("frame", check_frame_size), ("shutdown", check_shutdown),
+    ("queue", check_queue),
+    ("queue-bytes", check_queue_bytes),
+    ("slots", check_slots),
+    ("frame", check_frame_size),
+    ("shutdown", check_shutdown),
 ]
 
 

@@ -151,9 +151,16 @@ class RSSSampler:
 class Broker:
     """One `notifbus broker` child on a socket in `folder`, its stderr in a file there."""
 
-    def __init__(self, binary: str, folder: str, args: Sequence[str] = (), socket_path: Optional[str] = None,
-                 env: Optional[Dict[str, str]] = None, log_name: str = "broker.log",
-                 preexec: Optional[Callable[[], None]] = None) -> None:
+    def __init__(
+        self,
+        binary: str,
+        folder: str,
+        args: Sequence[str] = (),
+        socket_path: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        log_name: str = "broker.log",
+        preexec: Optional[Callable[[], None]] = None,
+    ) -> None:
         self.binary = binary
         self.folder = folder
         self.socket = socket_path if socket_path is not None else os.path.join(folder, "bus.sock")
@@ -175,8 +182,16 @@ class Broker:
     def start(self, with_socket: bool = True, wait: bool = True) -> "Broker":
         log = open(self.log_path, "ab")
         self._log_offset = log.tell()
-        self.process = track(subprocess.Popen(self.command(with_socket), stdin=subprocess.DEVNULL, stdout=log,
-                                              stderr=log, env=self.env, preexec_fn=self.preexec))
+        self.process = track(
+            subprocess.Popen(
+                self.command(with_socket),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=self.env,
+                preexec_fn=self.preexec,
+            )
+        )
         log.close()
         if wait:
             self.wait_ready()
@@ -324,8 +339,8 @@ class Conn:
             if len(self.buffer) >= 4:
                 n = struct.unpack(">I", self.buffer[:4])[0]
                 if len(self.buffer) >= 4 + n:
-                    body = bytes(self.buffer[4:4 + n])
-                    del self.buffer[:4 + n]
+                    body = bytes(self.buffer[4 : 4 + n])
+                    del self.buffer[: 4 + n]
                     return json.loads(body)
             self._fill(deadline)
 
@@ -452,8 +467,13 @@ class Checks:
         return 1 if failed else 0
 
 
-def run_checks(title: str, doc: str, prefix: str, named: Sequence[Tuple[str, Callable[[Checks, Any], None]]],
-               context: Callable[[str, str], Any]) -> int:
+def run_checks(
+    title: str,
+    doc: str,
+    prefix: str,
+    named: Sequence[Tuple[str, Callable[[Checks, Any], None]]],
+    context: Callable[[str, str], Any],
+) -> int:
     """The main program of a checks file: `-k WORD` picks the checks whose name contains
     WORD; each runs in turn with `context(folder, binary)` (a fresh folder and a snapshot
     of the broker), and one that raises is a failed check, not a crash. The children of

@@ -55,8 +55,16 @@ def blocks(file: str) -> list[Block]:
             i += 1
         i += 1
         marker = MARKER.match(lines[start - 1]) if start > 0 else None
-        found.append(Block(file, start + 1, m.group(1), "\n".join(body) + "\n",
-                           marker.group(1) if marker else None, marker.group(2) if marker else None))
+        found.append(
+            Block(
+                file,
+                start + 1,
+                m.group(1),
+                "\n".join(body) + "\n",
+                marker.group(1) if marker else None,
+                marker.group(2) if marker else None,
+            )
+        )
     return found
 
 
@@ -68,8 +76,16 @@ def stopped_from_outside(signum: int, _frame: object) -> None:
 
 def run(what: Block, command: list[str], env: dict, cwd: Path, stdin: str | None = None) -> str:
     """Runs `command` in its own process group (background jobs included), bounded."""
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = process.communicate(stdin, timeout=BLOCK_LIMIT)
     except subprocess.TimeoutExpired:
@@ -96,11 +112,18 @@ class Broker:
 
     def __init__(self, binary: Path, folder: Path):
         self.socket = str(folder / "bus.sock")
-        self.process = subprocess.Popen([str(binary), "broker", "--socket", self.socket, "--hop-timeout", "2s"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [str(binary), "broker", "--socket", self.socket, "--hop-timeout", "2s"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
-            subprocess.run([str(binary), "ping", "--wait", "10s", "--socket", self.socket], check=True,
-                           stdout=subprocess.DEVNULL, timeout=30)
+            subprocess.run(
+                [str(binary), "ping", "--wait", "10s", "--socket", self.socket],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                timeout=30,
+            )
         except BaseException:
             self.stop()  # a broker that never answered is not left running
             raise
@@ -115,10 +138,18 @@ class Broker:
 
 def check_installed(block: Block, prefix: Path) -> None:
     """The install block put everything the Getting started section promises in place."""
-    wanted = ["bin/notifbus", "bin/notifbus-desktop", "bin/notifbus-bridge", "share/man/man1/notifbus.1",
-              "share/bash-completion/completions/notifbus", "share/zsh/site-functions/_notifbus",
-              "share/fish/vendor_completions.d/notifbus.fish", "share/systemd/user/notifbus.socket",
-              "share/systemd/user/notifbus.service", "share/systemd/user/notifbus-desktop.service"]
+    wanted = [
+        "bin/notifbus",
+        "bin/notifbus-desktop",
+        "bin/notifbus-bridge",
+        "share/man/man1/notifbus.1",
+        "share/bash-completion/completions/notifbus",
+        "share/zsh/site-functions/_notifbus",
+        "share/fish/vendor_completions.d/notifbus.fish",
+        "share/systemd/user/notifbus.socket",
+        "share/systemd/user/notifbus.service",
+        "share/systemd/user/notifbus-desktop.service",
+    ]
     missing = [path for path in wanted if not (prefix / path).is_file()]
     if missing:
         fail(block, f"did not install {', '.join(missing)}", "")
@@ -143,18 +174,24 @@ def check_installed(block: Block, prefix: Path) -> None:
 def check_without_broker(block: Block, program: Path, env: dict) -> None:
     """The program, run where no broker listens, says so in one line and exits 1: the error
     handling a real program has, not a crash with a backtrace."""
-    done = subprocess.run([str(program)], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=BLOCK_LIMIT)
+    done = subprocess.run(
+        [str(program)], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=BLOCK_LIMIT
+    )
     lines = (done.stdout + done.stderr).splitlines()
     if done.returncode != 1 or len(lines) != 1 or "cannot connect" not in lines[0]:
-        fail(block, f"without a broker exited {done.returncode}, not 1 with one line naming the failure",
-             done.stdout + done.stderr)
+        fail(
+            block,
+            f"without a broker exited {done.returncode}, not 1 with one line naming the failure",
+            done.stdout + done.stderr,
+        )
 
 
 #: Where each README states its durations, once, near the top: (file, words, line limit).
-DURATIONS = [("README.md", "Durations are Swift `Duration`s", None),
-             ("Clients/python/README.md", "Durations are **seconds**", 15),
-             ("Clients/js/README.md", "Durations are **milliseconds**", 15)]
+DURATIONS = [
+    ("README.md", "Durations are Swift `Duration`s", None),
+    ("Clients/python/README.md", "Durations are **seconds**", 15),
+    ("Clients/js/README.md", "Durations are **milliseconds**", 15),
+]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -178,7 +215,7 @@ def check_prose() -> None:
             problems.append(f"{file}: '{words}' should appear once, near the top")
     package = json.loads((ROOT / "Clients/js/package.json").read_text())
     if package.get("license") != "MIT" or package.get("type") != "module":
-        problems.append("Clients/js/package.json: needs \"license\": \"MIT\" and \"type\": \"module\"")
+        problems.append('Clients/js/package.json: needs "license": "MIT" and "type": "module"')
     if 'license = { text = "MIT" }' not in (ROOT / "Clients/python/pyproject.toml").read_text():
         problems.append("Clients/python/pyproject.toml: needs its license")
     if not (ROOT / "LICENSE").is_file():
@@ -206,8 +243,13 @@ def main() -> int:
         home.mkdir()
         runtime.mkdir(mode=0o700)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("NOTIFBUS_")}
-        shell_env = dict(base_env, HOME=str(home), XDG_RUNTIME_DIR=str(runtime), NOTIFBUS_BUILD_DIR=str(binary_dir),
-                         PATH=f"{home}/.local/bin:{base_env.get('PATH', '/usr/bin:/bin')}")
+        shell_env = dict(
+            base_env,
+            HOME=str(home),
+            XDG_RUNTIME_DIR=str(runtime),
+            NOTIFBUS_BUILD_DIR=str(binary_dir),
+            PATH=f"{home}/.local/bin:{base_env.get('PATH', '/usr/bin:/bin')}",
+        )
         broker = Broker(binary, work)
         client_env = dict(base_env, NOTIFBUS_SOCKET=broker.socket, PYTHONPATH=str(ROOT / "Clients/python/src"))
         counts = {"ran": 0, "skipped": 0}
@@ -238,10 +280,16 @@ def main() -> int:
                     if js_project is None:
                         js_project = work / "js-app"
                         js_project.mkdir()
-                        (js_project / "package.json").write_text(json.dumps({"name": "docs-app", "private": True, "type": "module"}))
+                        (js_project / "package.json").write_text(
+                            json.dumps({"name": "docs-app", "private": True, "type": "module"})
+                        )
                         if shutil.which("npm"):
-                            run(block, ["npm", "install", "--offline", "--no-audit", "--no-fund", str(ROOT / "Clients/js")],
-                                base_env, js_project)
+                            run(
+                                block,
+                                ["npm", "install", "--offline", "--no-audit", "--no-fund", str(ROOT / "Clients/js")],
+                                base_env,
+                                js_project,
+                            )
                         else:
                             # What `npm install FOLDER` makes: a link in node_modules.
                             (js_project / "node_modules").mkdir()
@@ -256,8 +304,10 @@ def main() -> int:
         manifests = [b for b in swift_blocks if "swift-tools-version" in b.text]
         programs = [b for b in swift_blocks if b not in manifests]
         if len(manifests) != 1 or len(programs) != 1:
-            print(f"docs: expected one Package.swift and one program among the Swift blocks, found {len(swift_blocks)} blocks",
-                  file=sys.stderr)
+            print(
+                f"docs: expected one Package.swift and one program among the Swift blocks, found {len(swift_blocks)} blocks",
+                file=sys.stderr,
+            )
             return 1
         manifest, program = manifests[0], programs[0]
         name = re.search(r'name:\s*"([^"]+)"', manifest.text).group(1)
@@ -268,7 +318,9 @@ def main() -> int:
         (package / "Sources" / name / "main.swift").write_text(program.text)
         run(program, ["swift", "build"], base_env, package)
         run(program, [str(package / ".build" / "debug" / name)], client_env, package)
-        check_without_broker(program, package / ".build" / "debug" / name, dict(client_env, NOTIFBUS_SOCKET=str(work / "none.sock")))
+        check_without_broker(
+            program, package / ".build" / "debug" / name, dict(client_env, NOTIFBUS_SOCKET=str(work / "none.sock"))
+        )
         print(f"docs: ok {manifest} and {program}: a fresh package on NotifBusClient alone builds and runs")
         counts["ran"] += 2
         print(f"docs: {counts['ran']} blocks ran, {counts['skipped']} skipped")

@@ -34,10 +34,24 @@ FIXTURE = HERE / "layering-fixture"
 
 # Modules every target may import without declaring them: the Swift toolchain's own.
 TOOLCHAIN = {
-    "Swift", "_Concurrency", "_StringProcessing", "RegexBuilder", "Synchronization",
-    "Observation", "Distributed", "Glibc", "Musl", "Darwin", "Foundation",
-    "FoundationEssentials", "FoundationInternationalization", "FoundationNetworking",
-    "FoundationXML", "Dispatch", "Testing", "XCTest",
+    "Swift",
+    "_Concurrency",
+    "_StringProcessing",
+    "RegexBuilder",
+    "Synchronization",
+    "Observation",
+    "Distributed",
+    "Glibc",
+    "Musl",
+    "Darwin",
+    "Foundation",
+    "FoundationEssentials",
+    "FoundationInternationalization",
+    "FoundationNetworking",
+    "FoundationXML",
+    "Dispatch",
+    "Testing",
+    "XCTest",
 }
 
 # Each C library, and the one target allowed to import it (and that target's own test
@@ -52,30 +66,93 @@ ONLY_IMPORTER = {
 # `name(` unqualified in a file that imports a system module and declares no function of
 # that name itself (so a type's own `write(_:)` method is not taken for the syscall).
 SOCKET_CALLS = {
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "send",
-    "sendto", "sendmsg", "recv", "recvfrom", "recvmsg", "shutdown", "getsockopt",
-    "setsockopt", "getpeername", "getsockname",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "send",
+    "sendto",
+    "sendmsg",
+    "recv",
+    "recvfrom",
+    "recvmsg",
+    "shutdown",
+    "getsockopt",
+    "setsockopt",
+    "getpeername",
+    "getsockname",
 }
 IO_CALLS = {
-    "read", "write", "readv", "writev", "pread", "pwrite", "open", "openat", "creat",
-    "close", "fsync", "fdatasync", "poll", "ppoll", "select", "epoll_create",
-    "epoll_create1", "epoll_ctl", "epoll_wait", "fopen", "fdopen", "fread", "fwrite",
-    "fclose", "fflush", "fcntl", "ioctl", "pipe", "pipe2", "dup", "dup2", "lseek",
-    "ftruncate", "unlink", "rename", "mkdir", "rmdir", "fstat", "lstat", "stat",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread",
+    "pwrite",
+    "open",
+    "openat",
+    "creat",
+    "close",
+    "fsync",
+    "fdatasync",
+    "poll",
+    "ppoll",
+    "select",
+    "epoll_create",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "fopen",
+    "fdopen",
+    "fread",
+    "fwrite",
+    "fclose",
+    "fflush",
+    "fcntl",
+    "ioctl",
+    "pipe",
+    "pipe2",
+    "dup",
+    "dup2",
+    "lseek",
+    "ftruncate",
+    "unlink",
+    "rename",
+    "mkdir",
+    "rmdir",
+    "fstat",
+    "lstat",
+    "stat",
 }
 CLOCK_CALLS = {
-    "clock_gettime", "clock_nanosleep", "gettimeofday", "time", "nanosleep", "usleep",
+    "clock_gettime",
+    "clock_nanosleep",
+    "gettimeofday",
+    "time",
+    "nanosleep",
+    "usleep",
     "sleep",
 }
 # Clocks reachable without any import (the standard library's) or through Foundation and
 # Dispatch; a name here counts wherever it appears as an identifier.
-CLOCK_NAMES = {"ContinuousClock", "SuspendingClock", "Date", "DispatchTime", "DispatchWallTime", "CFAbsoluteTimeGetCurrent"}
+CLOCK_NAMES = {
+    "ContinuousClock",
+    "SuspendingClock",
+    "Date",
+    "DispatchTime",
+    "DispatchWallTime",
+    "CFAbsoluteTimeGetCurrent",
+}
 SYSTEM_MODULES = {"Glibc", "Musl", "Darwin", "Foundation", "FoundationEssentials", "Dispatch"}
 
 
 @dataclass(frozen=True)
 class LayerRule:
     """What one module's layer must not use, and why (printed with each break)."""
+
     forbidden_imports: Dict[str, str]
     forbidden_calls: Dict[str, str]
     forbidden_names: Dict[str, str]
@@ -94,18 +171,39 @@ LAYER_RULES: Dict[str, LayerRule] = {
     "NotifBusProtocol": LayerRule(
         forbidden_imports={
             **_each(["CLibevent", "CSdBus", "CNats", "FoundationNetworking"], NO_SOCKETS),
-            **_each(["Foundation", "FoundationEssentials", "Dispatch"],
-                    "the protocol layer has no sockets and no clock; Foundation and Dispatch bring both (ARCHITECTURE.md: The layers)"),
-            **_each(["NotifBusCore", "NotifBusTransport", "NotifBusClient"], "the protocol layer is the bottom one (ARCHITECTURE.md: The layers)"),
+            **_each(
+                ["Foundation", "FoundationEssentials", "Dispatch"],
+                "the protocol layer has no sockets and no clock; Foundation and Dispatch bring both (ARCHITECTURE.md: The layers)",
+            ),
+            **_each(
+                ["NotifBusCore", "NotifBusTransport", "NotifBusClient"],
+                "the protocol layer is the bottom one (ARCHITECTURE.md: The layers)",
+            ),
         },
-        forbidden_calls={**_each(SOCKET_CALLS | (IO_CALLS - {"stat", "lstat", "fstat"}), NO_SOCKETS),
-                         **_each(CLOCK_CALLS, NO_CLOCK_PROTOCOL)},
+        forbidden_calls={
+            **_each(SOCKET_CALLS | (IO_CALLS - {"stat", "lstat", "fstat"}), NO_SOCKETS),
+            **_each(CLOCK_CALLS, NO_CLOCK_PROTOCOL),
+        },
         forbidden_names=_each(CLOCK_NAMES, NO_CLOCK_PROTOCOL),
     ),
     "NotifBusCore": LayerRule(
-        forbidden_imports=_each(["CLibevent", "CSdBus", "CNats", "Glibc", "Musl", "Darwin", "Foundation",
-                                 "FoundationEssentials", "FoundationNetworking", "Dispatch",
-                                 "NotifBusTransport", "NotifBusClient"], PURE_CORE),
+        forbidden_imports=_each(
+            [
+                "CLibevent",
+                "CSdBus",
+                "CNats",
+                "Glibc",
+                "Musl",
+                "Darwin",
+                "Foundation",
+                "FoundationEssentials",
+                "FoundationNetworking",
+                "Dispatch",
+                "NotifBusTransport",
+                "NotifBusClient",
+            ],
+            PURE_CORE,
+        ),
         forbidden_calls=_each(SOCKET_CALLS | IO_CALLS | CLOCK_CALLS, PURE_CORE),
         forbidden_names=_each(CLOCK_NAMES, PURE_CORE),
     ),
@@ -135,6 +233,7 @@ class Import:
 
 # ---------------------------------------------------------------------------------------
 # Reading Swift: code with comments and string literals blanked out, line numbers kept.
+
 
 def strip_swift(text: str) -> str:
     """The text with comments and string-literal contents replaced by spaces.
@@ -167,7 +266,7 @@ def strip_swift(text: str) -> str:
                 strings[-1][2] = 0
                 continue
             if text.startswith(escape, i) and i + len(escape) < n:
-                out.append(blank(text[i:i + len(escape) + 1]))
+                out.append(blank(text[i : i + len(escape) + 1]))
                 i += len(escape) + 1
                 continue
             out.append("\n" if text[i] == "\n" else " ")
@@ -192,7 +291,7 @@ def strip_swift(text: str) -> str:
             out.append(blank(text[i:j]))
             i = j
             continue
-        m = re.match(r'(#*)("""|")', text[i:i + 64])
+        m = re.match(r'(#*)("""|")', text[i : i + 64])
         if m:
             out.append(m.group(0))
             i += len(m.group(0))
@@ -215,7 +314,8 @@ def strip_swift(text: str) -> str:
 
 IMPORT_RE = re.compile(
     r"^\s*((?:@\w+(?:\([^)]*\))?\s+)*)import\s+(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_]\w*)",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 CALL_RE = re.compile(r"(?<![\w.])(?:(Glibc|Musl|Darwin|Foundation)\s*\.\s*)?([A-Za-z_]\w*)\s*\(")
 FUNC_RE = re.compile(r"\bfunc\s+([A-Za-z_]\w*)")
 IDENT_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\b")
@@ -226,19 +326,20 @@ def line_of(text: str, offset: int) -> int:
 
 
 def imports_of(code: str) -> List[Import]:
-    return [Import(line_of(code, m.start(2)), m.group(2), "@_exported" in m.group(1))
-            for m in IMPORT_RE.finditer(code)]
+    return [Import(line_of(code, m.start(2)), m.group(2), "@_exported" in m.group(1)) for m in IMPORT_RE.finditer(code)]
 
 
 # ---------------------------------------------------------------------------------------
 # Reading the package.
 
+
 def read_manifest(root: Path, manifest: Optional[Path]) -> dict:
     if manifest is not None:
         return json.loads(manifest.read_text(encoding="utf-8"))
     try:
-        done = subprocess.run(["swift", "package", "dump-package"], cwd=root, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            ["swift", "package", "dump-package"], cwd=root, capture_output=True, text=True, timeout=300
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SystemExit(f"layering: could not run swift package dump-package: {exc}") from None
     if done.returncode != 0:
@@ -271,8 +372,7 @@ def swift_files(target: Target) -> List[Path]:
     if not target.folder.is_dir():
         return []
     excluded = [target.folder / e for e in target.exclude]
-    return sorted(p for p in target.folder.rglob("*.swift")
-                  if not any(p == e or e in p.parents for e in excluded))
+    return sorted(p for p in target.folder.rglob("*.swift") if not any(p == e or e in p.parents for e in excluded))
 
 
 def module_name(target: Target) -> str:
@@ -282,6 +382,7 @@ def module_name(target: Target) -> str:
 
 # ---------------------------------------------------------------------------------------
 # The check.
+
 
 def check(root: Path, manifest: dict) -> List[str]:
     """Every broken rule as 'path:line: message', in file order."""
@@ -340,8 +441,12 @@ def check(root: Path, manifest: dict) -> List[str]:
                 report(path, imp.line, f"{t.name} imports {imp.module}: only {owner} may import {imp.module}")
                 continue
             if imp.module not in declared and imp.module not in TOOLCHAIN:
-                report(path, imp.line, f"{t.name} imports {imp.module}, which Package.swift does not list among "
-                                       f"its dependencies (nor does any of them re-export it)")
+                report(
+                    path,
+                    imp.line,
+                    f"{t.name} imports {imp.module}, which Package.swift does not list among "
+                    f"its dependencies (nor does any of them re-export it)",
+                )
         if rule is None:
             continue
         for path in swift_files(t):
@@ -359,8 +464,11 @@ def check(root: Path, manifest: dict) -> List[str]:
                 report(path, line_of(code, m.start(2)), f"{t.name} calls {shown}(): {rule.forbidden_calls[name]}")
             for m in IDENT_RE.finditer(code):
                 if m.group(1) in rule.forbidden_names:
-                    report(path, line_of(code, m.start(1)),
-                           f"{t.name} uses {m.group(1)}: {rule.forbidden_names[m.group(1)]}")
+                    report(
+                        path,
+                        line_of(code, m.start(1)),
+                        f"{t.name} uses {m.group(1)}: {rule.forbidden_names[m.group(1)]}",
+                    )
     problems.sort()
     return [f"{p}:{line}: {message}" for p, line, message in problems]
 
@@ -369,9 +477,13 @@ def check(root: Path, manifest: dict) -> List[str]:
 # The self-test: a fixture package in which every rule is broken once, and a file whose
 # comments and strings mention everything and must pass.
 
+
 def self_test() -> int:
-    expected = [line for line in (FIXTURE / "expected.txt").read_text(encoding="utf-8").splitlines()
-                if line and not line.startswith("#")]
+    expected = [
+        line
+        for line in (FIXTURE / "expected.txt").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    ]
     manifest = json.loads((FIXTURE / "manifest.json").read_text(encoding="utf-8"))
     got = check(FIXTURE, manifest)
     if got != expected:
@@ -387,9 +499,15 @@ def self_test() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Check the layering of the Swift modules.")
-    parser.add_argument("--root", type=Path, default=HERE.parent.parent, help="package folder (default: this repository)")
-    parser.add_argument("--manifest", type=Path, default=None,
-                        help="a `swift package dump-package` JSON file (default: run it in --root)")
+    parser.add_argument(
+        "--root", type=Path, default=HERE.parent.parent, help="package folder (default: this repository)"
+    )
+    parser.add_argument(
+        "--manifest",
+        type=Path,
+        default=None,
+        help="a `swift package dump-package` JSON file (default: run it in --root)",
+    )
     parser.add_argument("--self-test", action="store_true", help="check the planted fixture instead")
     args = parser.parse_args()
     if args.self_test:

@@ -4,15 +4,11 @@
 # pinned in scripts/lib/python-tools.txt, which scripts/setup.sh installs into .build/venv.
 # Reads only. `scripts/test.d/03-lint.sh --fix` formats every Python and JavaScript file,
 # sorts their imports and applies the linters' safe fixes, in place.
-#
-# The formatters' check (ruff format, import order, Biome's formatter) runs when
-# format_check is on. It is off while the tree has not been formatted once: the command
-# that formats it and turns the check on is in CONTRIBUTING.md, "Python and JavaScript".
+# The formatters are checked too (ruff format, import order, Biome's formatter).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -f scripts/lib/venv.sh ] || { echo "lint: scripts/lib/venv.sh is missing: the linters live in .build/venv"; exit 1; }
 source scripts/lib/venv.sh
-format_check=off
 
 for tool in ruff biome; do
     command -v "$tool" >/dev/null || { echo "lint: $tool is missing; scripts/setup.sh installs it into .build/venv"; exit 1; }
@@ -27,17 +23,11 @@ if [ "${1:-}" = --fix ]; then
 fi
 
 status=0
-# Import order (the I rules) is part of the format check below.
-if [ "$format_check" = on ]; then
-    timeout 300 ruff check --output-format concise . || status=1
-    timeout 300 ruff format --check . || status=1
-    timeout 300 biome ci --error-on-warnings || status=1
-else
-    timeout 300 ruff check --output-format concise --extend-ignore I . || status=1
-    timeout 300 biome lint --error-on-warnings || status=1
-fi
+timeout 300 ruff check --output-format concise . || status=1
+timeout 300 ruff format --check . || status=1
+timeout 300 biome ci --error-on-warnings || status=1
 if [ $status -ne 0 ]; then
     echo "lint: the findings above need fixing (scripts/test.d/03-lint.sh --fix fixes what it safely can)"
     exit 1
 fi
-echo "lint: the Python and JavaScript files pass ruff and Biome (format check: $format_check)"
+echo "lint: the Python and JavaScript files pass ruff and Biome (formatted as they say)"

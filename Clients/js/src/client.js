@@ -3,8 +3,8 @@
 // themselves live in the broker; reading never waits on a user handler.
 
 import { EventEmitter } from 'node:events';
-import net from 'node:net';
 import { statSync } from 'node:fs';
+import net from 'node:net';
 
 import {
   BrokerError,
@@ -15,7 +15,7 @@ import {
   RequestTimeoutError,
 } from './errors.js';
 import { CLOSING_CODES } from './errorTable.js';
-import { FrameDecoder, encodeFrame } from './framing.js';
+import { encodeFrame, FrameDecoder } from './framing.js';
 import { Registry, resumeRequest, retryDelays, sleep, supersededBy } from './reconnect.js';
 import { resolveSocketPath } from './socketPath.js';
 
@@ -348,8 +348,16 @@ export class Client extends EventEmitter {
       timeout,
       onResult: (result) => {
         this.#observers.set(result.observer, { handler, onEvicted });
-        this.#registry.add({ kind: 'observer', handle: result.observer, current: result.observer, handler, onEvicted,
-          events: fields.events, priority, key });
+        this.#registry.add({
+          kind: 'observer',
+          handle: result.observer,
+          current: result.observer,
+          handler,
+          onEvicted,
+          events: fields.events,
+          priority,
+          key,
+        });
         return result.observer;
       },
     });
@@ -452,7 +460,9 @@ export class Client extends EventEmitter {
    * @throws {BrokerError} `bad_request` when the set is invalid; the set in force stays
    */
   async setNotificationCategories(categories, options = {}) {
-    const result = await this.#request('setCategories', keyed({ categories }, options.once), { timeout: options.timeout });
+    const result = await this.#request('setCategories', keyed({ categories }, options.once), {
+      timeout: options.timeout,
+    });
     return result.count;
   }
 
@@ -533,11 +543,15 @@ export class Client extends EventEmitter {
       const ms = checkTimeout(timeout ?? this.#defaultTimeout, 'timeout');
       const id = this.#nextId++;
       const frame = this.#encode({ op, id, ...fields });
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new RequestTimeoutError(op, ms));
-      }, Math.min(ms, MAX_TIMER_MS));
-      const resend = this.#resendKeyed && !internal && fields.once != null ? { fields, ms, started: Date.now() } : undefined;
+      const timer = setTimeout(
+        () => {
+          this.#pending.delete(id);
+          reject(new RequestTimeoutError(op, ms));
+        },
+        Math.min(ms, MAX_TIMER_MS),
+      );
+      const resend =
+        this.#resendKeyed && !internal && fields.once != null ? { fields, ms, started: Date.now() } : undefined;
       this.#pending.set(id, { resolve, reject, timer, onResult, errorType, op, markRepeat, resend });
       this.#socket.write(frame);
     });
@@ -575,9 +589,12 @@ export class Client extends EventEmitter {
           reject(error);
         },
       };
-      const timer = setTimeout(() => {
-        entry.fail(new RequestTimeoutError(op, ms, 'the broker is unreachable (reconnecting)'));
-      }, Math.min(Math.max(0, ms - (Date.now() - started)), MAX_TIMER_MS));
+      const timer = setTimeout(
+        () => {
+          entry.fail(new RequestTimeoutError(op, ms, 'the broker is unreachable (reconnecting)'));
+        },
+        Math.min(Math.max(0, ms - (Date.now() - started)), MAX_TIMER_MS),
+      );
       this.#waiting.add(entry);
     });
   }
@@ -595,10 +612,12 @@ export class Client extends EventEmitter {
       clearTimeout(pending.timer);
       const { op, onResult, errorType, markRepeat, resend } = pending;
       later.push(() =>
-        this.#requestWhenBack(op, resend.fields, { timeout: resend.ms, onResult, errorType, markRepeat }, resend.started).then(
-          pending.resolve,
-          pending.reject,
-        ),
+        this.#requestWhenBack(
+          op,
+          resend.fields,
+          { timeout: resend.ms, onResult, errorType, markRepeat },
+          resend.started,
+        ).then(pending.resolve, pending.reject),
       );
     }
     return later;
@@ -647,8 +666,15 @@ export class Client extends EventEmitter {
           if (current !== undefined && result.replaced === current) this.#forgetHandler(current);
           this.#handlers.set(result.handler, { handler, key, onEvicted, superseded: false });
           this.#handlerIds.set(key, result.handler);
-          this.#registry.add({ kind: 'handler', handle: result.handler, current: result.handler, handler, onEvicted,
-            channel, method });
+          this.#registry.add({
+            kind: 'handler',
+            handle: result.handler,
+            current: result.handler,
+            handler,
+            onEvicted,
+            channel,
+            method,
+          });
           return result.handler;
         },
       });
@@ -941,7 +967,10 @@ export class Client extends EventEmitter {
           this.#adopt(e, e.kind === 'observer' ? result.observer : result.handler);
           return result;
         };
-        return this.#request(op, wire, { ...internal, onResult }).then((result) => ({ result }), (error) => ({ error }));
+        return this.#request(op, wire, { ...internal, onResult }).then(
+          (result) => ({ result }),
+          (error) => ({ error }),
+        );
       });
       const monitor = this.#monitoring ? this.#request('monitor', {}, internal) : null;
       const settled = await Promise.all(replies);
@@ -994,7 +1023,9 @@ export class Client extends EventEmitter {
     const frame = encodeFrame(message);
     const limit = this.maxFrame;
     if (limit !== null && frame.length - 4 > limit) {
-      throw new RangeError(`${message.op} frame of ${frame.length - 4} bytes exceeds the broker's maxFrame of ${limit}`);
+      throw new RangeError(
+        `${message.op} frame of ${frame.length - 4} bytes exceeds the broker's maxFrame of ${limit}`,
+      );
     }
     return frame;
   }
@@ -1142,7 +1173,7 @@ function describeSocketError(error, path) {
   let what;
   try {
     const st = statSync(path);
-    if (st.isDirectory()) what = 'is a folder, not a socket (give the socket\'s path inside it)';
+    if (st.isDirectory()) what = "is a folder, not a socket (give the socket's path inside it)";
     else if (!st.isSocket()) what = 'is not a socket';
   } catch {
     return error;
@@ -1162,10 +1193,13 @@ function describeSocketError(error, path) {
 function openSocket(path, ms) {
   return new Promise((resolve, reject) => {
     const socket = net.createConnection({ path });
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new RequestTimeoutError('connect', ms));
-    }, Math.min(ms, MAX_TIMER_MS));
+    const timer = setTimeout(
+      () => {
+        socket.destroy();
+        reject(new RequestTimeoutError('connect', ms));
+      },
+      Math.min(ms, MAX_TIMER_MS),
+    );
     socket.once('error', (error) => {
       clearTimeout(timer);
       reject(describeSocketError(error, path));

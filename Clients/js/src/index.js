@@ -3,32 +3,32 @@
 
 export {
   Client,
-  MethodChannel,
-  connect,
-  NEXT,
-  STOP,
   complete,
+  connect,
   DEFAULT_TIMEOUT,
   HANDLER_ERROR_CODE,
+  MethodChannel,
+  NEXT,
   PROTOCOL_VERSION,
+  STOP,
 } from './client.js';
 export {
-  NotifBusError,
   BrokerError,
+  ConnectionLostError,
   MethodCallError,
   MissingPluginError,
-  ConnectionLostError,
+  NotifBusError,
   RequestTimeoutError,
 } from './errors.js';
-export { FrameDecoder, FrameError, encodeFrame, decodeBody } from './framing.js';
-export { resolveSocketPath } from './socketPath.js';
+export { decodeBody, encodeFrame, FrameDecoder, FrameError } from './framing.js';
 export {
   ACTIVATION_WAIT,
   DEFAULT_ACTION_IDENTIFIER,
   DISMISS_ACTION_IDENTIFIER,
-  LAUNCH_SLOT,
-  PRESENTATION_OPTIONS,
   HANDLED,
+  LAUNCH_SLOT,
   PASS,
+  PRESENTATION_OPTIONS,
   presentationOptions,
 } from './profile.js';
+export { resolveSocketPath } from './socketPath.js';

@@ -6,7 +6,7 @@
 //   userNotificationCenter(_:willPresent:...)   willPresent   addWillPresentObserver / postWillPresent
 //   userNotificationCenter(_:didReceive:...)    didReceive    addDidReceiveObserver / postDidReceive
 //   userNotificationCenter(_:openSettingsFor:)  openSettings  addOpenSettingsObserver / postOpenSettings
-import { Client, NEXT, STOP, complete } from './client.js';
+import { Client, complete, NEXT, STOP } from './client.js';
 
 /** `UNNotificationDefaultActionIdentifier`: the user tapped the notification itself. */
 export const DEFAULT_ACTION_IDENTIFIER = 'com.apple.UNNotificationDefaultActionIdentifier';
@@ -39,13 +39,17 @@ export function presentationOptions(result) {
 
 function optionsAnswer(options) {
   if (options == null) return NEXT;
-  if (!Array.isArray(options)) throw new TypeError(`a willPresent observer returns an array of options or null, not ${options}`);
+  if (!Array.isArray(options))
+    throw new TypeError(`a willPresent observer returns an array of options or null, not ${options}`);
   for (const name of options) {
     if (!PRESENTATION_OPTIONS.includes(name)) {
-      throw new TypeError(`unknown presentation option ${JSON.stringify(name)}; expected ${PRESENTATION_OPTIONS.join(', ')}`);
+      throw new TypeError(
+        `unknown presentation option ${JSON.stringify(name)}; expected ${PRESENTATION_OPTIONS.join(', ')}`,
+      );
     }
   }
-  if (new Set(options).size !== options.length) throw new TypeError(`repeated presentation option in ${JSON.stringify(options)}`);
+  if (new Set(options).size !== options.length)
+    throw new TypeError(`repeated presentation option in ${JSON.stringify(options)}`);
   return complete(options);
 }
 
@@ -70,7 +74,8 @@ const readNotification = (payload) => {
 };
 const readResponse = (payload) =>
   payload && typeof payload.actionIdentifier === 'string' && typeof payload.notification?.identifier === 'string'
-    ? payload : undefined;
+    ? payload
+    : undefined;
 const readSettingsTarget = (payload) => {
   const n = payload?.notification;
   if (n == null) return null;
@@ -121,8 +126,15 @@ const profile = {
    */
   async receiveNotificationResponses(appId, handler, { activatedFor = null, wait, priority, ...call } = {}) {
     const launchWait = wait ?? (activatedFor == null ? undefined : ACTIVATION_WAIT);
-    const launchResponse = await this.take(LAUNCH_SLOT, { ...call, ...(launchWait == null ? {} : { wait: launchWait }) });
-    const observer = await this.addDidReceiveObserver(handler, { ...call, key: appId, ...(priority == null ? {} : { priority }) });
+    const launchResponse = await this.take(LAUNCH_SLOT, {
+      ...call,
+      ...(launchWait == null ? {} : { wait: launchWait }),
+    });
+    const observer = await this.addDidReceiveObserver(handler, {
+      ...call,
+      key: appId,
+      ...(priority == null ? {} : { priority }),
+    });
     return { launchResponse, observer };
   },
 };

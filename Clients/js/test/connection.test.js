@@ -10,9 +10,9 @@ import { after, describe, test } from 'node:test';
 import {
   BrokerError,
   ConnectionLostError,
+  connect,
   NEXT,
   RequestTimeoutError,
-  connect,
   resolveSocketPath,
 } from '../src/index.js';
 import { deferred, delay, startBroker, within } from '../test-support/broker.js';
@@ -30,7 +30,11 @@ async function freshBroker(args = []) {
 }
 
 /** Resolves with the rejection reason, so a test can wait for it later without an unhandled rejection. */
-const settled = (promise) => promise.then((value) => ({ resolved: value }), (error) => error);
+const settled = (promise) =>
+  promise.then(
+    (value) => ({ resolved: value }),
+    (error) => error,
+  );
 
 const isLost = (error) => error instanceof ConnectionLostError && error.code === 'connection_lost';
 
@@ -41,7 +45,10 @@ describe('socket path', () => {
     assert.equal(resolveSocketPath(undefined, env, 1000), '/env/bus.sock');
     assert.equal(resolveSocketPath(null, { XDG_RUNTIME_DIR: '/run/user/1000' }, 1000), '/run/user/1000/notifbus.sock');
     assert.equal(resolveSocketPath(undefined, {}, 1000), '/tmp/notifbus-1000/notifbus.sock');
-    assert.equal(resolveSocketPath('', { NOTIFBUS_SOCKET: '', XDG_RUNTIME_DIR: '' }, 0), '/tmp/notifbus-0/notifbus.sock');
+    assert.equal(
+      resolveSocketPath('', { NOTIFBUS_SOCKET: '', XDG_RUNTIME_DIR: '' }, 0),
+      '/tmp/notifbus-0/notifbus.sock',
+    );
   });
 
   test('connect follows NOTIFBUS_SOCKET', T, async () => {
@@ -77,12 +84,15 @@ describe('connecting', () => {
   test('a folder or a plain file at the path is named as no socket', T, async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'nbjs-'));
     try {
-      await assert.rejects(connect({ socket: dir, timeout: 5_000 }),
-        (error) => error.code === 'ECONNREFUSED' && error.message.includes(`${dir} is a folder, not a socket`));
+      await assert.rejects(
+        connect({ socket: dir, timeout: 5_000 }),
+        (error) => error.code === 'ECONNREFUSED' && error.message.includes(`${dir} is a folder, not a socket`),
+      );
       const file = path.join(dir, 'plain');
       writeFileSync(file, 'x');
-      await assert.rejects(connect({ socket: file, timeout: 5_000 }),
-        (error) => error.message.includes(`${file} is not a socket`));
+      await assert.rejects(connect({ socket: file, timeout: 5_000 }), (error) =>
+        error.message.includes(`${file} is not a socket`),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -150,7 +160,10 @@ describe('closing and timeouts', () => {
     assert.ok(isLost(await within(closedEvent.promise, 1_000, "'close'")));
     assert.equal(client.closed, true);
     await assert.rejects(client.ping(), isLost);
-    await assert.rejects(client.addObserver('x', () => NEXT), isLost);
+    await assert.rejects(
+      client.addObserver('x', () => NEXT),
+      isLost,
+    );
     await client.close();
   });
 

@@ -8,9 +8,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-
-import { ConnectionLostError, connect, encodeFrame } from '../src/index.js';
 import { CLOSING_CODES, ERROR_CODES } from '../src/errorTable.js';
+import { ConnectionLostError, connect, encodeFrame } from '../src/index.js';
 import { SUPERSEDED } from '../src/reconnect.js';
 import { within } from '../test-support/broker.js';
 
@@ -25,11 +24,24 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('error table', () => {
   test('is the JSON table, code for code', () => {
-    assert.deepEqual(Object.keys(ERROR_CODES), table.map((e) => e.code));
+    assert.deepEqual(
+      Object.keys(ERROR_CODES),
+      table.map((e) => e.code),
+    );
     for (const e of table) {
-      assert.deepEqual({ ...ERROR_CODES[e.code] }, { closes: e.closes, contract: e.contract, meaning: e.meaning }, e.code);
+      assert.deepEqual(
+        { ...ERROR_CODES[e.code] },
+        { closes: e.closes, contract: e.contract, meaning: e.meaning },
+        e.code,
+      );
     }
-    assert.deepEqual([...CLOSING_CODES].sort(), table.filter((e) => e.closes).map((e) => e.code).sort());
+    assert.deepEqual(
+      [...CLOSING_CODES].sort(),
+      table
+        .filter((e) => e.closes)
+        .map((e) => e.code)
+        .sort(),
+    );
     assert.ok(SUPERSEDED in ERROR_CODES);
   });
 
@@ -40,7 +52,13 @@ describe('error table', () => {
       const socketPath = path.join(dir, `${e.code}.sock`);
       const server = net.createServer((socket) => {
         socket.once('data', () => {
-          socket.write(encodeFrame({ op: 'reply', id: 1, result: { protocol: 1, server: 'peer', client: 'c1', maxFrame: 1048576 } }));
+          socket.write(
+            encodeFrame({
+              op: 'reply',
+              id: 1,
+              result: { protocol: 1, server: 'peer', client: 'c1', maxFrame: 1048576 },
+            }),
+          );
           socket.end(encodeFrame({ op: 'reply', id: null, error: { code: e.code, message: 'm' } }));
         });
       });

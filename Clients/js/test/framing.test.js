@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 
-import { FrameDecoder, FrameError, encodeFrame } from '../src/index.js';
+import { encodeFrame, FrameDecoder, FrameError } from '../src/index.js';
 
 const messages = [
   { op: 'hello', id: 1, protocol: 1, name: 'mail-app' },
@@ -119,7 +119,10 @@ describe('shared framing vectors', { skip: noVectors }, () => {
 
   test('the valid frames concatenated decode in order', () => {
     const stream = Buffer.concat(vectors.valid.map(bytes));
-    assert.deepEqual(new FrameDecoder().push(stream), vectors.valid.map((v) => v.json));
+    assert.deepEqual(
+      new FrameDecoder().push(stream),
+      vectors.valid.map((v) => v.json),
+    );
   });
 
   test('bad_json bodies fail, and the decoder stays in step', () => {

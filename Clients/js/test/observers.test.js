@@ -4,17 +4,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { BrokerError, NEXT, STOP, complete } from '../src/index.js';
+import { BrokerError, complete, NEXT, STOP } from '../src/index.js';
 import { deferred, delay, useBroker, within } from '../test-support/broker.js';
 
 const bus = useBroker(['--hop-timeout', '500ms']);
 const T = { timeout: 10_000 };
 
 /** An observer handler that records its label, then answers with `answer`. */
-const recorder = (log, label, answer = NEXT) => () => {
-  log.push(label);
-  return answer;
-};
+const recorder =
+  (log, label, answer = NEXT) =>
+  () => {
+    log.push(label);
+    return answer;
+  };
 
 describe('chains', () => {
   test('lower priority runs first, across clients', T, async () => {
@@ -115,12 +117,20 @@ describe('chains', () => {
     const a = await bus.client('a');
     const errors = [];
     a.on('handlerError', (report) => errors.push(report.error.message));
-    await a.addObserver('faulty', () => {
-      throw new Error('sync boom');
-    }, { priority: 1 });
-    await a.addObserver('faulty', async () => {
-      throw new Error('async boom');
-    }, { priority: 2 });
+    await a.addObserver(
+      'faulty',
+      () => {
+        throw new Error('sync boom');
+      },
+      { priority: 1 },
+    );
+    await a.addObserver(
+      'faulty',
+      async () => {
+        throw new Error('async boom');
+      },
+      { priority: 2 },
+    );
     await a.addObserver('faulty', () => {}, { priority: 3 });
     const last = await a.addObserver('faulty', () => complete('reached'), { priority: 4 });
     const result = await a.post('faulty');
@@ -163,10 +173,14 @@ describe('chains', () => {
   test('an observer whose connection closes mid-hop is gone', T, async () => {
     const [a, b] = [await bus.client('a'), await bus.client('b')];
     const reached = deferred();
-    const leaving = await b.addObserver('leave', () => {
-      reached.resolve();
-      return new Promise(() => {});
-    }, { priority: 1 });
+    const leaving = await b.addObserver(
+      'leave',
+      () => {
+        reached.resolve();
+        return new Promise(() => {});
+      },
+      { priority: 1 },
+    );
     const staying = await a.addObserver('leave', () => NEXT, { priority: 2 });
     const posted = a.post('leave');
     await within(reached.promise, 2_000, 'hop reached');
@@ -201,9 +215,7 @@ describe('keys and removal', () => {
 
     const status = await a.status();
     const holders = status.observers.filter((o) => o.key === 'mail');
-    assert.deepEqual(holders, [
-      { observer: replacement, client: b.id, events: ['keyed'], priority: 50, key: 'mail' },
-    ]);
+    assert.deepEqual(holders, [{ observer: replacement, client: b.id, events: ['keyed'], priority: 50, key: 'mail' }]);
   });
 
   test('status follows its pages and returns them merged', T, async () => {
@@ -242,7 +254,10 @@ describe('keys and removal', () => {
     assert.equal(result.outcome, 'unhandled');
     assert.deepEqual(log, []);
 
-    await assert.rejects(a.removeObserver(plain), (error) => error instanceof BrokerError && error.code === 'not_found');
+    await assert.rejects(
+      a.removeObserver(plain),
+      (error) => error instanceof BrokerError && error.code === 'not_found',
+    );
     await assert.rejects(
       a.removeObserverByUniqueKey('removable-key'),
       (error) => error instanceof BrokerError && error.code === 'not_found',
@@ -298,11 +313,26 @@ describe('broker errors', () => {
   test('bad requests reject with BrokerError and leave the connection open', T, async () => {
     const a = await bus.client('a');
     const badRequest = (error) => error instanceof BrokerError && error.code === 'bad_request';
-    await assert.rejects(a.addObserver([], () => NEXT), badRequest);
-    await assert.rejects(a.addObserver(['dup', 'dup'], () => NEXT), badRequest);
-    await assert.rejects(a.addObserver('x', () => NEXT, { priority: 2 ** 31 }), badRequest);
-    await assert.rejects(a.addObserver('x', () => NEXT, { priority: 1.5 }), badRequest);
-    await assert.rejects(a.addObserver('', () => NEXT), badRequest);
+    await assert.rejects(
+      a.addObserver([], () => NEXT),
+      badRequest,
+    );
+    await assert.rejects(
+      a.addObserver(['dup', 'dup'], () => NEXT),
+      badRequest,
+    );
+    await assert.rejects(
+      a.addObserver('x', () => NEXT, { priority: 2 ** 31 }),
+      badRequest,
+    );
+    await assert.rejects(
+      a.addObserver('x', () => NEXT, { priority: 1.5 }),
+      badRequest,
+    );
+    await assert.rejects(
+      a.addObserver('', () => NEXT),
+      badRequest,
+    );
     await assert.rejects(a.post('x'.repeat(257)), badRequest);
     await assert.rejects(a.post(''), badRequest);
     await a.ping();

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { ConnectionLostError, NEXT, RequestTimeoutError, STOP, complete, connect } from '../src/index.js';
+import { ConnectionLostError, complete, connect, NEXT, RequestTimeoutError, STOP } from '../src/index.js';
 import { brokerBinary, delay, within } from '../test-support/broker.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'nbjs-re-'));
@@ -19,7 +19,9 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** One broker process on `socket`, with `flags`, ready when this resolves. */
 async function startOn(flags = []) {
-  const child = spawn(brokerBinary(), ['broker', '--socket', socket, ...flags], { stdio: ['ignore', 'ignore', 'ignore'] });
+  const child = spawn(brokerBinary(), ['broker', '--socket', socket, ...flags], {
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const deadline = Date.now() + 15_000;
   while (!(await accepts())) {
@@ -87,12 +89,25 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
     const probe = await connect({ socket, reconnect: false, timeout: 10_000 });
     const status = await probe.status();
     const mine = status.observers.filter((o) => o.client === bus.id);
-    assert.deepEqual(mine.map((o) => [o.events, o.priority, o.key]), [[['e'], 10, 'jk'], [['e', 'f'], 10, null], [['e'], 30, null]]);
+    assert.deepEqual(
+      mine.map((o) => [o.events, o.priority, o.key]),
+      [
+        [['e'], 10, 'jk'],
+        [['e', 'f'], 10, null],
+        [['e'], 30, null],
+      ],
+    );
     const result = await probe.post('e', 'p');
-    assert.deepEqual(result.trace.map((h) => h.observer), [ids[first], ids[second], ids[third]]);
+    assert.deepEqual(
+      result.trace.map((h) => h.observer),
+      [ids[first], ids[second], ids[third]],
+    );
     assert.equal(result.value, 'p');
     assert.deepEqual(await probe.methodChannel('jch').invokeMethod('m', [7]), [7]);
-    assert.ok(seen.some((f) => f.frame?.op === 'post'), 'the monitor sees frames again');
+    assert.ok(
+      seen.some((f) => f.frame?.op === 'post'),
+      'the monitor sees frames again',
+    );
     assert.equal(status.counters.posted, 0);
     assert.deepEqual(await bus.removeObserver(second), [second]);
     assert.equal(bus.currentId(first), ids[first]);
@@ -118,7 +133,10 @@ test('a resumed key yields to a newer holder, and the old holder hears it once',
   assert.equal(evictions.length, 1);
   assert.equal(evictions[0].by, mine);
   const status = await newcomer.status();
-  assert.deepEqual(status.observers.map((o) => [o.observer, o.key]), [[mine, 'k']]);
+  assert.deepEqual(
+    status.observers.map((o) => [o.observer, o.key]),
+    [[mine, 'k']],
+  );
   await newcomer.close();
   await bus.close();
   await stop(broker, 'SIGTERM');
@@ -176,13 +194,19 @@ test('keyed posts in flight are sent again after SIGKILL and answered once', asy
     assert.equal(await within(plain, 20_000, 'plain'), 'lost');
     // Run once on the new broker, before or after the observer is made again.
     assert.ok(['solo repeat=false', 'unhandled repeat=false'].includes(await within(solo, 20_000, 'solo')));
-    assert.deepEqual(seen.filter((p) => p !== 'solo'), ['held', 'queued']);
+    assert.deepEqual(
+      seen.filter((p) => p !== 'solo'),
+      ['held', 'queued'],
+    );
     assert.ok(seen.filter((p) => p === 'solo').length <= 1);
 
     const again = await bus.post('e', 'queued', { once: 'k-queued' });
     assert.equal(again.repeat, true);
     assert.equal(again.value, 'queued');
-    await assert.rejects(bus.post('e', 'other', { once: 'k-queued' }), (error) => error.code === 'once_conflict' && !error.repeat);
+    await assert.rejects(
+      bus.post('e', 'other', { once: 'k-queued' }),
+      (error) => error.code === 'once_conflict' && !error.repeat,
+    );
     const checker = await connect({ socket, reconnect: false });
     assert.equal((await checker.status()).counters.posted, 2);
     await checker.close();
@@ -202,7 +226,10 @@ test('requests made while reconnecting wait within their timeout', async () => {
   await stop(broker, 'SIGKILL');
   await within(lost, 5_000, 'disconnected');
   assert.equal(bus.reconnecting, true);
-  await assert.rejects(bus.ping({ timeout: 300 }), (error) => error instanceof RequestTimeoutError && /unreachable/.test(error.message));
+  await assert.rejects(
+    bus.ping({ timeout: 300 }),
+    (error) => error instanceof RequestTimeoutError && /unreachable/.test(error.message),
+  );
   const later = bus.ping({ timeout: 10_000 });
   broker = await startOn();
   await within(later, 10_000, 'ping after the restart');

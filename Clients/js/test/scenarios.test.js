@@ -101,7 +101,9 @@ class Player {
   }
 
   fail(index, step, why) {
-    return new assert.AssertionError({ message: `${this.scenario.name}: step ${index} ${JSON.stringify(step)}: ${why}` });
+    return new assert.AssertionError({
+      message: `${this.scenario.name}: step ${index} ${JSON.stringify(step)}: ${why}`,
+    });
   }
 
   /** Replaces every "$client:NAME" with that connection's client id. */
@@ -122,7 +124,11 @@ class Player {
   matches(expected, actual, subset) {
     if (expected === '$any') return true;
     if (Array.isArray(expected)) {
-      return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => this.matches(e, actual[i], subset));
+      return (
+        Array.isArray(actual) &&
+        actual.length === expected.length &&
+        expected.every((e, i) => this.matches(e, actual[i], subset))
+      );
     }
     if (expected !== null && typeof expected === 'object') {
       if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
@@ -142,7 +148,11 @@ class Player {
       if (this.scenario.hello === false || entry.hello === false) continue;
       conn.send({ op: 'hello', id: 'hello', protocol: 1, name });
       const reply = await conn.read(DEFAULT_TIMEOUT_MS);
-      const shape = { op: 'reply', id: 'hello', result: { protocol: 1, server: '$any', client: '$any', maxFrame: '$any' } };
+      const shape = {
+        op: 'reply',
+        id: 'hello',
+        result: { protocol: 1, server: '$any', client: '$any', maxFrame: '$any' },
+      };
       if (!this.matches(shape, reply, false) || typeof reply.result.client !== 'string') {
         throw new Error(`${this.scenario.name}: hello of ${name} got ${JSON.stringify(reply)}`);
       }
@@ -166,7 +176,8 @@ class Player {
     } else if ('expect' in step) {
       const got = await this.conns.get(step.expect).read(timeout);
       if (typeof got === 'string') throw this.fail(index, step, `got no frame (${got} after ${timeout} ms)`);
-      if (!this.matches(step.frame, got, step.match === 'subset')) throw this.fail(index, step, `got ${JSON.stringify(got)}`);
+      if (!this.matches(step.frame, got, step.match === 'subset'))
+        throw this.fail(index, step, `got ${JSON.stringify(got)}`);
     } else if ('expectNothing' in step) {
       const got = await this.conns.get(step.expectNothing).read(step.within);
       if (got !== 'timeout') throw this.fail(index, step, `got ${JSON.stringify(got)}`);

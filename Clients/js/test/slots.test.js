@@ -132,8 +132,19 @@ describe('notification categories', { concurrency: false }, () => {
       [{ identifier: 'X', actions: [{ identifier: 'A', title: 'A', options: ['loud'] }] }],
       [{ identifier: 'X', options: ['sometimes'], actions: [] }],
       [{ identifier: 'X' }],
-      [{ identifier: 'X', actions: [] }, { identifier: 'X', actions: [] }],
-      [{ identifier: 'X', actions: [{ identifier: 'A', title: 'A' }, { identifier: 'A', title: 'B' }] }],
+      [
+        { identifier: 'X', actions: [] },
+        { identifier: 'X', actions: [] },
+      ],
+      [
+        {
+          identifier: 'X',
+          actions: [
+            { identifier: 'A', title: 'A' },
+            { identifier: 'A', title: 'B' },
+          ],
+        },
+      ],
       [{ identifier: 'X', actions: [], colour: 'red' }],
     ];
     for (const set of invalid) {
@@ -192,7 +203,6 @@ describe('status and monitor', () => {
     assert.ok(seen.every((s) => s.client !== watcher.id));
   });
 
-
   test('lists this client and the slots', T, async () => {
     const a = await bus.client('status-probe');
     await a.put('visible', 1);
@@ -201,7 +211,12 @@ describe('status and monitor', () => {
     assert.equal(typeof status.uptimeMs, 'number');
     const me = status.clients.find((c) => c.client === a.id);
     assert.deepEqual(me, {
-      client: a.id, name: 'status-probe', pid: process.pid, uid: process.getuid(), queued: 0, unresponsive: false,
+      client: a.id,
+      name: 'status-probe',
+      pid: process.pid,
+      uid: process.getuid(),
+      queued: 0,
+      unresponsive: false,
     });
     assert.ok(status.slots.includes('visible'));
     assert.deepEqual(status.slots, [...status.slots].sort());

@@ -11,13 +11,13 @@ import { after, before, describe, test } from 'node:test';
 
 import {
   BrokerError,
+  complete,
+  connect,
+  encodeFrame,
   FrameDecoder,
   MethodCallError,
   NEXT,
   STOP,
-  complete,
-  connect,
-  encodeFrame,
 } from '../src/index.js';
 import { within } from '../test-support/broker.js';
 
@@ -77,7 +77,11 @@ async function greeted(name) {
   const peer = await scriptedPeer(name);
   const connecting = connect({ socket: peer.socketPath, name, timeout: 2_000 });
   const hello = await peer.next();
-  peer.send({ op: 'reply', id: hello.id, result: { protocol: 1, server: 'notifbus/test', client: 'c1', maxFrame: 1048576 } });
+  peer.send({
+    op: 'reply',
+    id: hello.id,
+    result: { protocol: 1, server: 'notifbus/test', client: 'c1', maxFrame: 1048576 },
+  });
   return { peer, client: await connecting, hello };
 }
 
@@ -135,7 +139,15 @@ describe('frames the client writes', () => {
     peer.send({ op: 'reply', id: handle.id, result: { handler: 'h1', replaced: null } });
     assert.equal(await handling, 'h1');
 
-    const call = (n, method, args) => ({ op: 'call', call: n, handler: 'h1', channel: 'ch', method, arguments: args, from: 'c2' });
+    const call = (n, method, args) => ({
+      op: 'call',
+      call: n,
+      handler: 'h1',
+      channel: 'ch',
+      method,
+      arguments: args,
+      from: 'c2',
+    });
     peer.send(call(1, 'absent', null), call(2, 'null', null), call(3, 'undefined', null), call(4, 'echo', [1]));
     const returns = [await peer.next(), await peer.next(), await peer.next(), await peer.next()];
     returns.sort((x, y) => x.call - y.call);

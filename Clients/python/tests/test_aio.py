@@ -10,11 +10,12 @@ import time
 from typing import Any, Awaitable, Callable, List
 
 import pytest
-from samples import CATEGORIES, DEFAULT_ACTION, notification
 
 import notifbus
 import notifbus.aio
 from notifbus import NEXT, STOP, BrokerError, Complete, ConnectionLost, MethodCallError, MissingPluginError
+
+from samples import CATEGORIES, DEFAULT_ACTION, notification
 
 #: Longest one asyncio test may run.
 ASYNC_TIME_LIMIT = 30.0

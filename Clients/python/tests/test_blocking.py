@@ -12,10 +12,11 @@ import time
 from typing import Any, List
 
 import pytest
-from samples import CATEGORIES, DEFAULT_ACTION, notification
 
 import notifbus
 from notifbus import NEXT, STOP, BrokerError, Complete, ConnectionLost, MethodCallError, MissingPluginError
+
+from samples import CATEGORIES, DEFAULT_ACTION, notification
 
 
 def open_client(broker, name: str = "test") -> notifbus.Client:
@@ -53,8 +54,7 @@ def test_status_follows_its_pages(broker):
     # 24 observers of 64 names of 250 bytes make a status of about 400 KB: two pages.
     with open_client(broker, "pages") as bus:
         ids = [
-            bus.add_observer([f"{i}-{n}-".ljust(250, "x") for n in range(64)], lambda event: NEXT)
-            for i in range(24)
+            bus.add_observer([f"{i}-{n}-".ljust(250, "x") for n in range(64)], lambda event: NEXT) for i in range(24)
         ]
         first = bus._perform(bus._session.status(), None)
         assert first["next"] is not None and len(first["observers"]) < 24

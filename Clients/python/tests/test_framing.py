@@ -13,6 +13,7 @@ from notifbus import ABSENT, NEXT, STOP, Complete, MethodCallError, MissingPlugi
 from notifbus._framing import FrameDecoder, encode_frame
 from notifbus._paths import resolve_socket_path
 from notifbus._session import Session
+
 from samples import same_json
 
 

@@ -74,8 +74,14 @@ def event() -> Event:
 
 
 def test_an_observer_verdict_becomes_its_answer():
-    assert body(play_sync(work_steps(Session(), DeliverEvent(event(), lambda e: STOP)), [])) == {"op": "stop", "event": 7}
-    assert body(play_sync(work_steps(Session(), DeliverEvent(event(), lambda e: NEXT)), [])) == {"op": "next", "event": 7}
+    assert body(play_sync(work_steps(Session(), DeliverEvent(event(), lambda e: STOP)), [])) == {
+        "op": "stop",
+        "event": 7,
+    }
+    assert body(play_sync(work_steps(Session(), DeliverEvent(event(), lambda e: NEXT)), [])) == {
+        "op": "next",
+        "event": 7,
+    }
 
 
 def test_an_observer_that_raises_passes_the_event_on(caplog):

@@ -13,11 +13,12 @@ import time
 from typing import Any, Awaitable, Callable, List
 
 import pytest
-from samples import CATEGORIES
 
 import notifbus
 import notifbus.aio
 from notifbus import HANDLED, PASS, STOP, Notification, NotificationContent, NotificationResponse
+
+from samples import CATEGORIES
 
 
 def bounded(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -108,7 +109,9 @@ def test_typed_observers_and_launch_response(broker):
             return STOP if response.action_identifier == "stop-me" else PASS
 
         bus.add_did_receive_observer(did_receive)
-        tap = NotificationResponse(notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m3", NotificationContent(title="Hi")))
+        tap = NotificationResponse(
+            notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m3", NotificationContent(title="Hi"))
+        )
         clicked = bus.post_did_receive(tap)
         assert clicked.outcome == "unhandled" and clicked.retained == "launch"
         assert responses[0].is_default_action and responses[0].notification.identifier == "m3"
@@ -132,10 +135,13 @@ def test_an_app_takes_its_launch_response_then_observes_under_its_id(broker):
         got: List[str] = []
         with notifbus.connect(broker.socket, name="app") as app:
             start = app.receive_notification_responses(
-                "org.example.Mail", lambda r: (got.append(r.notification.identifier), HANDLED)[1], activated_for="m1")
+                "org.example.Mail", lambda r: (got.append(r.notification.identifier), HANDLED)[1], activated_for="m1"
+            )
             assert start.launch_response is not None and start.launch_response.notification.identifier == "m1"
             observers = poster.status()["observers"]
-            assert [(o["observer"], o["key"], o["events"]) for o in observers] == [(start.observer, "org.example.Mail", ["didReceive"])]
+            assert [(o["observer"], o["key"], o["events"]) for o in observers] == [
+                (start.observer, "org.example.Mail", ["didReceive"])
+            ]
             later = NotificationResponse(notifbus.DEFAULT_ACTION_IDENTIFIER, Notification("m2"))
             assert poster.post_did_receive(later).outcome == "completed" and got == ["m2"]
             again = app.receive_notification_responses("org.example.Mail", lambda r: HANDLED)

@@ -16,6 +16,7 @@ import pytest
 
 import notifbus
 import notifbus.aio
+
 from conftest import SHUTDOWN_LIMIT, Broker
 
 #: Longest a client may take to be back after the broker is ready again.
@@ -163,8 +164,9 @@ def _post_outcome(post: Callable[[], Any]) -> str:
         return f"{exc.code} repeat={exc.repeat}"
 
 
-def test_keyed_posts_in_flight_are_sent_again_and_answered_once(make_broker: Callable[..., Broker],
-                                                                 tmp_path: Any) -> None:
+def test_keyed_posts_in_flight_are_sent_again_and_answered_once(
+    make_broker: Callable[..., Broker], tmp_path: Any
+) -> None:
     """A broker with --state-dir is killed with posts in flight: the keyed ones are sent
     again on the new connection and answered exactly once (the running one hears
     ``interrupted``, the queued ones run once), the unkeyed one fails."""
@@ -188,6 +190,7 @@ def test_keyed_posts_in_flight_are_sent_again_and_answered_once(make_broker: Cal
     def post(label: str, client: notifbus.Client, once: Any) -> None:
         def run() -> None:
             outcomes[label] = _post_outcome(lambda: client.post("e", label, once=once))
+
         thread = threading.Thread(target=run)
         thread.start()
         threads.append(thread)
@@ -268,8 +271,9 @@ def test_asyncio_keyed_post_in_flight_is_sent_again(make_broker: Callable[..., B
 
 def restart_only(broker: Broker) -> None:
     log = open(broker.log_path, "ab")
-    broker.process = subprocess.Popen([str(a) for a in broker.process.args], stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT)
+    broker.process = subprocess.Popen(
+        [str(a) for a in broker.process.args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+    )
     broker._log = log
     broker._wait_ready()
 
@@ -337,8 +341,13 @@ def test_socket_activation_holds_reconnects_in_the_backlog(tmp_path: Any) -> Non
 
     def start() -> subprocess.Popen:
         script = f'exec 3<&{fd}; LISTEN_FDS=1 LISTEN_PID=$$ exec "{broker_binary()}" broker --socket "{path}"'
-        return subprocess.Popen(["bash", "-c", script], pass_fds=(fd,), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            ["bash", "-c", script],
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     states: List[notifbus.ConnectionState] = []
     broker = start()

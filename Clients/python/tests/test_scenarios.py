@@ -64,7 +64,7 @@ class Conn:
         n = int.from_bytes(self.buffer[:4], "big")
         if len(self.buffer) < 4 + n:
             return None
-        body, self.buffer = self.buffer[4:4 + n], self.buffer[4 + n:]
+        body, self.buffer = self.buffer[4 : 4 + n], self.buffer[4 + n :]
         return json.loads(body.decode("utf-8"))
 
     def read(self, timeout_ms: float) -> Any:
@@ -102,7 +102,7 @@ class Player:
     def substitute(self, value: Any) -> Any:
         """Replaces "$client:NAME" with that connection's client id, everywhere in `value`."""
         if isinstance(value, str) and value.startswith("$client:"):
-            name = value[len("$client:"):]
+            name = value[len("$client:") :]
             client = self.conns[name].client if name in self.conns else None
             if client is None:
                 raise ScenarioFailure(f"{self.scenario['name']}: no client id for {value}")
@@ -124,8 +124,11 @@ class Player:
                 return False
             return all(k in actual and self.matches(v, actual[k], subset) for k, v in expected.items())
         if isinstance(expected, list):
-            return (isinstance(actual, list) and len(expected) == len(actual)
-                    and all(self.matches(e, a, subset) for e, a in zip(expected, actual)))
+            return (
+                isinstance(actual, list)
+                and len(expected) == len(actual)
+                and all(self.matches(e, a, subset) for e, a in zip(expected, actual))
+            )
         return same_json(self.substitute(expected), actual)
 
     def connect_all(self) -> None:
@@ -138,7 +141,11 @@ class Player:
                 continue
             conn.send({"op": "hello", "id": "hello", "protocol": 1, "name": name})
             reply = conn.read(DEFAULT_TIMEOUT_MS)
-            shape = {"op": "reply", "id": "hello", "result": {"protocol": 1, "server": "$any", "client": "$any", "maxFrame": "$any"}}
+            shape = {
+                "op": "reply",
+                "id": "hello",
+                "result": {"protocol": 1, "server": "$any", "client": "$any", "maxFrame": "$any"},
+            }
             if not self.matches(shape, reply, False) or not isinstance(reply["result"]["client"], str):
                 raise ScenarioFailure(f"{self.scenario['name']}: hello of {name} got {show(reply)}")
             conn.client = reply["result"]["client"]

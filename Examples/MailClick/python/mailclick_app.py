@@ -17,6 +17,7 @@ sys.path.insert(0, str(_ROOT / "Clients" / "python" / "src"))
 sys.path.insert(0, str(_ROOT / "Examples"))
 
 import notifbus  # noqa: E402  (importable only once the paths above are in place)
+
 from example_support import connection_lost, run_client, say  # noqa: E402
 
 CHANNEL = "notification_interaction"
@@ -63,7 +64,9 @@ class MailApp:
         if not again:
             say(f"launched by a click on email {email_id}" if email_id else "launched normally (no click)")
         else:
-            say(f"asked again: email {email_id}" if email_id else "asked again: nil (a launch click is handed out once)")
+            say(
+                f"asked again: email {email_id}" if email_id else "asked again: nil (a launch click is handed out once)"
+            )
 
 
 def main() -> int:
@@ -73,10 +76,16 @@ def main() -> int:
     )
     parser.add_argument("--ask-first", action="store_true", help="ask for the launch click before handling clicks")
     parser.add_argument("--ask-twice", action="store_true", help="ask a second time, which gets null")
-    parser.add_argument("--ask-timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="bound on the launch question; it must outlast the host's wait (default 30)")
-    parser.add_argument("--run-for", type=float, default=60.0, metavar="SECONDS",
-                        help="exit after this long (default 60)")
+    parser.add_argument(
+        "--ask-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="bound on the launch question; it must outlast the host's wait (default 30)",
+    )
+    parser.add_argument(
+        "--run-for", type=float, default=60.0, metavar="SECONDS", help="exit after this long (default 60)"
+    )
     options = parser.parse_args()
     return run_client("mailclick_app.py", "app", "mailclick-app.py", lambda bus: serve(bus, options))
 
@@ -99,6 +108,7 @@ def serve(bus: notifbus.Client, options: argparse.Namespace) -> int:
         say("app: --run-for has passed, closing")
         return 0
     return connection_lost("mailclick_app.py")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,7 @@ does from a shell, for asyncio programs. Needs nats-py; the device's own client
     clicks = await laptop.events("didReceive")
     click = await clicks.next(timeout=30)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -67,7 +68,9 @@ def _check_name(name: str, what: str, *, one_token: bool = False) -> None:
     if not 1 <= size <= _MAX_NAME:
         raise ValueError(f"{what} needs 1 to {_MAX_NAME} bytes")
     if any(ord(c) <= 0x20 or ord(c) == 0x7F or c in "*>" for c in name) or "" in name.split("."):
-        raise ValueError(f"{what} {name!r} is not a subject tail: tokens joined by '.', none empty, no spaces or wildcards")
+        raise ValueError(
+            f"{what} {name!r} is not a subject tail: tokens joined by '.', none empty, no spaces or wildcards"
+        )
     if one_token and "." in name:
         raise ValueError(f"{what} {name!r} is one subject token: it cannot hold a dot")
 
@@ -149,8 +152,15 @@ class Device:
 
         return await self.nc.subscribe(subject, cb=callback)
 
-    async def post(self, event: str, payload: Any = None, *, msg_id: Optional[str] = None, wait: bool = False,
-                   body: Optional[bytes] = None) -> dict:
+    async def post(
+        self,
+        event: str,
+        payload: Any = None,
+        *,
+        msg_id: Optional[str] = None,
+        wait: bool = False,
+        body: Optional[bytes] = None,
+    ) -> dict:
         """Posts `event` with `payload` (JSON; `body` gives the JSON text as it is). Without
         `wait`: {"msgId", "stream", "seq"} once JetStream stored it. With `wait`: the broker's
         post result once the device ran the chain (raises DeadLetter, RemoteError for
@@ -159,16 +169,18 @@ class Device:
         data = body if body is not None else (b"" if payload is None else _body(payload))
         return await self._send("post", event, data, self._msg_id(msg_id), wait)
 
-    async def put(self, slot: str, value: Any, *, msg_id: Optional[str] = None, wait: bool = False,
-                  consumer: Optional[str] = None) -> dict:
+    async def put(
+        self, slot: str, value: Any, *, msg_id: Optional[str] = None, wait: bool = False, consumer: Optional[str] = None
+    ) -> dict:
         """Puts `value` (JSON) into `slot` on the device. With `wait`, returns once the device's
         bridge has applied and acked it (reads the ack floor of `consumer`, by default
         `notifbus-bridge-<device>`)."""
         _check_name(slot, "slot")
         return await self._send("put", slot, _body(value), self._msg_id(msg_id), wait, consumer)
 
-    async def _send(self, kind: str, name: str, data: bytes, msg_id: str, wait: bool,
-                    consumer: Optional[str] = None) -> dict:
+    async def _send(
+        self, kind: str, name: str, data: bytes, msg_id: str, wait: bool, consumer: Optional[str] = None
+    ) -> dict:
         found: asyncio.Future = asyncio.get_running_loop().create_future()
         subs = []
         try:
@@ -192,8 +204,10 @@ class Device:
                 try:
                     msg = await asyncio.wait_for(found, max(0.0, deadline - time.monotonic()))
                 except asyncio.TimeoutError:
-                    raise PushError(f"no result from device {self.device} for {msg_id} in time; "
-                                    "the post stays in the stream until the device's bridge takes it") from None
+                    raise PushError(
+                        f"no result from device {self.device} for {msg_id} in time; "
+                        "the post stays in the stream until the device's bridge takes it"
+                    ) from None
                 return self._outcome(msg, msg_id)
             durable = consumer or f"notifbus-bridge-{self.device}"
             while time.monotonic() < deadline:
@@ -207,8 +221,10 @@ class Device:
                         return self._outcome(found.result(), msg_id)
                     return {**stored, "applied": True}
                 await asyncio.sleep(0.05)
-            raise PushError(f"device {self.device} has not applied put {msg_id} in time; "
-                            f"it stays in stream {ack.stream} (seq {ack.seq}) until the device's bridge takes it")
+            raise PushError(
+                f"device {self.device} has not applied put {msg_id} in time; "
+                f"it stays in stream {ack.stream} (seq {ack.seq}) until the device's bridge takes it"
+            )
         finally:
             for sub in subs:
                 await sub.unsubscribe()
@@ -264,11 +280,14 @@ class Device:
         data = b"" if arguments is None else _body(arguments)
         subject = f"{self.prefix}invoke.{channel}.{method}"
         try:
-            reply = await self.nc.request(subject, data, timeout=bound,
-                                          headers={"Notifbus-Timeout-Ms": str(max(1, int(bound * 1000)))})
+            reply = await self.nc.request(
+                subject, data, timeout=bound, headers={"Notifbus-Timeout-Ms": str(max(1, int(bound * 1000)))}
+            )
         except Exception as error:
-            raise PushError(f"no reply from device {self.device} to {subject} within {bound} s "
-                            f"(is its bridge running?): {type(error).__name__}") from None
+            raise PushError(
+                f"no reply from device {self.device} to {subject} within {bound} s "
+                f"(is its bridge running?): {type(error).__name__}"
+            ) from None
         message = json.loads(reply.data)
         error = message.get("error")
         if error is not None:

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
 from ._framing import FrameDecoder
-from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
-from ._reconnect import wants_reconnect
+from ._reconnect import (
+    ConnectionState,
+    Registration,
+    monitor_request,
+    replay_requests,
+    retry_delays,
+    settle_all,
+    wants_reconnect,
+)
 from ._session import NotifyEviction, Request
 from ._types import Eviction
 
@@ -39,8 +46,9 @@ class AsyncReconnect:
         if not self._reconnecting:
             observers, handlers = self._session.live_registrations()
             live = self._registry.keep_live(observers, handlers)
-            start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session,
-                                                         self._resend_keyed)
+            start = not self._closed and wants_reconnect(
+                self._reconnect, live, self._registry, self._session, self._resend_keyed
+            )
             if start:
                 self._reconnecting = True
                 self._connected.clear()
@@ -100,7 +108,9 @@ class AsyncReconnect:
             generation = self._session.begin_connection()
             decoder = FrameDecoder()
             try:
-                await asyncio.wait_for(_greet(loop, sock, self.socket_path, self._session, decoder, self._name), self.timeout)
+                await asyncio.wait_for(
+                    _greet(loop, sock, self.socket_path, self._session, decoder, self._name), self.timeout
+                )
                 reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(sock=sock), self.timeout)
             except (NotifbusError, OSError, asyncio.TimeoutError) as exc:
                 logger.debug("notifbus: reconnect attempt failed: %r", exc)
@@ -124,11 +134,15 @@ class AsyncReconnect:
                 await self._run(NotifyEviction(eviction, callback), generation)
             return
 
-    async def _resume(self: "Client", generation: int) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:
+    async def _resume(
+        self: "Client", generation: int
+    ) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:
         """Replay every registration on the new connection; None when it failed on the way."""
         try:
-            replays = [(entry, await self._internal_request(request, generation))
-                       for entry, request in replay_requests(self._session, self._registry.entries())]
+            replays = [
+                (entry, await self._internal_request(request, generation))
+                for entry, request in replay_requests(self._session, self._registry.entries())
+            ]
             if self._registry.monitoring:
                 await asyncio.wait_for(await self._internal_request(monitor_request(), generation), self.timeout)
             results: List[Tuple[Registration, Any]] = []

@@ -20,8 +20,22 @@ from typing import Any, Callable, Optional, Type, TypeVar, cast
 from ._blocking_reconnect import BlockingReconnect
 from ._errors import ConnectionLost
 from ._framing import FrameDecoder
-from ._front import READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Threads
-from ._front import Connecting, blocking_connect, connecting, hand_over, read_failure, timed_out, work_steps
+from ._front import (
+    READ_SIZE,
+    Ask,
+    ClientFront,
+    Connecting,
+    MethodChannelFront,
+    Play,
+    Steps,
+    Threads,
+    blocking_connect,
+    connecting,
+    hand_over,
+    read_failure,
+    timed_out,
+    work_steps,
+)
 from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work

@@ -18,8 +18,15 @@ from concurrent.futures import TimeoutError as _FutureTimeout
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ._errors import ConnectionLost, NotifbusError, RequestTimeout
-from ._reconnect import ConnectionState, Registration, monitor_request, replay_requests, retry_delays, settle_all
-from ._reconnect import wants_reconnect
+from ._reconnect import (
+    ConnectionState,
+    Registration,
+    monitor_request,
+    replay_requests,
+    retry_delays,
+    settle_all,
+    wants_reconnect,
+)
 from ._session import NotifyEviction, Request
 from ._types import Eviction
 
@@ -42,15 +49,18 @@ class BlockingReconnect:
             if not already:
                 observers, handlers = self._session.live_registrations()
                 live = self._registry.keep_live(observers, handlers)
-                start = not self._closed and wants_reconnect(self._reconnect, live, self._registry, self._session,
-                                                             self._resend_keyed)
+                start = not self._closed and wants_reconnect(
+                    self._reconnect, live, self._registry, self._session, self._resend_keyed
+                )
                 self._reconnecting = start
         # Requests made from here on wait for the new connection instead of failing.
         self._session.connection_lost(reason)
         with self._state:
             self._state.notify_all()  # wait_closed: ended, unless reconnecting
         if start:
-            threading.Thread(target=self._reconnect_loop, args=(reason,), name="notifbus-reconnect", daemon=True).start()
+            threading.Thread(
+                target=self._reconnect_loop, args=(reason,), name="notifbus-reconnect", daemon=True
+            ).start()
 
     def _wait_until_connected(self: "Client", op: str, deadline: float) -> None:
         with self._state:
@@ -104,8 +114,9 @@ class BlockingReconnect:
                 self._sock = sock
                 generation = self._session.begin_connection()
                 # Started before it is published: close() joins whichever reader it sees.
-                reader = threading.Thread(target=self._read_loop, args=(sock, generation), name="notifbus-reader",
-                                          daemon=True)
+                reader = threading.Thread(
+                    target=self._read_loop, args=(sock, generation), name="notifbus-reader", daemon=True
+                )
                 reader.start()
                 self._reader = reader
             outcome = self._resume(generation)
@@ -128,12 +139,16 @@ class BlockingReconnect:
                 self._dispatch(NotifyEviction(eviction, callback), generation)
             return
 
-    def _resume(self: "Client", generation: int) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:
+    def _resume(
+        self: "Client", generation: int
+    ) -> Optional[Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]]:
         """Greet and replay on the new connection; None when it failed on the way."""
         try:
             self._internal_request(self._session.hello(self._name), generation).result(self.timeout)
-            replays = [(entry, self._internal_request(request, generation))
-                       for entry, request in replay_requests(self._session, self._registry.entries())]
+            replays = [
+                (entry, self._internal_request(request, generation))
+                for entry, request in replay_requests(self._session, self._registry.entries())
+            ]
             monitor = self._internal_request(monitor_request(), generation) if self._registry.monitoring else None
             results: List[Tuple[Registration, Any]] = []
             if monitor is not None:

@@ -5,8 +5,16 @@ calls return. Names only; it defines nothing.
 
 from __future__ import annotations
 
-from ._errors import ABSENT, BrokerError, ConnectionLost, MethodCallError, MissingPluginError, NotifbusError
-from ._errors import ProtocolViolation, RequestTimeout
+from ._errors import (
+    ABSENT,
+    BrokerError,
+    ConnectionLost,
+    MethodCallError,
+    MissingPluginError,
+    NotifbusError,
+    ProtocolViolation,
+    RequestTimeout,
+)
 from ._reconnect import ConnectionState
 from ._types import NEXT, STOP, Complete, Event, Eviction, PostResult, PutResult, TraceEntry
 

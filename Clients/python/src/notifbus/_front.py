@@ -21,15 +21,39 @@ import os
 import time
 import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, Generator, Generic, Iterable, List, Optional
-from typing import Tuple, TypeVar, Union, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Dict,
+    Generator,
+    Generic,
+    Iterable,
+    List,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+    overload,
+)
 
 from ._errors import BrokerError, ConnectionLost, ProtocolViolation, RequestTimeout
 from ._framing import FrameDecoder
 from ._paths import resolve_socket_path
 from ._reconnect import ConnectionState, Registry, registered
-from ._session import DeliverCall, DeliverEvent, Request, SendFrame, Session, StatusPages, Waiter, Work
-from ._session import status_time_left
+from ._session import (
+    DeliverCall,
+    DeliverEvent,
+    Request,
+    SendFrame,
+    Session,
+    StatusPages,
+    Waiter,
+    Work,
+    status_time_left,
+)
 from ._types import Event, Eviction, PostResult, PutResult, SeenFrame, Verdict
 
 if TYPE_CHECKING:
@@ -188,7 +212,7 @@ def _like(call: Any, steps: Callable[..., Any], note: str) -> Any:
     returns = inspect.signature(steps).return_annotation
     # The steps return ``Steps[X]``; the call returns the ``X``.
     if isinstance(returns, str) and returns.startswith("Steps[") and returns.endswith("]"):
-        returns = returns[len("Steps["):-1]
+        returns = returns[len("Steps[") : -1]
     return _dressed(call, steps, note, returns)
 
 
@@ -257,8 +281,9 @@ def connecting(
     return Connecting(resolve_socket_path(socket), name, timeout, reconnect, on_connection_state, resend_keyed)
 
 
-def blocking_connect(template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], _C],
-                     note: str = "") -> "Callable[_P, _C]":
+def blocking_connect(
+    template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], _C], note: str = ""
+) -> "Callable[_P, _C]":
     """The blocking ``connect`` of a front: the parameters and doc of ``template``
     (:func:`connecting`), the connection opened and greeted by ``open_client``."""
 
@@ -269,8 +294,9 @@ def blocking_connect(template: "Callable[_P, Connecting]", open_client: Callable
     return _connect_like(connect, template, open_client, note)
 
 
-def coroutine_connect(template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], Awaitable[_C]],
-                      note: str = "") -> "Callable[_P, Coroutine[Any, Any, _C]]":
+def coroutine_connect(
+    template: "Callable[_P, Connecting]", open_client: Callable[[Connecting], Awaitable[_C]], note: str = ""
+) -> "Callable[_P, Coroutine[Any, Any, _C]]":
     """The asyncio ``connect`` of a front, made as :func:`blocking_connect` makes one,
     awaiting ``open_client``."""
 
@@ -304,8 +330,9 @@ if TYPE_CHECKING:
     class Call(Generic[_P, _T]):
         """As the class below, typed for checkers: a call's parameters and result."""
 
-        def __init__(self, steps: Callable[Concatenate[Any, _P], Steps[_T]], *, threads: str = "",
-                     tasks: str = "") -> None: ...
+        def __init__(
+            self, steps: Callable[Concatenate[Any, _P], Steps[_T]], *, threads: str = "", tasks: str = ""
+        ) -> None: ...
 
         steps: Callable[Concatenate[Any, _P], Steps[_T]]
 
@@ -355,7 +382,9 @@ else:
             return made if instance is None else types.MethodType(made, instance)
 
 
-def call(*, threads: str = "", tasks: str = "") -> "Callable[[Callable[Concatenate[Any, _P], Steps[_T]]], Call[_P, _T]]":
+def call(
+    *, threads: str = "", tasks: str = ""
+) -> "Callable[[Callable[Concatenate[Any, _P], Steps[_T]]], Call[_P, _T]]":
     """Make the steps below a :class:`Call`, ``threads`` and ``tasks`` noting what is
     particular to the blocking and the asyncio client."""
     return lambda steps: Call(steps, threads=threads, tasks=tasks)
@@ -404,8 +433,10 @@ class ClientFront:
         """Round-trip a ``ping`` to the broker."""
         return (yield Ask(self._session.ping(), timeout))
 
-    @call(threads="``callback`` runs on the reader thread: keep it short.",
-          tasks="``callback`` is a plain function, run on the loop.")
+    @call(
+        threads="``callback`` runs on the reader thread: keep it short.",
+        tasks="``callback`` is a plain function, run on the loop.",
+    )
     def monitor(self, callback: Callable[[SeenFrame], Any], *, timeout: Optional[float] = None) -> Steps[None]:
         """Mirror every frame the broker exchanges with other clients: ``callback`` gets
         each :class:`SeenFrame`, in order."""
@@ -414,10 +445,12 @@ class ClientFront:
         # A reconnect starts the monitor again on the new connection.
         self._registry.monitoring = True
 
-    @call(threads="``handler`` runs on a thread of its own and may take its time; ``on_evicted`` runs on such a "
-              "thread too.",
-          tasks="``handler`` may be a coroutine function; a plain function runs on the loop and must not "
-              "block. Each event runs in a task of its own. ``on_evicted`` may be a coroutine function too.")
+    @call(
+        threads="``handler`` runs on a thread of its own and may take its time; ``on_evicted`` runs on such a "
+        "thread too.",
+        tasks="``handler`` may be a coroutine function; a plain function runs on the loop and must not "
+        "block. Each event runs in a task of its own. ``on_evicted`` may be a coroutine function too.",
+    )
     def add_observer(
         self,
         events: Union[str, Iterable[str]],
@@ -440,8 +473,16 @@ class ClientFront:
         the error is logged and the event is passed on with ``next``.
         """
         names = [events] if isinstance(events, str) else list(events)
-        request = registered(self._session.subscribe(names, handler, priority, key, on_evicted), self._registry,
-                             "observer", handler, on_evicted, events=names, priority=priority, key=key)
+        request = registered(
+            self._session.subscribe(names, handler, priority, key, on_evicted),
+            self._registry,
+            "observer",
+            handler,
+            on_evicted,
+            events=names,
+            priority=priority,
+            key=key,
+        )
         return (yield Ask(request, timeout))
 
     @Call
@@ -460,8 +501,9 @@ class ClientFront:
         """
         return (yield from self._unsubscribe_steps(None, key, timeout))
 
-    def _unsubscribe_steps(self, observer: Optional[str], key: Optional[str],
-                           timeout: Optional[float]) -> Steps[List[str]]:
+    def _unsubscribe_steps(
+        self, observer: Optional[str], key: Optional[str], timeout: Optional[float]
+    ) -> Steps[List[str]]:
         """Remove by broker id or by key; return the removed ids, as handles where they
         are this client's."""
         removed = yield Ask(self._session.unsubscribe(observer=observer, key=key), timeout)
@@ -470,8 +512,9 @@ class ClientFront:
         return handles
 
     @Call
-    def post(self, name: str, payload: Any = None, *, once: Optional[str] = None,
-             timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post(
+        self, name: str, payload: Any = None, *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[PostResult]:
         """Post an event and wait until its chain has run; return the :class:`PostResult`.
 
         The broker runs one event at a time, so the wait includes the events queued
@@ -486,8 +529,9 @@ class ClientFront:
         return (yield Ask(self._session.post(name, payload, once), timeout))
 
     @Call
-    def put(self, slot: str, value: Any, *, once: Optional[str] = None,
-            timeout: Optional[float] = None) -> Steps[PutResult]:
+    def put(
+        self, slot: str, value: Any, *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[PutResult]:
         """Put ``value`` in ``slot`` (``None`` empties it); a waiting ``take`` gets it at once.
 
         With a ``once`` key, the same put sent again changes nothing and returns the first
@@ -496,8 +540,9 @@ class ClientFront:
         return (yield Ask(self._session.put(slot, value, once), timeout))
 
     @Call
-    def take(self, slot: str, wait: Optional[float] = None, *, once: Optional[str] = None,
-             timeout: Optional[float] = None) -> Steps[Any]:
+    def take(
+        self, slot: str, wait: Optional[float] = None, *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[Any]:
         """Take the value out of ``slot``, or ``None`` if it is empty.
 
         With ``wait`` (seconds, up to 600), an empty slot is waited on that long for a
@@ -575,7 +620,6 @@ class ClientFront:
         self._connection_ended(generation, reason)
 
 
-
 def timed_out(request: Request[Any], limit: float) -> RequestTimeout:
     """The error of a request whose reply did not come within ``limit`` seconds."""
     return RequestTimeout(f"no reply to {request.op} within {limit:g} s")
@@ -603,9 +647,11 @@ class MethodChannelFront:
         """
         return (yield Ask(self._client._session.invoke(self.name, method, arguments), timeout))
 
-    @call(threads="``handler`` runs on a thread of its own.",
-          tasks="``handler`` may be a coroutine function; a plain function runs on the loop and must not "
-              "block. Each call runs in a task of its own.")
+    @call(
+        threads="``handler`` runs on a thread of its own.",
+        tasks="``handler`` may be a coroutine function; a plain function runs on the loop and must not "
+        "block. Each call runs in a task of its own.",
+    )
     def set_method_call_handler(
         self,
         handler: Optional[MethodCallHandler],
@@ -633,8 +679,15 @@ class MethodChannelFront:
         session = self._client._session
         registry = self._client._registry
         if handler is not None:
-            request = registered(session.handle(self.name, method, handler, on_evicted), registry,
-                                 "handler", handler, on_evicted, channel=self.name, method=method)
+            request = registered(
+                session.handle(self.name, method, handler, on_evicted),
+                registry,
+                "handler",
+                handler,
+                on_evicted,
+                channel=self.name,
+                method=method,
+            )
             return (yield Ask(request, timeout))
         current = session.current_handler(self.name, method)
         if current is not None:

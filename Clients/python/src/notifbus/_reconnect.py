@@ -85,7 +85,8 @@ class Registry:
             if entry.kind == "handler":
                 # A new handler of ours for the same route replaced the old one.
                 self._entries = [
-                    e for e in self._entries
+                    e
+                    for e in self._entries
                     if not (e.kind == "handler" and (e.channel, e.method) == (entry.channel, entry.method))
                 ]
             self._entries.append(entry)
@@ -124,8 +125,14 @@ class Registry:
             return list(self._entries)
 
 
-def registered(request: Request[str], registry: Registry, kind: str, handler: Any,
-               on_evicted: Optional[Callable[[Eviction], Any]], **where: Any) -> Request[str]:
+def registered(
+    request: Request[str],
+    registry: Registry,
+    kind: str,
+    handler: Any,
+    on_evicted: Optional[Callable[[Eviction], Any]],
+    **where: Any,
+) -> Request[str]:
     """``request`` (a ``subscribe`` or ``handle``) that also records its registration in
     ``registry`` the moment its reply is read, so that a reconnect can make it again."""
     made = request.on_result
@@ -139,16 +146,21 @@ def registered(request: Request[str], registry: Registry, kind: str, handler: An
     return request
 
 
-def wants_reconnect(setting: Optional[bool], live: List[Registration], registry: Registry, session: Session,
-                    resend_keyed: bool = False) -> bool:
+def wants_reconnect(
+    setting: Optional[bool], live: List[Registration], registry: Registry, session: Session, resend_keyed: bool = False
+) -> bool:
     """Whether a client that lost its connection (and was not closed) connects again:
     always when ``setting`` is True, never when False, and by default (None) when it
     holds observers, handlers or a monitor, was waiting in a ``take``, or (with
     ``resend_keyed``) had a keyed request in flight, which goes out again."""
     if setting is not None:
         return setting
-    return (bool(live) or registry.monitoring or "take" in session.pending_ops()
-            or (resend_keyed and session.pending_keyed()))
+    return (
+        bool(live)
+        or registry.monitoring
+        or "take" in session.pending_ops()
+        or (resend_keyed and session.pending_keyed())
+    )
 
 
 def replay_requests(session: Session, entries: List[Registration]) -> List[Tuple[Registration, Request[str]]]:
@@ -169,8 +181,13 @@ def monitor_request() -> Request[Any]:
     return Request("monitor", {})
 
 
-def settle(registry: Registry, entry: Registration, outcome: Any,
-           state: ConnectionState, evictions: List[Tuple[Eviction, Callable[[Eviction], Any]]]) -> None:
+def settle(
+    registry: Registry,
+    entry: Registration,
+    outcome: Any,
+    state: ConnectionState,
+    evictions: List[Tuple[Eviction, Callable[[Eviction], Any]]],
+) -> None:
     """Record the outcome of one replay: the new id, or a superseded (or refused)
     registration, which is dropped and reported as an eviction by its holder."""
     if isinstance(outcome, str):
@@ -186,8 +203,9 @@ def settle(registry: Registry, entry: Registration, outcome: Any,
         evictions.append((Eviction(entry.kind, entry.current, by), entry.on_evicted))
 
 
-def settle_all(registry: Registry, results: List[Tuple[Registration, Any]]
-               ) -> Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]:
+def settle_all(
+    registry: Registry, results: List[Tuple[Registration, Any]]
+) -> Tuple[ConnectionState, List[Tuple[Eviction, Callable[[Eviction], Any]]]]:
     """The ``reconnected`` state of a replay whose every outcome is in ``results``, and the
     evictions to report for the registrations that were superseded."""
     state = ConnectionState("reconnected")

@@ -215,7 +215,12 @@ def _id_and_names(frame: Dict[str, Any], op: str, first: str, second: str) -> Op
     """An ``event`` or ``call`` frame's id (its field named as the op) and two string
     fields; None, logged, when one is missing or of another type."""
     frame_id, one, two = frame.get(op), frame.get(first), frame.get(second)
-    if not isinstance(frame_id, int) or isinstance(frame_id, bool) or not isinstance(one, str) or not isinstance(two, str):
+    if (
+        not isinstance(frame_id, int)
+        or isinstance(frame_id, bool)
+        or not isinstance(one, str)
+        or not isinstance(two, str)
+    ):
         logger.warning("notifbus: ignoring malformed %s frame %r", op, frame)
         return None
     return frame_id, one, two

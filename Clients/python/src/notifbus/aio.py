@@ -20,9 +20,25 @@ from ._aio_reconnect import AsyncReconnect
 from ._errors import ConnectionLost, RequestTimeout
 from ._exports import *  # noqa: F401,F403  (the names notifbus exports too)
 from ._framing import FrameDecoder
-from ._front import READ_SIZE, Ask, ClientFront, MethodChannelFront, Play, Steps, Tasks
-from ._front import Connecting, connecting, coroutine_connect, hand_over, read_failure, timed_out, work_steps
-from ._front import EvictionCallback, MethodCallHandler, ObserverHandler  # noqa: F401  (importable from here as before)
+from ._front import (  # noqa: F401  (importable from here as before)
+    READ_SIZE,
+    Ask,
+    ClientFront,
+    Connecting,
+    EvictionCallback,
+    MethodCallHandler,
+    MethodChannelFront,
+    ObserverHandler,
+    Play,
+    Steps,
+    Tasks,
+    connecting,
+    coroutine_connect,
+    hand_over,
+    read_failure,
+    timed_out,
+    work_steps,
+)
 from ._paths import socket_error
 from ._reconnect import ConnectionState, Registry
 from ._session import Request, Session, Work
@@ -281,8 +297,9 @@ class Client(ClientFront, Tasks, AsyncReconnect, AsyncProfile):
         except ConnectionLost as exc:
             logger.debug("notifbus: answer not sent: %s", exc)
 
-    async def _read_loop(self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                         decoder: FrameDecoder, generation: int) -> None:
+    async def _read_loop(
+        self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter, decoder: FrameDecoder, generation: int
+    ) -> None:
         reason = "broker closed the connection"
         try:
             while True:

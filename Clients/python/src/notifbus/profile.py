@@ -50,9 +50,15 @@ class NotificationContent:
     badge: Optional[int] = None
     sound: Optional[str] = None
 
-    _WIRE = (("title", "title"), ("subtitle", "subtitle"), ("body", "body"),
-             ("category_identifier", "categoryIdentifier"), ("thread_identifier", "threadIdentifier"),
-             ("badge", "badge"), ("sound", "sound"))
+    _WIRE = (
+        ("title", "title"),
+        ("subtitle", "subtitle"),
+        ("body", "body"),
+        ("category_identifier", "categoryIdentifier"),
+        ("thread_identifier", "threadIdentifier"),
+        ("badge", "badge"),
+        ("sound", "sound"),
+    )
 
     def to_json(self) -> Dict[str, Any]:
         out = {wire: getattr(self, name) for name, wire in self._WIRE if getattr(self, name) is not None}
@@ -154,8 +160,9 @@ def _open_settings_notification(payload: Any) -> Optional[Notification]:
     return None if data is None else Notification.from_json(data)
 
 
-def _typed_observer(client: Any, read: Callable[[Any], Any], answer: Callable[[Any], Verdict],
-                    handler: Callable[[Any], Any]) -> Callable[[Event], Any]:
+def _typed_observer(
+    client: Any, read: Callable[[Any], Any], answer: Callable[[Any], Verdict], handler: Callable[[Any], Any]
+) -> Callable[[Event], Any]:
     """A plain observer from a typed one: it reads the payload, answers ``next`` when it
     does not read, and converts the typed answer; for the asyncio client it awaits a
     handler's coroutine first."""
@@ -217,65 +224,102 @@ class ProfileFront:
     each client plays them its own way, as its other calls."""
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_will_present_observer(self, handler: TypedHandler[Notification, Optional[Sequence[str]]], *,
-                                  priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
+    def add_will_present_observer(
+        self,
+        handler: TypedHandler[Notification, Optional[Sequence[str]]],
+        *,
+        priority: int = 100,
+        key: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Steps[str]:
         """Observe ``willPresent``: ``handler(notification)`` returns the presentation
         options (``["banner", "sound"]``; ``[]`` means do not present), or ``None`` to pass
         it to the next observer. Returns the observer id."""
         observer = _typed_observer(self, _will_present_notification, _options_answer, handler)
-        return (yield from ClientFront.add_observer.steps(self, "willPresent", observer, priority=priority, key=key,
-                                                          **kwargs))
+        return (
+            yield from ClientFront.add_observer.steps(
+                self, "willPresent", observer, priority=priority, key=key, **kwargs
+            )
+        )
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_did_receive_observer(self, handler: TypedHandler[NotificationResponse, Verdict], *,
-                                 priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
+    def add_did_receive_observer(
+        self,
+        handler: TypedHandler[NotificationResponse, Verdict],
+        *,
+        priority: int = 100,
+        key: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Steps[str]:
         """Observe ``didReceive``: ``handler(response)`` returns ``HANDLED`` (or
         ``Complete(value)``), ``PASS`` or ``STOP``. Returns the observer id."""
         observer = _typed_observer(self, NotificationResponse.from_json, _delegate_answer, handler)
-        return (yield from ClientFront.add_observer.steps(self, "didReceive", observer, priority=priority, key=key,
-                                                          **kwargs))
+        return (
+            yield from ClientFront.add_observer.steps(
+                self, "didReceive", observer, priority=priority, key=key, **kwargs
+            )
+        )
 
     @call(tasks=_COROUTINE_HANDLER)
-    def add_open_settings_observer(self, handler: TypedHandler[Optional[Notification], Verdict], *,
-                                   priority: int = 100, key: Optional[str] = None, **kwargs: Any) -> Steps[str]:
+    def add_open_settings_observer(
+        self,
+        handler: TypedHandler[Optional[Notification], Verdict],
+        *,
+        priority: int = 100,
+        key: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Steps[str]:
         """Observe ``openSettings``: ``handler(notification_or_None)`` returns ``HANDLED``,
         ``PASS`` or ``STOP``. Returns the observer id."""
         observer = _typed_observer(self, _open_settings_notification, _delegate_answer, handler)
-        return (yield from ClientFront.add_observer.steps(self, "openSettings", observer, priority=priority, key=key,
-                                                          **kwargs))
+        return (
+            yield from ClientFront.add_observer.steps(
+                self, "openSettings", observer, priority=priority, key=key, **kwargs
+            )
+        )
 
     @Call
-    def post_will_present(self, notification: Notification, *, once: Optional[str] = None,
-                          timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post_will_present(
+        self, notification: Notification, *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[PostResult]:
         """Post ``willPresent``; :func:`presentation_options` reads the decision."""
         payload = {"notification": notification.to_json()}
         return (yield from ClientFront.post.steps(self, "willPresent", payload, once=once, timeout=timeout))
 
     @Call
-    def post_did_receive(self, response: NotificationResponse, *, once: Optional[str] = None,
-                         timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post_did_receive(
+        self, response: NotificationResponse, *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[PostResult]:
         """Post ``didReceive``; the broker refuses what the categories do not allow (``invalid_action``)."""
         return (yield from ClientFront.post.steps(self, "didReceive", response.to_json(), once=once, timeout=timeout))
 
     @Call
-    def post_open_settings(self, notification: Optional[Notification], *, once: Optional[str] = None,
-                           timeout: Optional[float] = None) -> Steps[PostResult]:
+    def post_open_settings(
+        self, notification: Optional[Notification], *, once: Optional[str] = None, timeout: Optional[float] = None
+    ) -> Steps[PostResult]:
         """Post ``openSettings``, from a notification or (``None``) from the system settings."""
         payload = {"notification": None if notification is None else notification.to_json()}
         return (yield from ClientFront.post.steps(self, "openSettings", payload, once=once, timeout=timeout))
 
     @Call
-    def launch_notification_response(self, wait: Optional[float] = None, *,
-                                     timeout: Optional[float] = None) -> Steps[Optional[NotificationResponse]]:
+    def launch_notification_response(
+        self, wait: Optional[float] = None, *, timeout: Optional[float] = None
+    ) -> Steps[Optional[NotificationResponse]]:
         """Take the response that launched the app (slot ``launch``), once; ``None`` when
         there is none. ``wait`` (seconds) waits that long for one to arrive."""
         return _launch_response((yield from ClientFront.take.steps(self, LAUNCH_SLOT, wait, timeout=timeout)))
 
-
     @call(tasks=_COROUTINE_HANDLER)
-    def receive_notification_responses(self, app_id: str, handler: TypedHandler[NotificationResponse, Verdict], *,
-                                       activated_for: Optional[str] = None, wait: Optional[float] = None,
-                                       priority: int = 100, timeout: Optional[float] = None) -> Steps[AppStart]:
+    def receive_notification_responses(
+        self,
+        app_id: str,
+        handler: TypedHandler[NotificationResponse, Verdict],
+        *,
+        activated_for: Optional[str] = None,
+        wait: Optional[float] = None,
+        priority: int = 100,
+        timeout: Optional[float] = None,
+    ) -> Steps[AppStart]:
         """The one call an app makes at start where ``notifbus desktop --app-id APP_ID``
         may start it (Protocol/DESKTOP.md §7): takes the response that launched the app from
         slot ``launch`` (once; ``None`` when none did), then observes ``didReceive`` with
