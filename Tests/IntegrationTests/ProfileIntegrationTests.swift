@@ -71,10 +71,18 @@ private final class RawSession: @unchecked Sendable {
 
     /// `post` on a thread of its own: a blocking read on the cooperative pool could starve
     /// the in-process observer that has to answer the event (2 cores: 2 pool threads).
+    /// The reply is handed over under a lock, which ThreadSanitizer sees as the hand-over it is.
     func postOffPool(_ name: String, _ payload: String?) async -> JSONValue? {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: self.post(name, payload)) }
+        let lock = NSLock()
+        nonisolated(unsafe) var reply: JSONValue? = nil
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                let r = self.post(name, payload)
+                lock.withLock { reply = r }
+                continuation.resume()
+            }
         }
+        return lock.withLock { reply }
     }
 
     func setCategories(_ json: String) -> JSONValue? { request("setCategories", #""categories":\#(json)"#) }

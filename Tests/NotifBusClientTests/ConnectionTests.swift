@@ -12,12 +12,28 @@ import Testing
 @testable import NotifBusClient
 
 /// Runs blocking work on a thread of its own: test bodies run on the cooperative pool, whose
-/// few threads the client's own tasks need.
+/// few threads the client's own tasks need. The result is handed over under a lock, which
+/// ThreadSanitizer sees as the hand-over it is (a continuation resumed from a thread the
+/// concurrency runtime did not make is not, and values built there look raced).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let started = DetachedThread.start { continuation.resume(returning: body()) }
+    let handOver = HandOver<T>()
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let started = DetachedThread.start {
+            handOver.put(body())
+            continuation.resume()
+        }
         precondition(started, "cannot start a thread")
     }
+    return handOver.take()
+}
+
+/// One value passed from a thread to a task under a lock.
+final class HandOver<T>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: T? = nil
+
+    func put(_ v: T) { lock.withLock { value = v } }
+    func take() -> T { lock.withLock { value! } }
 }
 
 /// The broker's end of a socket pair: reads the client's frames and writes frames to it,
