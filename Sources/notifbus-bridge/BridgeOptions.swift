@@ -103,11 +103,7 @@ struct BridgeOptions {
             case "--stream": o.stream = try value(arg)
             case "--create-stream": o.createStream = true
             case "--layout":
-                let text = try value(arg)
-                guard let layout = NATSLayout(rawValue: text) else {
-                    throw BridgeUsageError("--layout takes shared or per-device, not '\(text)'")
-                }
-                o.layout = layout
+                o.layout = try BridgeOptions.layout(try value(arg))
             case "--max-per-subject": o.maxPerSubject = try integer(arg, 1...1_000_000)
             case "--max-age":
                 let text = try value(arg)
@@ -150,6 +146,14 @@ struct BridgeOptions {
             throw BridgeUsageError("--stream NAME may not be empty or hold spaces, '.', '*', '>', '/' or '\\'")
         }
         return o
+    }
+
+    /// The value of `--layout`, for the bridge and for `push` alike.
+    static func layout(_ text: String) throws(BridgeUsageError) -> NATSLayout {
+        guard let layout = NATSLayout(rawValue: text) else {
+            throw BridgeUsageError("--layout takes shared or per-device, not '\(text)'")
+        }
+        return layout
     }
 
     static func parseDuration(_ text: String) -> Int64? {

@@ -80,11 +80,7 @@ struct PushOptions {
             case "--consumer": o.consumer = try value(arg)
             case "--wait": o.wait = true
             case "--layout":
-                let text = try value(arg)
-                guard let layout = NATSLayout(rawValue: text) else {
-                    throw BridgeUsageError("--layout takes shared or per-device, not '\(text)'")
-                }
-                o.layout = layout
+                o.layout = try BridgeOptions.layout(try value(arg))
             case "--timeout":
                 let text = try value(arg)
                 guard let ms = BridgeOptions.parseDuration(text), ms >= 1, ms <= 3_600_000 else {
