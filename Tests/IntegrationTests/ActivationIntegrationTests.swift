@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct ActivationIntegrationTests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct ActivationIntegrationTests {
     @Test func brokerUsesThePassedSocket() throws {
         let folder = TempFolder()
         let path = folder.path + "/activated.sock"

@@ -8,7 +8,7 @@ import Glibc
 import NotifBusProtocol
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct BusctlConveniencesTests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct BusctlConveniencesTests {
     func run(_ args: [String]) throws -> (Int32, String, String) {
         let c = try Child(Binaries.notifbus, args)
         guard let status = c.waitExit(.seconds(20)) else { throw TestFailure("notifbus \(args) hung") }

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct CLITests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct CLITests {
     static let subcommands = ["broker", "ping", "post", "observe", "status", "monitor", "invoke", "handle", "put", "take", "peek"]
 
     func run(_ args: [String]) throws -> (Int32, String, String) {

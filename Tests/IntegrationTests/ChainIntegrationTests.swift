@@ -5,7 +5,7 @@ import Glibc
 import NotifBusProtocol
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct ChainIntegrationTests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct ChainIntegrationTests {
     /// Starts an observer process and waits until it is subscribed.
     func observer(_ broker: BrokerUnderTest, _ args: [String]) throws -> Child {
         let child = try broker.spawn(["observe"] + args)

@@ -16,7 +16,7 @@ import Testing
         return child
     }
 
-    @Test func routingAcrossProcesses() throws {
+    @Test(.ownThread) func routingAcrossProcesses() throws {
         let broker = try BrokerUnderTest()
         _ = try handler(broker, ["ni", "--result", #""channel""#])
         _ = try handler(broker, ["ni", "current_email_id", "--result", #"{"emailId":"e-7"}"#])
@@ -31,7 +31,7 @@ import Testing
         #expect(r.0 == 1 && r.2.contains("E_BAD: it broke"))
     }
 
-    @Test func execHandler() throws {
+    @Test(.ownThread) func execHandler() throws {
         let broker = try BrokerUnderTest()
         _ = try handler(
             broker, ["calc", "double", "--exec", #"python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps(c["arguments"]*2))'"#])
@@ -68,7 +68,7 @@ import Testing
         for (n, value) in results { #expect(value == .integer(n * n)) }
     }
 
-    @Test func handlerKilledMidCallIsHandlerGone() throws {
+    @Test(.ownThread) func handlerKilledMidCallIsHandlerGone() throws {
         let broker = try BrokerUnderTest(["--call-timeout", "30s"])
         let slow = try handler(broker, ["ch", "--exec", "sleep 20; echo 1"])
         let caller = try broker.spawn(["invoke", "ch", "m"])
@@ -80,7 +80,7 @@ import Testing
         #expect(caller.stderr.contains("handler_gone") && !caller.stderr.contains("timeout"), "\(caller.stderr)")
     }
 
-    @Test func callTimeout() throws {
+    @Test(.ownThread) func callTimeout() throws {
         let broker = try BrokerUnderTest(["--call-timeout", "300ms"])
         _ = try handler(broker, ["ch", "--exec", "sleep 5; echo 1", "--exec-timeout", "10s"])
         // The broker's call timeout answers while the handler still runs its command (whose
@@ -91,7 +91,7 @@ import Testing
         #expect(counters?["callTimeouts"] == 1, "\(String(describing: counters))")
     }
 
-    @Test func takeOnceAcrossProcessesAndWaiting() throws {
+    @Test(.ownThread) func takeOnceAcrossProcessesAndWaiting() throws {
         let broker = try BrokerUnderTest()
         #expect(try broker.cli(["put", "launch", #"{"emailId":"e-1"}"#]).1 == "{\"delivered\":false,\"replaced\":false}\n")
         #expect(try broker.cli(["peek", "launch"]).1 == "{\"emailId\":\"e-1\"}\n")
@@ -111,7 +111,7 @@ import Testing
         #expect(try broker.cli(["peek", "launch"]).1 == "\"kept\"\n")
     }
 
-    @Test func slotsSurviveSIGKILLWithStateDir() throws {
+    @Test(.ownThread) func slotsSurviveSIGKILLWithStateDir() throws {
         let folder = TempFolder()
         let state = folder.path + "/state"
         var broker: BrokerUnderTest? = try BrokerUnderTest(["--state-dir", state], folder: folder)
@@ -130,7 +130,7 @@ import Testing
         for i in 2..<20 { #expect(try restarted.cli(["take", "slot\(i)"]).1 == "{\"n\":\(i)}\n") }
     }
 
-    @Test func corruptJournalIsReportedAndSetAside() throws {
+    @Test(.ownThread) func corruptJournalIsReportedAndSetAside() throws {
         let folder = TempFolder()
         let state = folder.path + "/state"
         do {

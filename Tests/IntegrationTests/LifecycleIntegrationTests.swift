@@ -5,7 +5,7 @@ import Glibc
 import NotifBusProtocol
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct LifecycleIntegrationTests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct LifecycleIntegrationTests {
     @Test func readinessLineAndSocketMode() throws {
         let broker = try BrokerUnderTest()
         #expect(broker.child.waitFor { broker.child.stderr.contains("notifbus: listening on \(broker.socket)") })

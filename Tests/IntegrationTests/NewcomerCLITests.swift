@@ -7,7 +7,7 @@ import Glibc
 import NotifBusProtocol
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct NewcomerCLITests {
+@Suite(.ownThread, .timeLimit(.minutes(5))) struct NewcomerCLITests {
     func run(_ args: [String], environment: [String: String]? = nil) throws -> (Int32, String, String) {
         let c = try Child(Binaries.notifbus, args, environment: environment)
         guard let status = c.waitExit(.seconds(20)) else { throw TestFailure("notifbus \(args) hung") }

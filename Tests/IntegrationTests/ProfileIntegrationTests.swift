@@ -175,7 +175,7 @@ private final class Gate: @unchecked Sendable {
 @Suite(.timeLimit(.minutes(5))) struct ProfileIntegrationTests {
     // MARK: Payloads
 
-    @Test func profilePayloadsAreCheckedBeforeQueueing() throws {
+    @Test(.ownThread) func profilePayloadsAreCheckedBeforeQueueing() throws {
         let broker = try BrokerUnderTest()
         let s = try RawSession(broker)
         let observer = try RawClient(broker.socket)
@@ -245,7 +245,7 @@ private final class Gate: @unchecked Sendable {
 
     // MARK: Categories
 
-    @Test func categorySetIsReplacedWholeOrNotAtAll() throws {
+    @Test(.ownThread) func categorySetIsReplacedWholeOrNotAtAll() throws {
         let broker = try BrokerUnderTest()
         let s = try RawSession(broker)
         #expect(s.request("getCategories")?["result"] == ["categories": []], "a fresh broker has the empty set")
@@ -328,7 +328,7 @@ private final class Gate: @unchecked Sendable {
         #expect(s.post("didReceive", clickJSON(defaultAction, "INVITE"))?["result"]?["outcome"] == "unhandled")
     }
 
-    @Test func getCategoriesReturnsTheAcceptedArrayByteForByte() throws {
+    @Test(.ownThread) func getCategoriesReturnsTheAcceptedArrayByteForByte() throws {
         let broker = try BrokerUnderTest()
         let odd =
             "[ {\"actions\" : [ {\"title\":\"Accept\", \"identifier\":\"ACCEPT\",\"options\":[\"foreground\",\"foreground\"]} ],\n  \"identifier\":\"INVITE\", \"options\":null, \"intentIdentifiers\":[] } ]"
@@ -436,7 +436,7 @@ private final class Gate: @unchecked Sendable {
 
     // MARK: willPresent completions
 
-    @Test func willPresentCompletionsMustBePresentationOptions() throws {
+    @Test(.ownThread) func willPresentCompletionsMustBePresentationOptions() throws {
         let broker = try BrokerUnderTest()
         let poster = try RawSession(broker)
         let first = try RawClient(broker.socket), second = try RawClient(broker.socket)
@@ -832,7 +832,7 @@ private final class Gate: @unchecked Sendable {
         return (status, c.stdout, c.stderr)
     }
 
-    @Test func profileSubcommandsHelpUsageAndUnreachableBroker() throws {
+    @Test(.ownThread) func profileSubcommandsHelpUsageAndUnreachableBroker() throws {
         for name in ["categories", "notify", "click"] {
             let (status, out, _) = try run([name, "--help"])
             #expect(status == 0 && out.hasPrefix("Usage: notifbus \(name)") && out.contains("--socket"), "\(name)")
@@ -860,7 +860,7 @@ private final class Gate: @unchecked Sendable {
         #expect(out.contains("  categories "))
     }
 
-    @Test func categoriesSubcommandSetsAndGets() throws {
+    @Test(.ownThread) func categoriesSubcommandSetsAndGets() throws {
         let broker = try BrokerUnderTest()
         let file = broker.folder.path + "/categories.json"
         try sampleCategories.write(toFile: file, atomically: true, encoding: .utf8)
@@ -891,7 +891,7 @@ private final class Gate: @unchecked Sendable {
         #expect(try broker.cli(["categories", "get"]).1 == "[{\"actions\":[],\"identifier\":\"ONLY\"}]\n")
     }
 
-    @Test func notifySubcommandShowsThePresentationDecision() throws {
+    @Test(.ownThread) func notifySubcommandShowsThePresentationDecision() throws {
         let broker = try BrokerUnderTest()
         var r = try broker.cli(["notify", "--id", "n-1", "--title", "T"])
         #expect(r.0 == 0 && r.1 == "willPresent n-1: not presented (unhandled: no observer decided)\n", "\(r)")
@@ -931,7 +931,7 @@ private final class Gate: @unchecked Sendable {
         #expect(observer.waitExit() == 0)
     }
 
-    @Test func clickSubcommandShowsTheOutcomeAndRefusals() throws {
+    @Test(.ownThread) func clickSubcommandShowsTheOutcomeAndRefusals() throws {
         let broker = try BrokerUnderTest()
         let file = broker.folder.path + "/categories.json"
         try sampleCategories.write(toFile: file, atomically: true, encoding: .utf8)

@@ -97,7 +97,7 @@ final class ScenarioPlayer {
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(5))) struct ScenarioVectorTests {
+@Suite(.serialized, .ownThread, .timeLimit(.minutes(5))) struct ScenarioVectorTests {
     @Test func scenariosArePresent() {
         #expect(Scenario.problems == [])
     }

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite(.timeLimit(.minutes(3))) struct StateFolderLockTests {
+@Suite(.ownThread, .timeLimit(.minutes(3))) struct StateFolderLockTests {
     /// The pid a lock file names, once its holder wrote it.
     static func holder(_ lockFile: String) -> Int32? {
         guard let text = try? String(contentsOfFile: lockFile, encoding: .utf8) else { return nil }
