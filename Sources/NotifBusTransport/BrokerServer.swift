@@ -95,6 +95,8 @@ public final class BrokerServer {
     /// the loop's event that reads its results.
     var syncer: JournalSyncer? = nil
     var syncEvent: OpaquePointer? = nil
+    /// Whether `startSyncer` ran: it is not tried again after a failure.
+    var syncerTried = false
     /// The sync in flight, and the writes it makes durable.
     var inFlightSync: (ticket: StateJournal.SyncTicket, writes: [WriteID])? = nil
     /// Durable writes appended while a sync was in flight: the next sync takes them all.
@@ -643,10 +645,7 @@ public final class BrokerServer {
             // Already on disk: an in-line sync took them (see `syncFinished`).
             return report(writes, written: true)
         }
-        if syncer == nil, let made = JournalSyncer() {
-            syncEvent = event_new(base, made.resultRead, Int16(EV_READ | EV_PERSIST), Trampolines.syncDone, context)
-            if let syncEvent, event_add(syncEvent, nil) == 0 { syncer = made }
-        }
+        if syncer == nil && !syncerTried { startSyncer() }
         if let syncer, syncer.start(ticket.fd) {
             inFlightSync = (ticket, writes)
             return
@@ -654,6 +653,18 @@ public final class BrokerServer {
         let synced = journal.endSync(ticket, errno: fdatasync(ticket.fd) == 0 ? 0 : errno)
         report(writes, written: synced)
         if !synced { failUnsynced() }
+    }
+
+    /// Starts the syncer's thread and its event, once: when either cannot be made, every sync
+    /// runs in line for the broker's life.
+    private func startSyncer() {
+        syncerTried = true
+        guard let made = JournalSyncer(),
+            let event = event_new(base, made.resultRead, Int16(EV_READ | EV_PERSIST), Trampolines.syncDone, context)
+        else { return }
+        guard event_add(event, nil) == 0 else { return event_free(event) }
+        syncEvent = event
+        syncer = made
     }
 
     /// The syncer's thread finished the sync in flight: its writes take effect (or are
