@@ -121,6 +121,48 @@ extension NotifBusConnection {
     public func post(
         willPresent notification: Notification, userInfo: RawJSON, once: String? = nil, timeout: Duration? = nil
     ) async throws(NotifBusError) -> PostResult {
+        let bytes = try NotifBusConnection.encoded(notification, userInfo: userInfo)
+        let payload = Array(#"{"notification":"#.utf8) + bytes + [UInt8(ascii: "}")]
+        return try await post(ProfileEvent.willPresent, payload: payload, once: once, timeout: timeout)
+    }
+
+    /// Posts `didReceive`: the user answered a notification. The broker refuses a response
+    /// its categories do not allow (`invalid_action`). `PostResult.isRetainedForLaunch`
+    /// says whether it was kept for an app that is not running.
+    public func post(didReceive response: NotificationResponse, once: String? = nil, timeout: Duration? = nil) async throws(NotifBusError)
+        -> PostResult
+    {
+        try await post(ProfileEvent.didReceive.rawValue, payload: response.jsonValue, once: once, timeout: timeout)
+    }
+
+    /// Posts `didReceive` with the notification's `userInfo` written as these bytes (one JSON
+    /// object), as `post(willPresent:userInfo:)` does: a bridge posts the click on a
+    /// notification with the data the app sent, unchanged.
+    public func post(
+        didReceive response: NotificationResponse, userInfo: RawJSON, once: String? = nil, timeout: Duration? = nil
+    ) async throws(NotifBusError) -> PostResult {
+        let bytes = try NotifBusConnection.encoded(response.notification, userInfo: userInfo)
+        guard case .object(var members) = response.jsonValue else { preconditionFailure("a response is an object") }
+        members.removeValue(forKey: "notification")
+        var payload = JSONValue.object(members).encoded
+        payload.removeLast()
+        if payload.count > 1 { payload.append(UInt8(ascii: ",")) }
+        payload += Array(#""notification":"#.utf8) + bytes + [UInt8(ascii: "}")]
+        return try await post(ProfileEvent.didReceive, payload: payload, once: once, timeout: timeout)
+    }
+
+    /// A profile event posted with a payload given as its bytes.
+    private func post(_ event: ProfileEvent, payload: [UInt8], once: String?, timeout: Duration?) async throws(NotifBusError)
+        -> PostResult
+    {
+        var fields: [String: JSONValue] = ["name": .string(event.rawValue)]
+        if let once { fields["once"] = .string(once) }
+        let answer = try await answeredRequest(Op.post, fields, raw: [("payload", payload)], timeout: timeout, onReply: nil)
+        return try PostResult(JSONValue(validated: answer.result), isRepeat: answer.isRepeat)
+    }
+
+    /// The JSON of `notification` with its content's `userInfo` written as `userInfo`.
+    static func encoded(_ notification: Notification, userInfo: RawJSON) throws(NotifBusError) -> [UInt8] {
         guard JSONScanner.isValidDocument(userInfo), userInfo.first == UInt8(ascii: "{") else {
             throw .invalidArgument("userInfo must be one JSON object")
         }
@@ -133,22 +175,11 @@ extension NotifBusConnection {
         content += Array(#""userInfo":"#.utf8) + userInfo + [UInt8(ascii: "}")]
         guard case .object(var members) = bare.jsonValue else { preconditionFailure("a notification is an object") }
         members.removeValue(forKey: "content")
-        var payload = Array(#"{"notification":"#.utf8) + JSONValue.object(members).encoded
-        payload.removeLast()
-        payload += Array(#","content":"#.utf8) + content + Array("}}".utf8)
-        var fields: [String: JSONValue] = ["name": .string(ProfileEvent.willPresent.rawValue)]
-        if let once { fields["once"] = .string(once) }
-        let answer = try await answeredRequest(Op.post, fields, raw: [("payload", payload)], timeout: timeout, onReply: nil)
-        return try PostResult(JSONValue(validated: answer.result), isRepeat: answer.isRepeat)
-    }
-
-    /// Posts `didReceive`: the user answered a notification. The broker refuses a response
-    /// its categories do not allow (`invalid_action`). `PostResult.isRetainedForLaunch`
-    /// says whether it was kept for an app that is not running.
-    public func post(didReceive response: NotificationResponse, once: String? = nil, timeout: Duration? = nil) async throws(NotifBusError)
-        -> PostResult
-    {
-        try await post(ProfileEvent.didReceive.rawValue, payload: response.jsonValue, once: once, timeout: timeout)
+        var out = JSONValue.object(members).encoded
+        out.removeLast()
+        if out.count > 1 { out.append(UInt8(ascii: ",")) }
+        out += Array(#""content":"#.utf8) + content + [UInt8(ascii: "}")]
+        return out
     }
 
     /// Posts `openSettings`, from a notification or (with `nil`) from the system settings.

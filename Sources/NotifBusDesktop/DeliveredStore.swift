@@ -7,7 +7,8 @@
 //
 // File: "NBDESK01", then records: length u32be | crc32 u32be | kind u8 | JSON body
 //   kind 1 server     {"bus": id?, "owner": unique name?}   the server the notifications after it belong to
-//   kind 2 shown      {"id", "caller"?, "notification", "category"?, "routes"}
+//   kind 2 shown      {"id", "caller"?, "notification", "category"?, "routes", "userInfo"?}
+//                     userInfo: the text the app sent it as; the notification's is then {}
 //   kind 3 forgotten  {"id"}
 //
 //   open ──replay──► table (stops at the first torn or bad record) ──snapshot──► file
@@ -133,11 +134,12 @@ public struct DeliveredStore {
     @discardableResult
     public mutating func record(
         _ notification: NotifBusClient.Notification, desktopId: UInt32, category: NotificationCategory?,
-        routes: [String: ActionRoute], caller: String?
+        routes: [String: ActionRoute], caller: String?, userInfo: RawJSON? = nil
     ) throws(JournalFileError) -> [UInt32] {
         let before = table
         let beforeSizes = recordBytes
-        let evicted = table.record(notification, desktopId: desktopId, category: category, routes: routes, caller: caller)
+        let evicted = table.record(
+            notification, desktopId: desktopId, category: category, routes: routes, caller: caller, userInfo: userInfo)
         guard file != nil else { return evicted }
         let record = DeliveredStore.encode(.shown(desktopId, table.entries[desktopId]!))
         recordBytes = recordBytes.filter { table.entries[$0.key] != nil }
@@ -235,10 +237,15 @@ public struct DeliveredStore {
             body = ["bus": s.bus.map(JSONValue.string) ?? .null, "owner": s.owner.map(JSONValue.string) ?? .null]
         case .shown(let id, let entry):
             kind = .shown
+            // userInfo as the app sent it, as text beside the notification (kept without it),
+            // so that a click after a restart posts the same bytes.
+            var notification = entry.notification
+            if entry.userInfo != nil { notification.content.userInfo = [:] }
             body = [
                 "id": .integer(Int64(id)), "caller": entry.caller.map(JSONValue.string) ?? .null,
-                "notification": entry.notification.jsonValue, "category": entry.category?.jsonValue ?? .null,
+                "notification": notification.jsonValue, "category": entry.category?.jsonValue ?? .null,
                 "routes": .object(entry.routes.mapValues(\.jsonValue)),
+                "userInfo": entry.userInfo.map { .string(String(decoding: $0, as: UTF8.self)) } ?? .null,
             ]
         case .forgotten(let id):
             kind = .forgotten
@@ -288,9 +295,17 @@ public struct DeliveredStore {
             return true
         case .shown:
             guard let id = DeliveredStore.desktopId(body["id"]), let n = body["notification"],
-                let notification = try? NotifBusClient.Notification(json: n),
+                var notification = try? NotifBusClient.Notification(json: n),
                 let routeObject = body["routes"]?.objectValue
             else { return false }
+            var userInfo: RawJSON? = nil
+            if let text = body["userInfo"]?.stringValue {
+                let bytes = Array(text.utf8)
+                guard bytes.first == UInt8(ascii: "{"), let members = (try? JSONValue(parsingAnyDepth: bytes))?.objectValue
+                else { return false }
+                notification.content.userInfo = members
+                userInfo = bytes
+            }
             var category: NotificationCategory? = nil
             if let c = body["category"], !c.isNull {
                 guard let read = try? NotificationCategory(json: c) else { return false }
@@ -301,7 +316,8 @@ public struct DeliveredStore {
                 guard let route = ActionRoute(json: value) else { return false }
                 routes[key] = route
             }
-            let gone = table.record(notification, desktopId: id, category: category, routes: routes, caller: body["caller"]?.stringValue)
+            let gone = table.record(
+                notification, desktopId: id, category: category, routes: routes, caller: body["caller"]?.stringValue, userInfo: userInfo)
             evicted.removeAll { $0 == id }
             evicted += gone
             return true

@@ -27,6 +27,9 @@ public struct DeliveryTable: Sendable {
 
     struct Entry: Sendable {
         let notification: NotifBusClient.Notification
+        /// The notification's `userInfo` as the app sent it (one JSON object), when known:
+        /// what its click is posted with, so that the app gets its data back unchanged.
+        let userInfo: RawJSON?
         let category: NotificationCategory?
         let routes: [String: ActionRoute]
         let sequence: UInt64
@@ -66,12 +69,12 @@ public struct DeliveryTable: Sendable {
     @discardableResult
     public mutating func record(
         _ notification: NotifBusClient.Notification, desktopId: UInt32, category: NotificationCategory?,
-        routes: [String: ActionRoute], caller: String? = nil
+        routes: [String: ActionRoute], caller: String? = nil, userInfo: RawJSON? = nil
     ) -> [UInt32] {
         if let old = idByIdentifier[notification.identifier] { forget(old) }
         forget(desktopId)
         entries[desktopId] = Entry(
-            notification: notification, category: category, routes: routes, sequence: nextSequence, caller: caller)
+            notification: notification, userInfo: userInfo, category: category, routes: routes, sequence: nextSequence, caller: caller)
         idByIdentifier[notification.identifier] = desktopId
         nextSequence += 1
         var evicted: [UInt32] = []
@@ -90,6 +93,9 @@ public struct DeliveryTable: Sendable {
 
     /// The activation token the server sent for a delivered notification.
     public func activationToken(desktopId: UInt32) -> String? { entries[desktopId]?.activationToken }
+
+    /// The `userInfo` bytes the app sent for a delivered notification, when known.
+    public func userInfo(desktopId: UInt32) -> RawJSON? { entries[desktopId]?.userInfo }
 
     /// Whether a notification is delivered under this id.
     public func contains(desktopId: UInt32) -> Bool { entries[desktopId] != nil }

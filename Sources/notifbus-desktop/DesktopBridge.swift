@@ -42,6 +42,8 @@ struct AppIdentity: Sendable {
 struct TakenResponse: Sendable {
     let number: UInt64
     let response: NotificationResponse
+    /// The notification's `userInfo` as the app sent it, when known: posted unchanged.
+    let userInfo: RawJSON?
     let activationToken: String?
 }
 
@@ -159,8 +161,9 @@ final class DesktopBridge: @unchecked Sendable {
         // could go nowhere, so the add fails at once instead of waiting for the broker.
         let session = lock.withLock { brokerChanges }
         guard broker.isOpen else { throw NotifBusError.connectionLost(DesktopBridge.reconnecting) }
+        let userInfo = NotifyArguments.rawUserInfo(in: raw)
         let decision =
-            if let userInfo = NotifyArguments.rawUserInfo(in: raw) {
+            if let userInfo {
                 try await broker.post(willPresent: notification, userInfo: userInfo)
             } else {
                 try await broker.post(willPresent: notification)
@@ -199,7 +202,8 @@ final class DesktopBridge: @unchecked Sendable {
                 let before = store.table.desktopId(forIdentifier: notification.identifier)
                 do throws(JournalFileError) {
                     let forgotten = try store.record(
-                        notification, desktopId: id, category: category, routes: arguments.routes, caller: server.bus.uniqueName)
+                        notification, desktopId: id, category: category, routes: arguments.routes, caller: server.bus.uniqueName,
+                        userInfo: userInfo)
                     return (before == id ? nil : before, forgotten)
                 } catch {
                     unrecorded[id] = error
@@ -316,23 +320,32 @@ final class DesktopBridge: @unchecked Sendable {
         let response: NotificationResponse?
         var answeredID: UInt32? = nil
         var token: String? = nil
+        var userInfo: RawJSON? = nil
         do {
             switch m.member {
             case "ActionInvoked"?:
                 let id = try m.uint32(), key = try m.string()
-                (token, response) = lock.withLock {
-                    (store.table.activationToken(desktopId: id), journaled { $0.actionInvoked(desktopId: id, key: key) })
+                (token, userInfo, response) = lock.withLock {
+                    (
+                        store.table.activationToken(desktopId: id), store.table.userInfo(desktopId: id),
+                        journaled { $0.actionInvoked(desktopId: id, key: key) }
+                    )
                 }
                 answeredID = id
             case "NotificationReplied"?:
                 let id = try m.uint32(), text = try m.string()
-                (token, response) = lock.withLock {
-                    (store.table.activationToken(desktopId: id), journaled { $0.replied(desktopId: id, text: text) })
+                (token, userInfo, response) = lock.withLock {
+                    (
+                        store.table.activationToken(desktopId: id), store.table.userInfo(desktopId: id),
+                        journaled { $0.replied(desktopId: id, text: text) }
+                    )
                 }
                 answeredID = id
             case "NotificationClosed"?:
                 let id = try m.uint32(), reason = try m.uint32()
-                response = lock.withLock { journaled { $0.closed(desktopId: id, reason: reason) } }
+                (userInfo, response) = lock.withLock {
+                    (store.table.userInfo(desktopId: id), journaled { $0.closed(desktopId: id, reason: reason) })
+                }
             case "ActivationToken"?:
                 let id = try m.uint32(), value = try m.string()
                 lock.withLock { store.noteActivationToken(value, desktopId: id) }
@@ -348,7 +361,7 @@ final class DesktopBridge: @unchecked Sendable {
         let next = lock.withLock { () -> TakenResponse? in
             guard !stopping else { return nil }
             taken.append(response)
-            return TakenResponse(number: starts.take(), response: response, activationToken: token)
+            return TakenResponse(number: starts.take(), response: response, userInfo: userInfo, activationToken: token)
         }
         guard let next, case .enqueued = responses.yield(next) else {
             let kept = next != nil
@@ -376,7 +389,7 @@ final class DesktopBridge: @unchecked Sendable {
     /// earlier one (as separate tasks could). Runs for the bridge's life.
     func postResponses() async {
         for await next in responseStream {
-            let result = await post(next.response)
+            let result = await post(next.response, userInfo: next.userInfo)
             lock.withLock { _ = taken.removeFirst() }
             if let result, result.isRetainedForLaunch, launcher != nil { await startApp(for: next) }
         }
@@ -386,9 +399,9 @@ final class DesktopBridge: @unchecked Sendable {
     /// its own: whatever is lost on the way (the answer, the connection, the broker), the
     /// response is sent again with the same key, and a broker that had it answers with its
     /// first outcome instead of running it again (`FailedPost`). Returns the broker's result,
-    /// if it answered with one.
+    /// if it answered with one. With `userInfo`, the notification's data goes as those bytes.
     @discardableResult
-    func post(_ response: NotificationResponse) async -> PostResult? {
+    func post(_ response: NotificationResponse, userInfo: RawJSON? = nil) async -> PostResult? {
         let what = DesktopBridge.describe(response)
         let key = nextKey()
         var again = false
@@ -398,7 +411,11 @@ final class DesktopBridge: @unchecked Sendable {
             lock.withLock { headSent = true }
             let answer: Result<PostResult, NotifBusError>
             do {
-                answer = .success(try await broker.post(didReceive: response, once: key))
+                if let userInfo {
+                    answer = .success(try await broker.post(didReceive: response, userInfo: userInfo, once: key))
+                } else {
+                    answer = .success(try await broker.post(didReceive: response, once: key))
+                }
             } catch {
                 answer = .failure(error)
             }

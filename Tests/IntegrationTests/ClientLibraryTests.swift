@@ -205,6 +205,31 @@ final class Recorder: @unchecked Sendable {
         }
     }
 
+    /// `post(didReceive:userInfo:)` forwards the notification's userInfo as its bytes too.
+    @Test func didReceiveCarriesUserInfoAsItsBytes() async throws {
+        let broker = try BrokerUnderTest()
+        let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")
+        defer { a.close() }
+        let received = Recorder()
+        try await a.addObserver(events: ["didReceive"]) { event in
+            received.add(String(decoding: event.rawPayload, as: UTF8.self))
+            return .complete(nil)
+        }
+        let userInfo = Array(#"{"n":[1e9, 1.50],"s":"x"}"#.utf8)
+        let notification = Notification(identifier: "n1", content: NotificationContent(title: "t", userInfo: ["ignored": 1]))
+        let response = NotificationResponse(actionIdentifier: NotificationResponse.defaultActionIdentifier, notification: notification)
+        let result = try await a.post(didReceive: response, userInfo: userInfo, once: "k1")
+        #expect(result.outcome == .completed)
+        let payload = try #require(received.all.first)
+        #expect(payload.contains(#""content":{"title":"t","userInfo":{"n":[1e9, 1.50],"s":"x"}}"#), "\(payload)")
+        let parsed = try NotificationResponse(json: JSONValue(parsing: Array(payload.utf8)))
+        #expect(parsed.actionIdentifier == response.actionIdentifier && parsed.notification.identifier == "n1")
+        #expect(parsed.notification.content.userInfo["s"] == "x")
+        await #expect(throws: NotifBusError.invalidArgument("userInfo must be one JSON object")) {
+            _ = try await a.post(didReceive: response, userInfo: Array("[1]".utf8))
+        }
+    }
+
     @Test func methodChannelErrorsAreTyped() async throws {
         let broker = try BrokerUnderTest()
         let server = try await NotifBusConnection.connect(socket: broker.socket)

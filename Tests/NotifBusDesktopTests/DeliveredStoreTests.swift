@@ -273,6 +273,29 @@ enum StoreChange: CustomStringConvertible {
         #expect(table.actionInvoked(desktopId: 7, key: "ACCEPT")?.notification.content.userInfo["n"] == 1.5)
     }
 
+    /// The userInfo an app sent is kept as its bytes through a restart: the click posts
+    /// `1e9` as `1e9`, and the notification's value is read from those bytes.
+    @Test func userInfoBytesReadBackUnchanged() throws {
+        let file = CrashingFile([])
+        var store = try DeliveredStore.open([], file: file, capacity: 10).store
+        let raw = Array(#"{"n":[1e9, 2.50],"s":"\u00e9"}"#.utf8)
+        let parsed = try #require(try JSONValue(parsingAnyDepth: raw).objectValue)
+        let n = NotifBusClient.Notification(identifier: "m1", content: NotificationContent(title: "t", userInfo: parsed))
+        try store.record(n, desktopId: 3, category: nil, routes: Self.routes, caller: nil, userInfo: raw)
+        #expect(store.table.userInfo(desktopId: 3) == raw)
+        let text = String(decoding: file.durable, as: UTF8.self)
+        #expect(!text.contains("1000000000"), "the record holds the tree, not the bytes: \(text)")
+        let again = try DeliveredStore.open(file.durable, file: CrashingFile([]), capacity: 10).store
+        #expect(again.table.userInfo(desktopId: 3) == raw)
+        #expect(again.table.delivered.map(\.notification) == [n])
+        // A record whose userInfo text is not an object is a bad record, as any damage is.
+        let otherFile = CrashingFile([])
+        var other = try DeliveredStore.open([], file: otherFile, capacity: 10).store
+        try other.record(n, desktopId: 4, category: nil, routes: Self.routes, caller: nil, userInfo: Array("[1]".utf8))
+        let loaded = try DeliveredStore.open(otherFile.durable, file: CrashingFile([]), capacity: 10)
+        #expect(loaded.store.table.count == 0 && loaded.problem != nil)
+    }
+
     @Test func aCorruptRecordKeepsWhatCameBeforeIt() throws {
         let file = CrashingFile([])
         var store = try DeliveredStore.open([], file: file, capacity: 10).store

@@ -1,7 +1,7 @@
 """`notifbus desktop` against adds an attacker would send, python-dbusmock on a private bus:
-a userInfo of 100 arrays of 1,000 `1e9` (forwarded as its bytes, so the willPresent post
-stays as small as the add, and the bridge's connection and other apps' adds in flight are
-unharmed), and a userInfo nested 100,000 deep, shown, listed and removed with the bridge
+a userInfo of 100 arrays of 1,000 `1e9` (forwarded as its bytes, so the willPresent post and
+the click's didReceive stay as small as the add, and the bridge's connection and other apps'
+adds in flight are unharmed), and a userInfo nested 100,000 deep, shown, listed and removed with the bridge
 still running. These frames are written by hand: the Python client would need recursion to
 write or read a value that deep.
 """
@@ -64,13 +64,13 @@ class RawClient:
 
 
 class PayloadWatcher(threading.Thread):
-    """An observer of willPresent on its own connection that keeps each payload's bytes
-    and answers next."""
+    """An observer of willPresent and didReceive, first in their chains, on its own
+    connection: keeps each event's bytes and answers next."""
 
     def __init__(self, path: str) -> None:
         super().__init__(daemon=True)
         self.client = RawClient(path)
-        self.client.send(b'{"op":"subscribe","id":1,"events":["willPresent"]}')
+        self.client.send(b'{"op":"subscribe","id":1,"events":["willPresent","didReceive"],"priority":0}')
         assert b'"result"' in self.client.read()
         self.frames: List[bytes] = []
         self.lock = threading.Lock()
@@ -89,9 +89,10 @@ class PayloadWatcher(threading.Thread):
         except (OSError, ConnectionError):
             return
 
-    def payload_holding(self, text: bytes) -> Optional[bytes]:
+    def payload_holding(self, *texts: bytes) -> Optional[bytes]:
+        """The first event frame that holds every one of `texts`."""
         with self.lock:
-            return next((f for f in self.frames if text in f), None)
+            return next((f for f in self.frames if all(t in f for t in texts)), None)
 
 
 def test_an_add_of_100_arrays_of_1000_numbers_is_forwarded_as_its_bytes(desktop):
@@ -136,6 +137,15 @@ def test_an_add_of_100_arrays_of_1000_numbers_is_forwarded_as_its_bytes(desktop)
     assert desktop.bridge.poll() is None
     assert "frame_too_large" not in desktop.log()
     assert marker(desktop, channel)["notification"]["identifier"] == "marker"
+    # A click on it posts didReceive with the same bytes, not a tree re-encoded 3 times larger.
+    desktop.emit("ActionInvoked", "us", reply["result"]["desktopId"], "default")
+    click = (b'"name":"didReceive"', b'"identifier":"big"')
+    wait_until(lambda: watcher.payload_holding(*click), "the click's didReceive post")
+    clicked = watcher.payload_holding(*click)
+    assert user_info in clicked
+    assert b"1000000000.0" not in clicked
+    assert len(clicked) < len(arguments) + 300
+    assert "frame_too_large" not in desktop.log() and "was refused" not in desktop.log()
     raw.close()
     watcher.client.close()
 
