@@ -157,7 +157,7 @@ describe('closing and timeouts', () => {
     client.once('close', closedEvent.resolve);
     await client.close();
     await waiting;
-    assert.ok(isLost(await within(closedEvent.promise, 1_000, "'close'")));
+    assert.ok(isLost(await within(closedEvent.promise, 5_000, "'close'")));
     assert.equal(client.closed, true);
     await assert.rejects(client.ping(), isLost);
     await assert.rejects(
@@ -187,7 +187,7 @@ describe('closing and timeouts', () => {
         assert.equal(error.op, 'post');
         return true;
       });
-      await within(reached.promise, 1_000, 'hop delivered');
+      await within(reached.promise, 5_000, 'hop delivered');
       // The connection is still usable after a client-side timeout.
       await poster.ping();
     } finally {
@@ -213,14 +213,14 @@ describe('losing the broker', () => {
     const lost = [deferred(), deferred()];
     handler.once('close', lost[0].resolve);
     invoker.once('close', lost[1].resolve);
-    await within(reached.promise, 2_000, 'call delivered');
+    await within(reached.promise, 5_000, 'call delivered');
 
     await broker.kill();
     // Lost, not timed out (the call timeout and the take's wait are 10 s): they failed with
     // the connection.
-    assert.ok(isLost(await within(invoked, 1_000, 'invoke after SIGKILL')));
-    assert.ok(isLost(await within(taken, 1_000, 'take after SIGKILL')));
-    await within(Promise.all(lost.map((d) => d.promise)), 1_000, "'close' on both clients");
+    assert.ok(isLost(await within(invoked, 5_000, 'invoke after SIGKILL')));
+    assert.ok(isLost(await within(taken, 5_000, 'take after SIGKILL')));
+    await within(Promise.all(lost.map((d) => d.promise)), 5_000, "'close' on both clients");
     await assert.rejects(invoker.post('after'), isLost);
   });
 
@@ -228,7 +228,7 @@ describe('losing the broker', () => {
     const broker = await freshBroker();
     const client = await connect({ socket: broker.socket, timeout: 5_000 });
     const taken = assert.rejects(
-      within(client.take('shutdown', { wait: 10_000 }), 3_000, 'take after SIGTERM'),
+      within(client.take('shutdown', { wait: 10_000 }), 6_000, 'take after SIGTERM'),
       (error) => error instanceof BrokerError && error.code === 'shutting_down',
     );
     const closed = deferred();
@@ -236,9 +236,9 @@ describe('losing the broker', () => {
     await client.ping();
     broker.child.kill('SIGTERM');
     await taken;
-    const { code } = await within(broker.exited, 3_000, 'broker exit');
+    const { code } = await within(broker.exited, 6_000, 'broker exit');
     assert.equal(code, 0);
-    await within(closed.promise, 1_000, "'close'");
+    await within(closed.promise, 5_000, "'close'");
     await assert.rejects(client.ping(), isLost);
   });
 });

@@ -63,7 +63,7 @@ async function scriptedPeer(name) {
     next: () =>
       within(
         received.length > 0 ? Promise.resolve(received.shift()) : new Promise((resolve) => waiters.push(resolve)),
-        2_000,
+        5_000,
         'frame from the client',
       ),
     send: (...frames) => connection.write(Buffer.concat(frames.map(encodeFrame))),
