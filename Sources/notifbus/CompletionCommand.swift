@@ -58,9 +58,13 @@ enum CompletionCommand {
         return (flags.values.union(flags.switches).union(["help"])).sorted().map { "--" + $0 }
     }
 
-    /// Each sibling tool's options, read from its help (none when it is not installed).
-    static var siblingOptions: [(command: String, options: [String])] {
-        SiblingTool.tools.map { ($0.command, SiblingTool.options($0)) }
+    /// Each sibling tool's options, read from its help (none when it is not installed), and
+    /// those of them that take a value.
+    static var siblingOptions: [(command: String, options: [String], values: Set<String>)] {
+        SiblingTool.tools.map { tool in
+            let options = SiblingTool.options(tool)
+            return (tool.command, options.map(\.option), Set(options.filter(\.takesValue).map { String($0.option.dropFirst(2)) }))
+        }
     }
 
     static func bash() -> String {
@@ -68,7 +72,7 @@ enum CompletionCommand {
         for command in CLI.subcommands {
             cases.append("        \(command.name)) opts=\"\(options(command).joined(separator: " "))\" ;;")
         }
-        for (command, opts) in siblingOptions {
+        for (command, opts, _) in siblingOptions {
             cases.append("        \(command)) opts=\"\(opts.joined(separator: " "))\" ;;")
         }
         let values = valueWords.sorted { $0.key < $1.key }.map { "        --\($0.key)) words=\"\($0.value.joined(separator: " "))\" ;;" }
@@ -144,9 +148,8 @@ enum CompletionCommand {
             specs.insert("'*:file:_files'", at: 0)
             cases.append("    \(command.name)) _arguments \(specs.joined(separator: " ")) ;;")
         }
-        for (command, opts) in siblingOptions {
-            // A sibling's value options are unknown here, but for those of `valueWords`.
-            var specs = opts.map { valueWords[String($0.dropFirst(2))] != nil ? zshSpec($0, takesValue: true) : "'\($0)'" }
+        for (command, opts, values) in siblingOptions {
+            var specs = opts.map { zshSpec($0, takesValue: values.contains(String($0.dropFirst(2)))) }
             if let words = positionalWords[command] {
                 specs.insert("'1:\(command == "push" ? "action" : "engine"):(\(words.joined(separator: " ")))'", at: 0)
             }
@@ -199,10 +202,15 @@ enum CompletionCommand {
         }
         for tool in SiblingTool.tools {
             lines.append("complete -c notifbus -n __fish_use_subcommand -a \(tool.command) -d '\(tool.summary.replacingQuote())'")
-            for option in SiblingTool.options(tool) {
+            for (option, takesValue) in SiblingTool.options(tool) {
                 let name = String(option.dropFirst(2))
-                let words = valueWords[name].map { " -x -a '\($0.joined(separator: " "))'" } ?? ""
-                lines.append("complete -c notifbus -n '__fish_seen_subcommand_from \(tool.command)' -l \(name)\(words)")
+                var line = "complete -c notifbus -n '__fish_seen_subcommand_from \(tool.command)' -l \(name)"
+                if let words = valueWords[name] {
+                    line += " -x -a '\(words.joined(separator: " "))'"
+                } else if takesValue {
+                    line += pathOptions.contains(name) ? " -r -F" : " -x"
+                }
+                lines.append(line)
             }
         }
         lines.append("complete -c notifbus -n __fish_use_subcommand -a help -d 'print a command help'")

@@ -36,23 +36,33 @@ enum SiblingTool {
         return texts
     }
 
-    /// The options `tool`'s help texts name (`--app-name`, `--url`, ...), sorted.
-    static func options(_ tool: Tool) -> [String] {
-        var found = Set<String>()
+    /// The options `tool`'s help texts name (`--app-name`, `--url`, ...), sorted, each with
+    /// whether it takes a value: whether the help writes its value after it somewhere
+    /// (`--url URLS`, `[--state-dir DIR]`, `--unhandled banner|none`).
+    static func options(_ tool: Tool) -> [(option: String, takesValue: Bool)] {
+        var found: [String: Bool] = [:]
         for text in helpTexts(tool) {
-            var word = ""
-            for c in text + " " {
-                if c.isLetter || c.isNumber || c == "-" {
-                    word.append(c)
-                    continue
-                }
-                if word.hasPrefix("--"), word.count > 2, word.dropFirst(2).first?.isLetter == true {
-                    found.insert(String(word.reversed().drop { $0 == "-" }.reversed()))
-                }
-                word = ""
+            let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).map(String.init)
+            for (i, raw) in words.enumerated() {
+                // An option word, without what comes before or after its name ("(--url,").
+                let from = raw.drop { $0 != "-" }
+                let word = String(from.prefix { $0.isLetter || $0.isNumber || $0 == "-" })
+                guard word.hasPrefix("--"), word.count > 2, word.dropFirst(2).first?.isLetter == true else { continue }
+                let option = String(word.reversed().drop { $0 == "-" }.reversed())
+                let takesValue = word == from && i + 1 < words.count && SiblingTool.isValueWord(words[i + 1])
+                found[option] = (found[option] ?? false) || takesValue
             }
         }
-        return found.sorted()
+        return found.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// Whether a help text's word after an option names its value: a metavariable of
+    /// capitals, digits and `_` (`PATH]` in `[--socket PATH]`), or alternatives (`banner|none`).
+    static func isValueWord(_ word: String) -> Bool {
+        if word.contains("|") { return true }
+        let run = word.prefix { $0.isUppercase || $0.isNumber || $0 == "_" }
+        guard run.first?.isUppercase == true else { return false }
+        return word.dropFirst(run.count).first.map { !$0.isLetter } ?? true
     }
 
     /// The folder of the running executable, from /proc/self/exe.

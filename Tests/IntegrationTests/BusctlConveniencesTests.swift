@@ -235,6 +235,13 @@ import Testing
         #expect(zsh.contains("'--match:match:(op= client= name= channel= method= dir= op=hello"))
         #expect(zsh.contains("bridge) _arguments '1:engine:(nats)'"))
         #expect(zsh.contains("push) _arguments '1:action:(post put invoke)'"))
+        // The bridges' options that take a value, as their help writes it, wait for it.
+        let lines = zsh.split(separator: "\n").map(String.init)
+        let desktop = try #require(lines.first { $0.hasPrefix("    desktop) ") })
+        #expect(desktop.contains("'--socket:socket:_files'") && desktop.contains("'--app-id:app-id: '"), "\(desktop)")
+        #expect(desktop.contains("'--unhandled:unhandled:(banner none)'") && desktop.contains("'--verbose'"), "\(desktop)")
+        let bridge = try #require(lines.first { $0.hasPrefix("    bridge) ") })
+        #expect(bridge.contains("'--device:device: '") && bridge.contains("'--create-stream'"), "\(bridge)")
     }
 
     @Test func theManPageCoversEveryCommand() throws {

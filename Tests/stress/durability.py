@@ -1072,7 +1072,8 @@ def main() -> int:
         f"before the kill; after it, posts: {keyed['post_repeats']} repeats, {keyed['interrupted']} interrupted, "
         f"{keyed['post_fresh']} applied as new; puts: {keyed['put_repeats']} repeats, {keyed['put_fresh']} applied as new"
     )
-    return sl.finish_run(checks, folder, binary, kept="state folders and logs")
+    again = f"--rounds {args.rounds} --keyed-rounds {args.keyed_rounds} --seed {seed}"
+    return sl.finish_run(checks, folder, binary, kept="state folders and logs", again=again)
 
 
 if __name__ == "__main__":

@@ -501,15 +501,16 @@ def run_checks(
     return finish_run(checks, folder, binary)
 
 
-def finish_run(checks: "Checks", folder: str, binary: str, kept: str = "broker logs") -> int:
+def finish_run(checks: "Checks", folder: str, binary: str, kept: str = "broker logs", again: str = "") -> int:
     """Prints the report and returns the exit status; the run's folder goes when every
-    check passed, and is kept (without the broker's copy of the binary) otherwise."""
+    check passed, and is kept (without the broker's copy of the binary) otherwise, with
+    `again`, the arguments that run the same again (its seed), printed beside it."""
     code = checks.report()
     if code == 0:
         shutil.rmtree(folder, ignore_errors=True)
     else:
         os.remove(binary)
-        print(f"({kept} kept in {folder})")
+        print(f"({kept} kept in {folder}{'; the same run again: ' + again if again else ''})")
     return code
 
 
