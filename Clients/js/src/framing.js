@@ -22,9 +22,20 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * @param {object} message a JSON object
  * @returns {Buffer} the length header followed by the JSON body
  * @throws {TypeError} if the message is not JSON-serialisable to an object
+ * @throws {RangeError} if it is too long, or nested too deeply for JSON.stringify
  */
 export function encodeFrame(message) {
-  const json = JSON.stringify(message);
+  let json;
+  try {
+    json = JSON.stringify(message);
+  } catch (error) {
+    // JSON.stringify recurses per level of nesting (JSON.parse does not): a value nested
+    // tens of thousands of levels deep overflows the stack. Say so, not just "call stack".
+    if (error instanceof RangeError) {
+      throw new RangeError(`a value in the ${message?.op ?? 'frame'} is nested too deeply to encode: ${error.message}`);
+    }
+    throw error;
+  }
   if (typeof json !== 'string' || !json.startsWith('{')) {
     throw new TypeError('a frame must hold a JSON object');
   }

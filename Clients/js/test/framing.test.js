@@ -37,6 +37,20 @@ describe('encodeFrame', () => {
     assert.throws(() => encodeFrame([1, 2]), TypeError);
     assert.throws(() => encodeFrame({ n: 1n }), TypeError);
   });
+
+  test('names a value nested too deeply for JSON.stringify, and reads one as deep', () => {
+    let deep = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    assert.throws(() => encodeFrame({ op: 'post', payload: deep }), {
+      name: 'RangeError',
+      message: /^a value in the post is nested too deeply to encode: /,
+    });
+    // Reading has no such limit: a frame as deep as the broker forwards is decoded.
+    const body = `{"op":"event","payload":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
+    const decoder = new FrameDecoder();
+    const [frame] = decoder.push(Buffer.concat([header(Buffer.byteLength(body)), Buffer.from(body)]));
+    assert.equal(frame.op, 'event');
+  });
 });
 
 describe('FrameDecoder', () => {

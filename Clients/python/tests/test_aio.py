@@ -109,6 +109,26 @@ async def test_chain_order_ties_and_coroutine_handlers(broker):
 
 
 @bounded
+async def test_user_data_nested_100000_deep_goes_both_ways(broker):
+    """The asyncio front reads and writes values far deeper than ``json`` goes, too."""
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+
+    def depth_of(value: Any) -> int:
+        depth = 0
+        while isinstance(value, list):
+            value, depth = value[0], depth + 1
+        return depth
+
+    async with await open_client(broker, "app") as app, await open_client(broker, "poster") as poster:
+        await app.add_observer("deep", lambda event: Complete(event.payload))
+        result = await poster.post("deep", deep)
+        assert result.outcome == "completed" and depth_of(result.value) == 100_000
+        await app.ping()
+
+
+@bounded
 async def test_stop_and_raising_handlers(broker):
     async def broken(event: notifbus.Event) -> Any:
         raise RuntimeError("async handler bug")

@@ -275,6 +275,41 @@ def test_method_channel_python_to_python(broker):
         } in handlers
 
 
+def nested(depth: int) -> Any:
+    """A list nested `depth` levels deep around 1, built without recursion."""
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def depth_of(value: Any) -> int:
+    depth = 0
+    while isinstance(value, list):
+        value, depth = value[0], depth + 1
+    return depth
+
+
+def test_user_data_nested_100000_deep_goes_both_ways(broker):
+    """Far deeper than ``json`` goes: an observer gets the payload and completes with it,
+    a handler gets the arguments and returns them, and the connections stay up."""
+    deep = nested(100_000)
+    seen: List[int] = []
+
+    def observe(event: notifbus.Event) -> Any:
+        seen.append(depth_of(event.payload))
+        return Complete(event.payload)
+
+    with open_client(broker, "app") as app, open_client(broker, "poster") as poster:
+        app.add_observer("deep", observe)
+        app.method_channel("deep").set_method_call_handler(lambda method, arguments: arguments)
+        result = poster.post("deep", deep)
+        assert result.outcome == "completed" and depth_of(result.value) == 100_000 and seen == [100_000]
+        assert depth_of(poster.method_channel("deep").invoke_method("echo", deep)) == 100_000
+        app.ping()
+        poster.ping()
+
+
 CHILD_HANDLER = """
 import sys, notifbus
 def handler(method, arguments):

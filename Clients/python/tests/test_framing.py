@@ -50,6 +50,70 @@ def test_encode_rejects_nan_and_unserializable_values():
         encode_frame({"op": "post", "payload": object()})
 
 
+def test_values_deeper_than_json_goes_are_read_and_written_without_recursion():
+    """Beyond the standard module's ~1,000 levels the codec reads and writes the same
+    text without recursion; what the standard module can take, it takes itself."""
+    deep = "[" * 300_000 + "1" + "]" * 300_000
+    body = '{"op":"event","event":7,"observer":"o1","name":"deep","payload":{"a":' + deep + "}}"
+    decoder = FrameDecoder()
+    decoder.feed(len(body).to_bytes(4, "big") + body.encode())
+    got = decoder.next_frame()
+    assert (got["op"], got["event"], got["name"]) == ("event", 7, "deep")
+    level, depth = got["payload"]["a"], 1
+    while isinstance(level, list):
+        level, depth = level[0], depth + 1
+    assert (depth, level) == (300_001, 1)
+    assert encode_frame(got)[4:] == body.encode()
+    for bad in ["[" * 5_000, "[" * 5_000 + "]" * 4_999 + "}", "[" * 5_000 + "NaN" + "]" * 5_000]:
+        decoder = FrameDecoder()
+        raw = ('{"payload":' + bad + "}").encode()
+        decoder.feed(len(raw).to_bytes(4, "big") + raw)
+        with pytest.raises(ProtocolViolation, match="not valid UTF-8 JSON"):
+            decoder.next_frame()
+
+
+def test_the_codec_without_recursion_writes_and_reads_what_json_does():
+    """``_deep_json`` against the standard module on seeded random values: the same text
+    written (compact, with and without ASCII escapes), the same values read back."""
+    import random
+
+    from notifbus import _deep_json
+
+    seed = 20261207
+    rng = random.Random(seed)
+    scalars = [None, True, False, 0, -12, 3.5, 1e300, -0.0, 2**70, "", "x", 'é\u2028"\\\n\ud800']
+
+    def value(depth: int = 0) -> Any:
+        roll = rng.random()
+        if depth > 6 or roll < 0.3:
+            return rng.choice(scalars)
+        if roll < 0.65:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {rng.choice(["a", "b", "é", 'k"', "1"]): value(depth + 1) for _ in range(rng.randrange(4))}
+
+    for _ in range(2_000):
+        v = value()
+        for ascii_only in (False, True):
+            text = json.dumps(v, separators=(",", ":"), ensure_ascii=ascii_only, allow_nan=False)
+            assert _deep_json.dumps(v, ensure_ascii=ascii_only) == text, f"seed {seed}"
+        spaced = json.dumps(v, indent=1)
+        assert repr(_deep_json.loads(spaced)) == repr(json.loads(spaced)), f"seed {seed}: {spaced}"
+    assert (
+        _deep_json.dumps({1: [1.0, {None: True}], 2.5: "x", False: []})
+        == '{"1":[1.0,{"null":true}],"2.5":"x","false":[]}'
+    )
+    for bad in ["", "[", "[1,]", '{"a" 1}', "NaN", "[1] x", '{"a":1,}', "tru", "-", "[01]", '"\\x"']:
+        with pytest.raises(ValueError):
+            _deep_json.loads(bad)
+    for unwritable, error in [(float("nan"), ValueError), ({(1, 2): 1}, TypeError), ({1, 2}, TypeError)]:
+        with pytest.raises(error):
+            _deep_json.dumps(unwritable)
+    circular: List[Any] = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular"):
+        _deep_json.dumps(circular)
+
+
 def test_decoder_whole_byte_by_byte_and_concatenated():
     frames = [{"op": "reply", "id": 1, "result": None}, {"op": "event", "event": 2, "payload": {"ü": [1, 2]}}]
     stream = b"".join(frame(f) for f in frames)

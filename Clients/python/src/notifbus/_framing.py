@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Optional
 
+from . import _deep_json
 from ._errors import ProtocolViolation
 
 #: Size of the length prefix in bytes.
@@ -25,16 +26,25 @@ def encode_frame(message: Mapping[str, Any]) -> bytes:
     Raises ``TypeError`` for values JSON cannot hold and ``ValueError`` for NaN and
     infinities, which JSON does not have.
     """
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _dumps(message, ensure_ascii=False)
     try:
         body = text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (valid in JSON as an escape, as received) has no UTF-8 form:
         # write every non-ASCII character as an escape instead.
-        body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii")
+        body = _dumps(message, ensure_ascii=True).encode("ascii")
     if len(body) > MAX_LENGTH:
         raise ValueError(f"frame body of {len(body)} bytes does not fit a 32-bit length")
     return len(body).to_bytes(HEADER_SIZE, "big") + body
+
+
+def _dumps(message: Mapping[str, Any], ensure_ascii: bool) -> str:
+    """``json.dumps``, or for a value nested deeper than it goes, the same text written
+    without recursion."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=ensure_ascii, allow_nan=False)
+    except RecursionError:
+        return _deep_json.dumps(message, ensure_ascii=ensure_ascii)
 
 
 def _reject_constant(name: str) -> Any:
@@ -44,10 +54,16 @@ def _reject_constant(name: str) -> Any:
 def decode_body(body: bytes) -> Dict[str, Any]:
     """Parse a frame body; it must be UTF-8 JSON whose top-level value is an object.
 
-    Stricter than ``json.loads``: ``NaN`` and ``Infinity`` are not JSON.
+    Stricter than ``json.loads``: ``NaN`` and ``Infinity`` are not JSON. User data nested
+    deeper than ``json.loads`` goes (about a thousand levels; the broker forwards any depth
+    that fits ``maxFrame``) is read without recursion.
     """
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        text = body.decode("utf-8")
+        try:
+            value = json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            value = _deep_json.loads(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolViolation(f"frame is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):
