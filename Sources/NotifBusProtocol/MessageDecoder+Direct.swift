@@ -49,20 +49,40 @@ package enum DirectFrame {
     }
 }
 
-/// The top-level names the direct path reads, as bits of its `present` mask.
+/// The top-level names the direct path reads, as bits of its `present` mask: the same
+/// bits as `FieldSet`'s.
 private enum DirectField {
-    static let op: UInt32 = 1 << 0
-    static let id: UInt32 = 1 << 1
-    static let channel: UInt32 = 1 << 2
-    static let method: UInt32 = 1 << 3
-    static let arguments: UInt32 = 1 << 4
-    static let name: UInt32 = 1 << 5
-    static let payload: UInt32 = 1 << 6
-    static let call: UInt32 = 1 << 7
-    static let result: UInt32 = 1 << 8
-    static let event: UInt32 = 1 << 9
-    static let value: UInt32 = 1 << 10
-    static let once: UInt32 = 1 << 11
+    static let op = FieldName.op.bit
+    static let id = FieldName.id.bit
+    static let channel = FieldName.channel.bit
+    static let method = FieldName.method.bit
+    static let arguments = FieldName.arguments.bit
+    static let name = FieldName.name.bit
+    static let payload = FieldName.payload.bit
+    static let call = FieldName.call.bit
+    static let result = FieldName.result.bit
+    static let event = FieldName.event.bit
+    static let value = FieldName.value.bit
+    static let once = FieldName.once.bit
+}
+
+/// The keys the direct path reads, packed as it reads them: the key's bytes and its closing
+/// quote, the first byte lowest (`PackedName`'s order), zeros above. `arguments` is nine
+/// bytes, too long for one word: `argument` is its first eight, without the quote.
+/// `NameTableTests` holds each to the packing of its text.
+enum DirectKey {
+    static let op: UInt64 = 0x0022_706f
+    static let id: UInt64 = 0x0022_6469
+    static let channel: UInt64 = 0x226c_656e_6e61_6863
+    static let method: UInt64 = 0x0022_646f_6874_656d
+    static let name: UInt64 = 0x0022_656d_616e
+    static let payload: UInt64 = 0x2264_616f_6c79_6170
+    static let call: UInt64 = 0x0022_6c6c_6163
+    static let result: UInt64 = 0x0022_746c_7573_6572
+    static let event: UInt64 = 0x2274_6e65_7665
+    static let value: UInt64 = 0x2265_756c_6176
+    static let once: UInt64 = 0x0022_6563_6e6f
+    static let argument: UInt64 = 0x746e_656d_7567_7261
 }
 
 /// A value's bytes in the frame, and whether it is the literal `null`.
@@ -126,7 +146,7 @@ extension DirectFrame {
                     p = keyStart &+ (quotes.trailingZeroBitCount &>> 3) &+ 1
                 } else {
                     // Nine bytes: "argument", then "s" and the closing quote.
-                    guard w == 0x746e_656d_7567_7261, keyStart &+ 10 <= count, base[keyStart &+ 8] == UInt8(ascii: "s"),
+                    guard w == DirectKey.argument, keyStart &+ 10 <= count, base[keyStart &+ 8] == UInt8(ascii: "s"),
                         base[keyStart &+ 9] == UInt8(ascii: "\"")
                     else { return false }
                     key = ~0
@@ -138,7 +158,7 @@ extension DirectFrame {
                 // Nine bytes: "argument" and "s", which no key of at most eight bytes packs to
                 // (their bytes are valid UTF-8, never 0xFF).
                 let n = end &- keyStart &- 1
-                if packed.high == 0x73 && packed.low == 0x746e_656d_7567_7261 {
+                if packed.high == 0x73 && packed.low == DirectKey.argument {
                     key = ~0
                 } else {
                     guard n < 8 else { return false }
@@ -146,23 +166,22 @@ extension DirectFrame {
                 }
                 p = end
             }
-            // The packings of the known names with their closing quote, as literals so that this
-            // switch stays a few compares; `OnePassDecoderTests.keysNearEveryKnownName` holds
-            // both decoders to the reference on every known name and its near misses.
+            // The packings of the known names with their closing quote (`DirectKey`), constants
+            // so that this switch stays a few compares.
             let bit: UInt32
             switch key {
             case ~0: bit = DirectField.arguments
-            case 0x0022_706f: bit = DirectField.op
-            case 0x0022_6469: bit = DirectField.id
-            case 0x226c_656e_6e61_6863: bit = DirectField.channel
-            case 0x0022_646f_6874_656d: bit = DirectField.method
-            case 0x0022_656d_616e: bit = DirectField.name
-            case 0x2264_616f_6c79_6170: bit = DirectField.payload
-            case 0x0022_6c6c_6163: bit = DirectField.call
-            case 0x0022_746c_7573_6572: bit = DirectField.result
-            case 0x2274_6e65_7665: bit = DirectField.event
-            case 0x2265_756c_6176: bit = DirectField.value
-            case 0x0022_6563_6e6f: bit = DirectField.once
+            case DirectKey.op: bit = DirectField.op
+            case DirectKey.id: bit = DirectField.id
+            case DirectKey.channel: bit = DirectField.channel
+            case DirectKey.method: bit = DirectField.method
+            case DirectKey.name: bit = DirectField.name
+            case DirectKey.payload: bit = DirectField.payload
+            case DirectKey.call: bit = DirectField.call
+            case DirectKey.result: bit = DirectField.result
+            case DirectKey.event: bit = DirectField.event
+            case DirectKey.value: bit = DirectField.value
+            case DirectKey.once: bit = DirectField.once
             default: return false
             }
             guard present & bit == 0 else { return false }

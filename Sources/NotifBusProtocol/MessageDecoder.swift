@@ -266,7 +266,13 @@ enum FieldName: Int, CaseIterable {
     case op, id, protocolVersion, name, page, events, priority, key, resume, observer, payload, channel, method
     case handler, arguments, slot, value, wait, categories, event, call, result, error, once
 
+    /// How many there are (`NameTableTests` holds it to `allCases`): a constant, for the
+    /// decoder's stack-allocated field table.
     static let count = 24
+
+    /// Its bit in a `FieldSet`, and in the direct path's mask of the names it read.
+    @inline(__always)
+    var bit: UInt32 { 1 << UInt32(truncatingIfNeeded: rawValue) }
 
     /// The name as the wire spells it.
     var text: String {
@@ -338,38 +344,43 @@ enum FieldName: Int, CaseIterable {
     }
 }
 
-/// A set of `FieldName`s as a bit mask.
+/// A set of `FieldName`s as a bit mask, each name's bit its place in `FieldName`.
 struct FieldSet: OptionSet {
     let rawValue: UInt32
 
-    static let op = FieldSet(rawValue: 1 << 0)
-    static let id = FieldSet(rawValue: 1 << 1)
-    static let protocolVersion = FieldSet(rawValue: 1 << 2)
-    static let name = FieldSet(rawValue: 1 << 3)
-    static let page = FieldSet(rawValue: 1 << 4)
-    static let events = FieldSet(rawValue: 1 << 5)
-    static let priority = FieldSet(rawValue: 1 << 6)
-    static let key = FieldSet(rawValue: 1 << 7)
-    static let resume = FieldSet(rawValue: 1 << 8)
-    static let observer = FieldSet(rawValue: 1 << 9)
-    static let payload = FieldSet(rawValue: 1 << 10)
-    static let channel = FieldSet(rawValue: 1 << 11)
-    static let method = FieldSet(rawValue: 1 << 12)
-    static let handler = FieldSet(rawValue: 1 << 13)
-    static let arguments = FieldSet(rawValue: 1 << 14)
-    static let slot = FieldSet(rawValue: 1 << 15)
-    static let value = FieldSet(rawValue: 1 << 16)
-    static let wait = FieldSet(rawValue: 1 << 17)
-    static let categories = FieldSet(rawValue: 1 << 18)
-    static let event = FieldSet(rawValue: 1 << 19)
-    static let call = FieldSet(rawValue: 1 << 20)
-    static let result = FieldSet(rawValue: 1 << 21)
-    static let error = FieldSet(rawValue: 1 << 22)
-    static let once = FieldSet(rawValue: 1 << 23)
+    init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    @inline(__always)
+    init(_ name: FieldName) { rawValue = name.bit }
+
+    static let op = FieldSet(.op)
+    static let id = FieldSet(.id)
+    static let protocolVersion = FieldSet(.protocolVersion)
+    static let name = FieldSet(.name)
+    static let page = FieldSet(.page)
+    static let events = FieldSet(.events)
+    static let priority = FieldSet(.priority)
+    static let key = FieldSet(.key)
+    static let resume = FieldSet(.resume)
+    static let observer = FieldSet(.observer)
+    static let payload = FieldSet(.payload)
+    static let channel = FieldSet(.channel)
+    static let method = FieldSet(.method)
+    static let handler = FieldSet(.handler)
+    static let arguments = FieldSet(.arguments)
+    static let slot = FieldSet(.slot)
+    static let value = FieldSet(.value)
+    static let wait = FieldSet(.wait)
+    static let categories = FieldSet(.categories)
+    static let event = FieldSet(.event)
+    static let call = FieldSet(.call)
+    static let result = FieldSet(.result)
+    static let error = FieldSet(.error)
+    static let once = FieldSet(.once)
 }
 
 /// The ops a client may send.
-enum OpName: Equatable {
+enum OpName: Equatable, CaseIterable {
     case hello, ping, subscribe, unsubscribe, post, handle, unhandle, invoke, put, take, peek
     case setCategories, getCategories, status, monitor
     case next, complete, stop, `return`
