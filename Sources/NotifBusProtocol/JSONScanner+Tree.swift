@@ -73,7 +73,7 @@ extension JSONScanner {
     }
 
     static func number(_ text: UnsafeRawBufferPointer, integral: Bool) -> JSONValue {
-        if integral, let i = parseInt64(text) { return .integer(i) }
+        if integral, !text.isEmpty, let (end, i) = JSONScanner(text).integer(at: 0), end == text.count { return .integer(i) }
         let s = String(decoding: text, as: UTF8.self)
         return .double(Double(s) ?? .nan)
     }
@@ -107,14 +107,7 @@ extension JSONScanner {
 
     /// The value of a field known to be an integer literal (no fraction or exponent);
     /// nil for any other number or an out-of-range integer.
-    public func integer(of field: JSONField) -> Int64? {
-        guard field.kind == .number else { return nil }
-        let text = UnsafeRawBufferPointer(rebasing: bytes[field.start..<field.end])
-        for b in text where b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") {
-            return nil
-        }
-        return JSONScanner.parseInt64(text)
-    }
+    public func integer(of field: JSONField) -> Int64? { wholeNumber(of: field) }
 
     /// The decoded text of a string field.
     public func string(of field: JSONField) -> String? {

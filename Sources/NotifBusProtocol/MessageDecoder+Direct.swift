@@ -410,7 +410,7 @@ extension JSONScanner {
     @inline(__always)
     fileprivate func number(at p: Int) -> (end: Int, value: Int64)? {
         guard p < count else { return nil }
-        return MessageDecoder.integer(self, at: p)
+        return integer(at: p)
     }
 
     /// The text of the name (a channel, a method or a post's name) at `p` between its quotes,
@@ -438,75 +438,6 @@ extension JSONScanner {
         if closes(at: p) { return .some(nil) }
         guard matches(p, key), let value = data(at: p &+ key.utf8CodeUnitCount), closes(at: value.end) else { return nil }
         return .some(value.isNull(self) ? nil : bytes(value))
-    }
-}
-
-extension MessageDecoder {
-    /// The end and value of the integer at `start` (an optional minus and at most 18 digits,
-    /// no fraction, no exponent), or nil for anything else. Up to fifteen digits are found
-    /// and valued from the two words that start with them.
-    @inline(__always)
-    fileprivate static func integer(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
-        let base = s.base
-        let negative = base[start] == UInt8(ascii: "-")
-        let digits = negative ? start &+ 1 : start
-        guard s.count >= 8, digits < s.count else { return longInteger(s, at: start) }
-        // From the first digit on; near the end of the buffer its last word, shifted.
-        let w = digits &+ 8 <= s.count ? s.word(at: digits) : s.tailWord(from: digits)
-        var n = JSONScanner.nonDigits(w).trailingZeroBitCount &>> 3
-        // At least one digit, and no leading zero before another.
-        guard n >= 1, n == 1 || w & 0xFF != 0x30 else { return nil }
-        var value: UInt64
-        if n < 8 {
-            // The digits' values moved to the top of the word: the bytes below read as zeros.
-            value = JSONScanner.eightDigitsValue((w &- 0x3030_3030_3030_3030) &<< UInt64((8 &- n) &* 8))
-        } else {
-            // Eight digits, and up to seven more in the next word.
-            value = JSONScanner.eightDigitsValue(w &- 0x3030_3030_3030_3030)
-            let next = digits &+ 8
-            if next < s.count {
-                let w2 = next &+ 8 <= s.count ? s.word(at: next) : s.tailWord(from: next)
-                let m = JSONScanner.nonDigits(w2).trailingZeroBitCount &>> 3
-                guard m < 8 else { return longInteger(s, at: start) }
-                if m > 0 {
-                    var scale: UInt64 = 1
-                    for _ in 0..<m { scale &*= 10 }
-                    value = value &* scale &+ JSONScanner.eightDigitsValue((w2 &- 0x3030_3030_3030_3030) &<< UInt64((8 &- m) &* 8))
-                    n &+= m
-                }
-            }
-        }
-        let end = digits &+ n
-        if end < s.count {
-            let next = base[end]
-            guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
-        }
-        return (end, negative ? -Int64(value) : Int64(value))
-    }
-
-    /// `integer` for sixteen digits or more, or a buffer of fewer than eight bytes.
-    fileprivate static func longInteger(_ s: JSONScanner, at start: Int) -> (end: Int, value: Int64)? {
-        let base = s.base
-        var p = start
-        let negative = base[p] == UInt8(ascii: "-")
-        if negative { p &+= 1 }
-        guard p < s.count else { return nil }
-        let digits = p
-        let lead = base[p]
-        if lead == UInt8(ascii: "0") {
-            p &+= 1
-        } else {
-            guard lead &- UInt8(ascii: "1") < 9 else { return nil }
-            p = s.digitRunEnd(p &+ 1)
-        }
-        if p < s.count {
-            let next = base[p]
-            guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
-        }
-        guard p &- digits <= 18 else { return nil }
-        var value: Int64 = 0
-        for i in digits..<p { value = value &* 10 &+ Int64(base[i] &- 0x30) }
-        return (p, negative ? -value : value)
     }
 }
 

@@ -505,34 +505,12 @@ extension JSONScanner {
         return PackedName(base + field.keyStart, field.keyEnd - field.keyStart, limit: base + count)
     }
 
-    /// `integer(of:)` for a number field the scan has validated, in one pass when it is at
-    /// most 18 digits (which cannot overflow); longer numbers go through `integer(of:)`.
+    /// The value of a number field that is an integer (no fraction, no exponent) in the
+    /// range of `Int64`; nil for any other number.
     @inline(__always)
     func wholeNumber(of field: JSONField) -> Int64? {
-        guard field.kind == .number else { return nil }
-        var p = field.start
-        let negative = base[p] == UInt8(ascii: "-")
-        if negative { p += 1 }
-        let n = field.end - p
-        guard n <= 18 else { return integer(of: field) }
-        // Up to 8 digits: the word that ends with the number holds them in its last `n`
-        // bytes; the bytes before them are replaced by '0' and the eight digits are
-        // combined in three multiplications.
-        if n <= 8 && field.end >= 8 {
-            let fill: UInt64 = (1 << UInt64((8 &- n) &* 8)) &- 1
-            let digits = word(at: field.end &- 8) & ~fill | 0x3030_3030_3030_3030 & fill
-            guard JSONScanner.nonDigits(digits) == 0 else { return nil }  // a fraction or an exponent
-            let value = Int64(JSONScanner.eightDigitsValue(digits &- 0x3030_3030_3030_3030))
-            return negative ? -value : value
-        }
-        var value: Int64 = 0
-        while p < field.end {
-            let d = base[p] &- 0x30
-            guard d < 10 else { return nil }  // a fraction or an exponent
-            value = value &* 10 &+ Int64(d)
-            p += 1
-        }
-        return negative ? -value : value
+        guard field.kind == .number, let (end, value) = integer(at: field.start), end == field.end else { return nil }
+        return value
     }
 
     /// The op a string field names, or nil for any other text. `escaped` is whether the

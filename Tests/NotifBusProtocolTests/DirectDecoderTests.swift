@@ -16,6 +16,8 @@ import Testing
         #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":null}"#,
         #"{"id":3,"name":"mail","op":"post","payload":\#(arguments)}"#, #"{"op":"post","id":3,"name":"é","payload":"x"}"#,
         #"{"op":"post","id":3,"name":"n"}"#, #"{"call":4,"op":"return","result":\#(arguments)}"#,
+        // Past 18 digits, while in the range of Int64: the one integer parser reads them too.
+        #"{"op":"next","event":1234567890123456789}"#, #"{"op":"stop","event":-9223372036854775808}"#,
         #"{"op":"return","call":-4,"result":null}"#, #"{"event":5,"op":"next"}"#, #"{"op":"stop","event":123456789012345678}"#,
         #"{"event":5,"op":"complete","value":["badge","sound"]}"#, #"{"op":"complete","event":5}"#,
         #"{"op":"complete","event":5,"value":null}"#, #"{"op":"complete","event":5,"value":[ 1 , {"a" : 2} ]}"#,
@@ -37,7 +39,8 @@ import Testing
         #"{"op":"invoke","id":2,"channel":"mail","method":"open","arguments":[1,}"#,
         #"{"op":"post","id":3,"name":"didReceive","payload":{}}"#, #"{"op":"post","id":3,"name":null}"#,
         #"{"op":"return","call":4,"error":{"code":"c","message":"m"}}"#, #"{"op":"return","call":4}"#,
-        #"{"op":"next","event":1e2}"#, #"{"op":"next","event":01}"#, #"{"op":"next","event":1234567890123456789}"#,
+        #"{"op":"next","event":1e2}"#, #"{"op":"next","event":01}"#, #"{"op":"next","event":9223372036854775808}"#,
+        #"{"op":"next","event":12345678901234567890}"#,
         #"{"op":"next","event":5}x"#, #" { "op" : "next" , "event" : 5 } "#, #"{"op":"next","event":5} "#,
         #"{"op":"next","event":[5]}"#, #"{"op":"completed","event":5}"#,
         #"{"op":"complete"}"#, #"{"op":"","event":5}"#, #"{"op":"next","event":5,}"#, #"{}"#, #"[1]"#, #"{"op":"next","event":5"#,
