@@ -285,8 +285,7 @@ extension Broker {
         } else {
             dropKey(ticket.entry, refusal: .storageFailed, now: now)
         }
-        guard let client = sessions[c] else { return }
-        if configuration.persistsState { client.writesInFlight -= 1 }
+        guard sessions.contains(c) else { return }
         guard written else { return refuse(c, rid, .storageFailed, now: now) }
         if case .result(let bytes) = ticket.outcome { send(.reply(rid, .value(bytes)), to: c) }
     }
@@ -369,7 +368,6 @@ extension Broker {
         case .put(let c, let rid, let ticket?):
             answerKeyed(c, rid, written, ticket, now: now)
         case .put(let c, let rid, nil):
-            if wrote { sessions[c]?.writesInFlight -= 1 }
             if written {
                 if sessions[c] != nil { send(.reply(rid, .put(replaced: false, delivered: true)), to: c) }
             } else {

@@ -264,8 +264,7 @@ extension Broker {
 
     /// The reply to a request whose write finished: its result, or `storage_failed`.
     mutating func answerWrite(_ c: ConnectionID, _ rid: RequestID, _ written: Bool, _ result: ReplyResult, now: Instant) {
-        guard let client = sessions[c] else { return }
-        if configuration.persistsState { client.writesInFlight -= 1 }
+        guard sessions.contains(c) else { return }
         guard written else {
             return refuse(c, rid, .storageFailed, now: now)
         }

@@ -263,6 +263,9 @@ public struct Broker {
         defer { swap(&self.actions, &actions) }
         guard let pending = writes.finish(write) else { return }
         slots.reserve(slots: -pending.reservedSlots, bytes: -pending.reservedBytes)
+        // The one place a request's write leaves its connection's count (`beginWrite` the one
+        // it joins): before it is answered, so that what the answer lets go on sees it.
+        if let ack = pending.record.acknowledges { sessions[ack.connection]?.writesInFlight -= 1 }
         complete(pending.completion, written: written, now: now)
         resumeWaiting(now: now)
         closeIfShutDown()
