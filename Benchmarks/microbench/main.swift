@@ -102,7 +102,7 @@ struct CountingFrame {
 // MARK: The core, fed frames as the transport would
 
 /// One broker with greeted connections, fed frame bodies; counts the actions each feed produced.
-struct CoreDriver {
+struct CoreDriver: ~Copyable {
     var broker: Broker
     var actions: [BrokerAction] = []
     /// Feeds whose action count was not the expected one.

@@ -553,7 +553,7 @@ final class Session {
         if Session.tracing { print(line()) }
     }
 
-    static func describe(_ action: BrokerAction, _ broker: Broker) -> String {
+    static func describe(_ action: BrokerAction, _ broker: borrowing Broker) -> String {
         switch action {
         case .send(let id, let range): return "c\(id) <- \(String(decoding: broker.outputBytes(range).dropFirst(4), as: UTF8.self))"
         case .close(let id): return "close c\(id)"

@@ -51,11 +51,7 @@ extension Broker {
     /// Whether the transport should go on reading `c`'s frames: not while
     /// `maxHeldBackPerConnection` of its requests wait behind durable writes, so that one
     /// client cannot pile up requests in the broker faster than the disk takes them.
-    /// `mutating` although it changes nothing: the transport asks after every frame, and a
-    /// non-mutating call on the `Broker` it stores in a class copied the whole value (every
-    /// registry retained and released, ~960 instructions, callgrind); a mutating one is
-    /// passed by address.
-    public mutating func wantsInput(from c: ConnectionID) -> Bool {
+    public func wantsInput(from c: ConnectionID) -> Bool {
         heldBack(from: c) < configuration.maxHeldBackPerConnection
     }
 

@@ -18,8 +18,10 @@ import NotifBusProtocol
 
 /// The whole broker: its registries (sessions, observers, the event queue, channels,
 /// slots, categories) composed with the durable writes in flight, the requests held behind
-/// them, and the counters.
-public struct Broker {
+/// them, and the counters. Not copyable: there is one of it, which its transport keeps, and
+/// every input and every question (`wantsInput`, `pendingWrite`) reaches it where it is,
+/// mutating or borrowed, never through a copy of the whole value.
+public struct Broker: ~Copyable {
     public let configuration: BrokerConfiguration
     let startedAt: Instant
     /// `--hop-timeout` in nanoseconds, reckoned once: every step of a chain asks it.
@@ -48,8 +50,8 @@ public struct Broker {
     /// the caller of the input that caused it, and no buffer is allocated per input.
     var actions: [BrokerAction] = []
     /// Every outgoing frame, encoded in place, one after another, until the transport calls
-    /// `outputTaken()`; a `.send` names its frame's range here. A class: copies of a broker
-    /// share it (the transport keeps one broker, and reads frames through this reference).
+    /// `outputTaken()`; a `.send` names its frame's range here. A class, which the transport
+    /// reads frames through.
     public let output = OutputStore()
 
     /// Idempotency keys and their outcomes (Broker+Once.swift). Kept after the fields of
@@ -335,9 +337,8 @@ public struct Broker {
 
     // MARK: Outputs
 
-    /// The earliest time at which `tick` has work, if any. A mutating getter, so that the
-    /// transport, which keeps the broker in a class and asks every turn, passes it by address:
-    /// a plain getter copied the whole value first (a memcpy of ~110 instructions, callgrind).
+    /// The earliest time at which `tick` has work, if any. Mutating: the channel router
+    /// keeps the oldest call in flight once it has looked for it.
     public var nextDeadline: Instant? {
         mutating get {
             var best = events.awaited?.deadline

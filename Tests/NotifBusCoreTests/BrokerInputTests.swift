@@ -6,19 +6,19 @@ import Testing
 @testable import NotifBusProtocol
 
 struct BrokerInputTests {
-    static func body(_ action: BrokerAction, _ broker: Broker) -> String {
+    static func body(_ action: BrokerAction, _ broker: borrowing Broker) -> String {
         guard case .send(_, let range) = action else { return "\(action)" }
         return String(decoding: broker.outputBytes(range)[4...], as: UTF8.self)
     }
 
-    static func greeted() -> (Broker, [BrokerAction]) {
+    /// A broker with connection 1 greeted; `actions` gets what that caused.
+    static func greeted(_ actions: inout [BrokerAction]) -> Broker {
         var configuration = BrokerConfiguration()
         configuration.brokerUID = 1000
         var broker = Broker(configuration: configuration, now: 0)
-        var actions: [BrokerAction] = []
         broker.connect(1, credentials: PeerCredentials(pid: 1, uid: 1000, gid: 1000), now: 1, into: &actions)
         Array(#"{"op":"hello","id":0,"protocol":1}"#.utf8).withUnsafeBytes { broker.receive($0, from: 1, now: 2, into: &actions) }
-        return (broker, actions)
+        return broker
     }
 
     @Test func eachInputAppendsItsOwnActions() {
@@ -58,7 +58,8 @@ struct BrokerInputTests {
     /// Frames of one batch lie one after another in the output store, each with its own
     /// length prefix; after `outputTaken()` the store starts again at its beginning.
     @Test func framesOfABatchShareTheOutputStore() {
-        var (broker, actions) = BrokerInputTests.greeted()
+        var actions: [BrokerAction] = []
+        var broker = BrokerInputTests.greeted(&actions)
         broker.outputTaken()
         actions.removeAll()
         let pings = Array(#"{"op":"ping","id":1}"#.utf8), statusPage = Array(#"{"op":"status","id":2}"#.utf8)
@@ -89,7 +90,8 @@ struct BrokerInputTests {
     /// whatever frame the store holds there now.
     @Test func aRangeReadAfterTheResetTraps() async {
         await #expect(processExitsWith: .failure) {
-            var (broker, actions) = BrokerInputTests.greeted()
+            var actions: [BrokerAction] = []
+            var broker = BrokerInputTests.greeted(&actions)
             guard case .send(1, let hello) = actions.first else { return }
             broker.outputTaken()
             actions.removeAll()
@@ -101,7 +103,8 @@ struct BrokerInputTests {
     /// One batch of large frames grows the store; the reset after it gives that memory back
     /// instead of keeping it for the life of the broker.
     @Test func aResetShrinksAStoreThatGrewLarge() {
-        var (broker, actions) = BrokerInputTests.greeted()
+        var actions: [BrokerAction] = []
+        var broker = BrokerInputTests.greeted(&actions)
         broker.outputTaken()
         actions.removeAll()
         let value = "\"" + String(repeating: "v", count: 900_000) + "\""

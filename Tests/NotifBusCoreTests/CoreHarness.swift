@@ -12,8 +12,19 @@ struct Sent: CustomStringConvertible {
     var description: String { "c\(to) <- \(frame.text)" }
 }
 
-struct CoreHarness {
+/// Holds the broker (which is not copyable) for a harness that is: copies of a harness
+/// share it.
+final class BrokerBox {
     var broker: Broker
+    init(_ broker: consuming Broker) { self.broker = broker }
+}
+
+struct CoreHarness {
+    let box: BrokerBox
+    var broker: Broker {
+        _read { yield box.broker }
+        nonmutating _modify { yield &box.broker }
+    }
     var now: Instant = 1_000_000_000
     var nextConnection = 1
     var sent: [Sent] = []
@@ -38,7 +49,7 @@ struct CoreHarness {
         configuration.hopTimeoutMs = 1000
         configuration.callTimeoutMs = 2000
         configure(&configuration)
-        broker = Broker(configuration: configuration, now: now, wallClockMs: wallClockMs, once: once)
+        box = BrokerBox(Broker(configuration: configuration, now: now, wallClockMs: wallClockMs, once: once))
     }
 
     /// Accepts a connection from `uid` and, unless told not to, greets it.
