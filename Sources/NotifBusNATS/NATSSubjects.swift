@@ -48,6 +48,15 @@ public struct NATSSubjects: Sendable {
     public init(device: String, layout: NATSLayout = .perDevice) {
         self.device = device
         self.layout = layout
+        prefix = "notifbus." + device + "."
+        inboundPrefix = layout == .shared ? prefix + "in." : prefix
+        post = inboundPrefix + "post"
+        put = inboundPrefix + "put"
+        keyPrefix = "nats/" + device + "/"
+        result = prefix + "result"
+        dead = prefix + "dead"
+        postSubjectHead = Array((post + ".").utf8)
+        putSubjectHead = Array((put + ".").utf8)
     }
 
     /// The largest name the broker accepts (protocol §3), in bytes.
@@ -61,15 +70,19 @@ public struct NATSSubjects: Sendable {
     public static let eventHeader = "Notifbus-Event"
     public static let clientHeader = "Notifbus-Client"
 
-    public var prefix: String { "notifbus." + device + "." }
+    // Made once (`init`): an inbound message is read against them.
+    public let prefix: String
     /// What comes before `post` and `put`: `notifbus.<device>.in.` in the shared layout,
     /// whose consumer filter (one subject in JetStream 2.9) must take both.
-    public var inboundPrefix: String { layout == .shared ? prefix + "in." : prefix }
-    public var post: String { inboundPrefix + "post" }
-    public var put: String { inboundPrefix + "put" }
+    public let inboundPrefix: String
+    public let post: String
+    public let put: String
+    /// `post.` and `put.`, as the UTF-8 an inbound subject starts with.
+    let postSubjectHead: [UInt8]
+    let putSubjectHead: [UInt8]
     public var invokeWildcard: String { prefix + "invoke.>" }
-    public var result: String { prefix + "result" }
-    public var dead: String { prefix + "dead" }
+    public let result: String
+    public let dead: String
     public func event(_ name: String) -> String { prefix + "event." + name }
     public var eventWildcard: String { prefix + "event.>" }
     /// The inbound stream's subjects: this device's, or in the shared layout every device's.
@@ -85,9 +98,9 @@ public struct NATSSubjects: Sendable {
     /// The largest idempotency key the broker takes (protocol-v1 `once`), in bytes.
     public static let maxKeyBytes = 256
     /// What comes before the inbound message id in its key: `nats/<device>/`.
-    public var keyPrefix: String { "nats/" + device + "/" }
+    public let keyPrefix: String
     /// The longest `Nats-Msg-Id` whose key fits: 186 bytes for a 64-byte device id.
-    public var maxMsgIDBytes: Int { NATSSubjects.maxKeyBytes - keyPrefix.utf8.count }
+    public var maxMsgIDBytes: Int { NATSSubjects.maxKeyBytes &- keyPrefix.utf8.count }
     /// The broker's idempotency key of the inbound message `msgID`.
     public func onceKey(_ msgID: String) -> String { keyPrefix + msgID }
 
@@ -110,15 +123,16 @@ public struct NATSSubjects: Sendable {
                     code: DeadLetterReason.longMsgID,
                     detail: "Nats-Msg-Id is \(msgID.utf8.count) bytes; its key \(keyPrefix)<id> must fit in \(NATSSubjects.maxKeyBytes)"))
         }
-        let isPost = subject.hasPrefix(post + ".")
-        let isPut = subject.hasPrefix(put + ".")
+        let isPost = subject.utf8.starts(with: postSubjectHead)
+        let isPut = !isPost && subject.utf8.starts(with: putSubjectHead)
         guard isPost || isPut else {
             return .failure(
                 .init(
                     code: DeadLetterReason.unknownSubject,
                     detail: "subject \(subject) is neither \(post).<event> nor \(put).<slot>"))
         }
-        let name = String(subject.dropFirst((isPost ? post : put).count + 1))
+        // After the head, which ends with an ASCII dot: a whole character.
+        let name = String(Substring(subject.utf8.dropFirst((isPost ? postSubjectHead : putSubjectHead).count)))
         guard !name.isEmpty, name.utf8.count <= NATSSubjects.maxNameBytes else {
             return .failure(.init(code: DeadLetterReason.badName, detail: "a name is 1 to \(NATSSubjects.maxNameBytes) bytes"))
         }
