@@ -76,10 +76,9 @@ public final class EventFrame {
     /// between the quotes are the name's UTF-8.
     private func holdsName(_ name: String, at p: UnsafeMutablePointer<UInt8>) -> Bool {
         var name = name
-        let literals = 22  // `","name":"` and `","payload":`
-        guard namePartCount == name.utf8.count &+ literals else { return false }
+        guard namePartCount == name.utf8.count &+ EventFrame.namePartLiterals else { return false }
         return name.withUTF8 { utf8 in
-            utf8.isEmpty || memcmp(p + 10, utf8.baseAddress!, utf8.count) == 0
+            utf8.isEmpty || memcmp(p + EventFrame.nameStart, utf8.baseAddress!, utf8.count) == 0
         }
     }
 
@@ -125,10 +124,18 @@ public final class EventFrame {
     /// `","name":…,"payload":`, the tail up to the payload.
     @inline(__always)
     static func namePart(_ name: String, _ w: inout FrameCursor) {
-        w.literal("\",\"name\":")
+        w.literal(EventFrame.beforeName)
         w.string(name)
-        w.literal(",\"payload\":")
+        w.literal(EventFrame.afterName)
     }
+
+    /// The name part's literals: before the name's string, and after it.
+    static let beforeName: StaticString = "\",\"name\":"
+    static let afterName: StaticString = ",\"payload\":"
+    /// Where the name's bytes start in its part (after the literal and the opening quote),
+    /// and the part's bytes besides them (the literals and the name's two quotes).
+    static let nameStart = beforeName.utf8CodeUnitCount &+ 1
+    static let namePartLiterals = beforeName.utf8CodeUnitCount &+ afterName.utf8CodeUnitCount &+ 2
 
     /// The payload, or `null`, and the closing brace.
     @inline(__always)
