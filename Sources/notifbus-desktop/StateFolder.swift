@@ -14,14 +14,9 @@ struct StateFolderError: Error, CustomStringConvertible {
 enum StateFolder {
     static let journalName = "delivered.journal"
 
-    /// Creates (mode 0700, with missing parents) or checks the folder, and opens the journal:
-    /// its content and the file to append to.
+    /// Checks the folder, which `StateFolderLock.claim` made (mode 0700, with missing
+    /// parents) before, and opens the journal: its content and the file to append to.
     static func open(_ folder: String) throws(StateFolderError) -> (bytes: [UInt8], file: JournalOnDisk) {
-        var prefix = folder.hasPrefix("/") ? "" : "."
-        for part in folder.split(separator: "/") {
-            prefix += "/" + part
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST { throw StateFolderError("cannot create \(prefix): \(errorText())") }
-        }
         var st = stat()
         guard lstat(folder, &st) == 0 else { throw StateFolderError("cannot read \(folder): \(errorText())") }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw StateFolderError("\(folder) is not a folder (a symbolic link is refused too)") }
