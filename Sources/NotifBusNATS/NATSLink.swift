@@ -405,14 +405,16 @@ public final class NATSLink: @unchecked Sendable {
         return info.pointee.AckFloor.Stream
     }
 
-    /// The duplicate window of `stream`, in nanoseconds: how long it remembers a `Nats-Msg-Id`.
-    public func duplicateWindowNs(stream: String) throws(NATSError) -> Int64 {
+    /// The duplicate window of `stream`, in nanoseconds (how long it remembers a
+    /// `Nats-Msg-Id`), and when it stored its last message, in nanoseconds since the epoch
+    /// on the server's clock (0 when it never stored one).
+    public func duplicateWindow(stream: String) throws(NATSError) -> (windowNs: Int64, lastStoredNs: Int64) {
         var info: UnsafeMutablePointer<jsStreamInfo>? = nil
         var code = jsErrCode(rawValue: 0)
         let s = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
         defer { if let info { jsStreamInfo_Destroy(info) } }
         guard s == NATS_OK, let info, let config = info.pointee.Config else { throw NATSError("js_GetStreamInfo \(stream)", s, code) }
-        return config.pointee.Duplicates
+        return (config.pointee.Duplicates, info.pointee.State.LastTime)
     }
 
     /// The time message `sequence` of `stream` was stored, in nanoseconds since the epoch.

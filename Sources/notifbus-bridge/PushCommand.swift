@@ -339,11 +339,15 @@ enum PushCommand {
             do {
                 since = try link.storedTime(stream: ack.stream, sequence: ack.sequence) - 5_000_000_000
             } catch  where error.jsCode == JSNoMessageFoundErr || error.status == NATS_NOT_FOUND {
-                // A minute more than the window, for this machine's clock against the server's.
+                // The first copy was stored within the window before the server's now, which
+                // is at or after the stream's last store, on the server's clock: from the
+                // window before that (or before this machine's now, when that is earlier,
+                // which only reads more), whatever this machine's clock says.
                 var now = timespec()
                 clock_gettime(CLOCK_REALTIME, &now)
                 let nowNs = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-                since = nowNs - (try link.duplicateWindowNs(stream: ack.stream)) - 60_000_000_000
+                let stream = try link.duplicateWindow(stream: ack.stream)
+                since = min(nowNs, stream.lastStoredNs) - stream.windowNs - 5_000_000_000
             }
             for subject in [subjects.result, subjects.dead] where found == nil {
                 _ = try link.scan(subject: subject, fromNs: since, timeoutMs: timeoutMs) { message in
