@@ -142,12 +142,9 @@ extension NotifBusConnection {
         didReceive response: NotificationResponse, userInfo: RawJSON, once: String? = nil, timeout: Duration? = nil
     ) async throws(NotifBusError) -> PostResult {
         let bytes = try NotifBusConnection.encoded(response.notification, userInfo: userInfo)
-        guard case .object(var members) = response.jsonValue else { preconditionFailure("a response is an object") }
-        members.removeValue(forKey: "notification")
-        var payload = JSONValue.object(members).encoded
-        payload.removeLast()
-        if payload.count > 1 { payload.append(UInt8(ascii: ",")) }
-        payload += Array(#""notification":"#.utf8) + bytes + [UInt8(ascii: "}")]
+        var bare = response
+        bare.notification.content.userInfo = [:]  // written as `bytes`: not built as a tree
+        let payload = NotifBusConnection.encoded(bare.jsonValue, with: "notification", as: bytes)
         return try await post(ProfileEvent.didReceive, payload: payload, once: once, timeout: timeout)
     }
 
@@ -167,18 +164,20 @@ extension NotifBusConnection {
             throw .invalidArgument("userInfo must be one JSON object")
         }
         var bare = notification
-        bare.content.userInfo = [:]
-        // The content's members, then userInfo; the notification's members, then the content.
-        var content = bare.content.jsonValue.encoded
-        content.removeLast()
-        if content.count > 1 { content.append(UInt8(ascii: ",")) }
-        content += Array(#""userInfo":"#.utf8) + userInfo + [UInt8(ascii: "}")]
-        guard case .object(var members) = bare.jsonValue else { preconditionFailure("a notification is an object") }
-        members.removeValue(forKey: "content")
+        bare.content.userInfo = [:]  // written as `userInfo`: not built as a tree
+        let content = encoded(bare.content.jsonValue, with: "userInfo", as: userInfo)
+        return encoded(bare.jsonValue, with: "content", as: content)
+    }
+
+    /// The JSON of `object` with its member `name` written as `bytes` (one JSON value),
+    /// after its other members.
+    static func encoded(_ object: JSONValue, with name: String, as bytes: [UInt8]) -> [UInt8] {
+        guard case .object(var members) = object else { preconditionFailure("not an object: \(object)") }
+        members.removeValue(forKey: name)
         var out = JSONValue.object(members).encoded
         out.removeLast()
         if out.count > 1 { out.append(UInt8(ascii: ",")) }
-        out += Array(#""content":"#.utf8) + content + [UInt8(ascii: "}")]
+        out += JSONValue.string(name).encoded + [UInt8(ascii: ":")] + bytes + [UInt8(ascii: "}")]
         return out
     }
 
