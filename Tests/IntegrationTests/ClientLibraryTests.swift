@@ -206,7 +206,7 @@ final class Recorder: @unchecked Sendable {
     }
 
     /// `post(didReceive:userInfo:)` forwards the notification's userInfo as its bytes too.
-    @Test func didReceiveCarriesUserInfoAsItsBytes() async throws {
+    @Test func clicksCarryUserInfoAsItsBytes() async throws {
         let broker = try BrokerUnderTest()
         let a = try await NotifBusConnection.connect(socket: broker.socket, name: "a")
         defer { a.close() }
