@@ -766,12 +766,11 @@ extension JSONScanner {
     /// valued from the two words that start with them; `start` must be within the buffer.
     @inline(__always)
     func integer(at start: Int) -> (end: Int, value: Int64)? {
-        let s = self
         let negative = base[start] == UInt8(ascii: "-")
         let digits = negative ? start &+ 1 : start
-        guard s.count >= 8, digits < s.count else { return longInteger(at: start) }
+        guard count >= 8, digits < count else { return longInteger(at: start) }
         // From the first digit on; near the end of the buffer its last word, shifted.
-        let w = digits &+ 8 <= s.count ? s.word(at: digits) : s.tailWord(from: digits)
+        let w = digits &+ 8 <= count ? word(at: digits) : tailWord(from: digits)
         var n = JSONScanner.nonDigits(w).trailingZeroBitCount &>> 3
         // At least one digit, and no leading zero before another.
         guard n >= 1, n == 1 || w & 0xFF != 0x30 else { return nil }
@@ -783,8 +782,8 @@ extension JSONScanner {
             // Eight digits, and up to seven more in the next word.
             value = JSONScanner.eightDigitsValue(w &- 0x3030_3030_3030_3030)
             let next = digits &+ 8
-            if next < s.count {
-                let w2 = next &+ 8 <= s.count ? s.word(at: next) : s.tailWord(from: next)
+            if next < count {
+                let w2 = next &+ 8 <= count ? word(at: next) : tailWord(from: next)
                 let m = JSONScanner.nonDigits(w2).trailingZeroBitCount &>> 3
                 guard m < 8 else { return longInteger(at: start) }
                 if m > 0 {
@@ -796,7 +795,7 @@ extension JSONScanner {
             }
         }
         let end = digits &+ n
-        if end < s.count {
+        if end < count {
             let next = base[end]
             guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
         }
@@ -806,20 +805,19 @@ extension JSONScanner {
     /// `integer` for sixteen digits or more, or a buffer of fewer than eight bytes; past 18
     /// digits, the value is checked against the range of `Int64`.
     func longInteger(at start: Int) -> (end: Int, value: Int64)? {
-        let s = self
         var p = start
         let negative = base[p] == UInt8(ascii: "-")
         if negative { p &+= 1 }
-        guard p < s.count else { return nil }
+        guard p < count else { return nil }
         let digits = p
         let lead = base[p]
         if lead == UInt8(ascii: "0") {
             p &+= 1
         } else {
             guard lead &- UInt8(ascii: "1") < 9 else { return nil }
-            p = s.digitRunEnd(p &+ 1)
+            p = digitRunEnd(p &+ 1)
         }
-        if p < s.count {
+        if p < count {
             let next = base[p]
             guard next != UInt8(ascii: ".") && next | 0x20 != UInt8(ascii: "e") else { return nil }
         }

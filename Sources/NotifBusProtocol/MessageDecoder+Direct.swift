@@ -49,23 +49,6 @@ package enum DirectFrame {
     }
 }
 
-/// The top-level names the direct path reads, as bits of its `present` mask: the same
-/// bits as `FieldSet`'s.
-private enum DirectField {
-    static let op = FieldName.op.bit
-    static let id = FieldName.id.bit
-    static let channel = FieldName.channel.bit
-    static let method = FieldName.method.bit
-    static let arguments = FieldName.arguments.bit
-    static let name = FieldName.name.bit
-    static let payload = FieldName.payload.bit
-    static let call = FieldName.call.bit
-    static let result = FieldName.result.bit
-    static let event = FieldName.event.bit
-    static let value = FieldName.value.bit
-    static let once = FieldName.once.bit
-}
-
 /// The keys the direct path reads, packed as it reads them: the key's bytes and its closing
 /// quote, the first byte lowest (`PackedName`'s order), zeros above. `arguments` is nine
 /// bytes, too long for one word: `argument` is its first eight, without the quote.
@@ -118,7 +101,7 @@ extension DirectFrame {
         let s = JSONScanner(body)
         let count = s.count
         let base = s.base
-        var present: UInt32 = 0
+        var present: FieldSet = []
         var op: OpName? = nil
         var id: Int64 = 0
         var number: Int64 = 0  // `call` or `event`
@@ -168,28 +151,28 @@ extension DirectFrame {
             }
             // The packings of the known names with their closing quote (`DirectKey`), constants
             // so that this switch stays a few compares.
-            let bit: UInt32
+            let bit: FieldSet
             switch key {
-            case ~0: bit = DirectField.arguments
-            case DirectKey.op: bit = DirectField.op
-            case DirectKey.id: bit = DirectField.id
-            case DirectKey.channel: bit = DirectField.channel
-            case DirectKey.method: bit = DirectField.method
-            case DirectKey.name: bit = DirectField.name
-            case DirectKey.payload: bit = DirectField.payload
-            case DirectKey.call: bit = DirectField.call
-            case DirectKey.result: bit = DirectField.result
-            case DirectKey.event: bit = DirectField.event
-            case DirectKey.value: bit = DirectField.value
-            case DirectKey.once: bit = DirectField.once
+            case ~0: bit = .arguments
+            case DirectKey.op: bit = .op
+            case DirectKey.id: bit = .id
+            case DirectKey.channel: bit = .channel
+            case DirectKey.method: bit = .method
+            case DirectKey.name: bit = .name
+            case DirectKey.payload: bit = .payload
+            case DirectKey.call: bit = .call
+            case DirectKey.result: bit = .result
+            case DirectKey.event: bit = .event
+            case DirectKey.value: bit = .value
+            case DirectKey.once: bit = .once
             default: return false
             }
-            guard present & bit == 0 else { return false }
-            present |= bit
+            guard present.isDisjoint(with: bit) else { return false }
+            present.formUnion(bit)
             guard p &+ 1 < count, base[p] == UInt8(ascii: ":") else { return false }
             p &+= 1
             switch bit {
-            case DirectField.op:
+            case .op:
                 // The ops read here have at most eight bytes: packed from the word after the
                 // quote. Near the end of the buffer, byte by byte.
                 guard base[p] == UInt8(ascii: "\"") else { return false }
@@ -208,17 +191,17 @@ extension DirectFrame {
                     op = OpName(PackedName(base + (p &+ 1), end &- p &- 2, limit: base + count))
                     p = end
                 }
-            case DirectField.id:
+            case .id:
                 guard let (end, value) = s.requestID(at: p) else { return false }
                 id = value
                 p = end
-            case DirectField.call, DirectField.event:
+            case .call, .event:
                 guard let (end, value) = s.number(at: p) else { return false }
                 number = value
                 p = end
-            case DirectField.channel, DirectField.method, DirectField.name, DirectField.once:
+            case .channel, .method, .name, .once:
                 guard let name = s.name(at: p) else { return false }
-                if bit == DirectField.method || bit == DirectField.once {
+                if bit == .method || bit == .once {
                     second = name
                 } else {
                     first = name
@@ -239,45 +222,43 @@ extension DirectFrame {
             break
         }
         guard let op else { return false }
-        let f = DirectField.self
         switch op {
         case .ping:
-            guard present == f.op | f.id else { return false }
+            guard present == [.op, .id] else { return false }
             self = .ping(id: id)
             return true
         case .invoke:
-            guard present & ~f.arguments == f.op | f.id | f.channel | f.method else { return false }
-            let arguments = present & f.arguments == 0 || data.isNull(s) ? nil : s.bytes(data)
+            guard present.subtracting(.arguments) == [.op, .id, .channel, .method] else { return false }
+            let arguments = !present.contains(.arguments) || data.isNull(s) ? nil : s.bytes(data)
             self = .invoke(id: id, channel: s.bytes(first), method: s.bytes(second), arguments: arguments)
             return true
         case .post:
-            guard present & ~(f.payload | f.once) == f.op | f.id | f.name else { return false }
+            guard present.subtracting([.payload, .once]) == [.op, .id, .name] else { return false }
             let name = s.bytes(first)
             if DirectFrame.isProfileName(name) { return false }
-            let payload = present & f.payload == 0 || data.isNull(s) ? nil : s.bytes(data)
-            self = .post(id: id, name: name, once: present & f.once == 0 ? DirectFrame.noKey : s.bytes(second), payload: payload)
+            let payload = !present.contains(.payload) || data.isNull(s) ? nil : s.bytes(data)
+            self = .post(id: id, name: name, once: !present.contains(.once) ? DirectFrame.noKey : s.bytes(second), payload: payload)
             return true
         case .return:
-            guard present == f.op | f.call | f.result else { return false }
+            guard present == [.op, .call, .result] else { return false }
             self = .callReturn(call: number, result: s.bytes(data))
             return true
         case .next:
-            guard present == f.op | f.event else { return false }
+            guard present == [.op, .event] else { return false }
             self = .next(event: number)
             return true
         case .stop:
-            guard present == f.op | f.event else { return false }
+            guard present == [.op, .event] else { return false }
             self = .stop(event: number)
             return true
         case .complete:
-            guard present & ~f.value == f.op | f.event else { return false }
-            self = .complete(event: number, value: present & f.value == 0 || data.isNull(s) ? nil : s.bytes(data))
+            guard present.subtracting(.value) == [.op, .event] else { return false }
+            self = .complete(event: number, value: !present.contains(.value) || data.isNull(s) ? nil : s.bytes(data))
             return true
         default:
             return false
         }
     }
-
 }
 
 extension DirectFrame {

@@ -645,7 +645,7 @@ public final class BrokerServer {
             // Already on disk: an in-line sync took them (see `syncFinished`).
             return report(writes, written: true)
         }
-        if syncer == nil && !syncerTried { startSyncer() }
+        if !syncerTried { startSyncer() }
         if let syncer, syncer.start(ticket.fd) {
             inFlightSync = (ticket, writes)
             return

@@ -268,6 +268,15 @@ final class DesktopBridge: @unchecked Sendable {
     /// Runs a change of the table (under the lock) and writes down what it forgot. The
     /// change stands whatever the disk does; a failure is logged: after a crash, a
     /// notification it forgot could be answered again.
+    /// The response `decide` makes of a signal for notification `id`, and what the table held
+    /// for it that the response is posted with (the server's activation token, the app's
+    /// `userInfo` bytes), read before `decide` forgets the notification.
+    private func answer(_ id: UInt32, _ decide: (inout DeliveryTable) -> NotificationResponse?) -> (
+        token: String?, userInfo: RawJSON?, response: NotificationResponse?
+    ) {
+        lock.withLock { (store.table.activationToken(desktopId: id), store.table.userInfo(desktopId: id), journaled(decide)) }
+    }
+
     private func journaled<T>(_ body: (inout DeliveryTable) -> T) -> T {
         let (result, failure) = store.change(body)
         if let failure { log("cannot write a change of the delivered table to --state-dir: \(failure)") }
@@ -325,27 +334,15 @@ final class DesktopBridge: @unchecked Sendable {
             switch m.member {
             case "ActionInvoked"?:
                 let id = try m.uint32(), key = try m.string()
-                (token, userInfo, response) = lock.withLock {
-                    (
-                        store.table.activationToken(desktopId: id), store.table.userInfo(desktopId: id),
-                        journaled { $0.actionInvoked(desktopId: id, key: key) }
-                    )
-                }
+                (token, userInfo, response) = answer(id) { $0.actionInvoked(desktopId: id, key: key) }
                 answeredID = id
             case "NotificationReplied"?:
                 let id = try m.uint32(), text = try m.string()
-                (token, userInfo, response) = lock.withLock {
-                    (
-                        store.table.activationToken(desktopId: id), store.table.userInfo(desktopId: id),
-                        journaled { $0.replied(desktopId: id, text: text) }
-                    )
-                }
+                (token, userInfo, response) = answer(id) { $0.replied(desktopId: id, text: text) }
                 answeredID = id
             case "NotificationClosed"?:
                 let id = try m.uint32(), reason = try m.uint32()
-                (userInfo, response) = lock.withLock {
-                    (store.table.userInfo(desktopId: id), journaled { $0.closed(desktopId: id, reason: reason) })
-                }
+                (_, userInfo, response) = answer(id) { $0.closed(desktopId: id, reason: reason) }
             case "ActivationToken"?:
                 let id = try m.uint32(), value = try m.string()
                 lock.withLock { store.noteActivationToken(value, desktopId: id) }
