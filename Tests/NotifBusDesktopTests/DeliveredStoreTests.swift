@@ -83,20 +83,22 @@ final class CrashingFile: JournalFile {
     }
 }
 
-/// The plain model: desktop ids and identifiers, oldest first.
+/// The plain model: desktop ids, identifiers and the userInfo bytes the app sent (when the
+/// change gave some), oldest first.
 struct DeliveredModel: Equatable {
-    var entries: [(id: UInt32, identifier: String)] = []
+    var entries: [(id: UInt32, identifier: String, userInfo: [UInt8]?)] = []
     /// The owner of the server the entries belong to.
     var server: String? = nil
     let capacity: Int
 
     static func == (a: DeliveredModel, b: DeliveredModel) -> Bool {
         a.server == b.server && a.entries.map(\.id) == b.entries.map(\.id) && a.entries.map(\.identifier) == b.entries.map(\.identifier)
+            && a.entries.map(\.userInfo) == b.entries.map(\.userInfo)
     }
 
     mutating func record(_ id: UInt32, _ identifier: String) {
         entries.removeAll { $0.id == id || $0.identifier == identifier }
-        entries.append((id, identifier))
+        entries.append((id, identifier, StoreChange.userInfo(id)))
         while entries.count > capacity { entries.removeFirst() }
     }
 
@@ -107,7 +109,7 @@ struct DeliveredModel: Equatable {
     init(_ store: DeliveredStore, capacity: Int) {
         self.capacity = capacity
         server = store.server?.owner
-        entries = store.table.delivered.map { ($0.desktopId, $0.notification.identifier) }
+        entries = store.table.delivered.map { ($0.desktopId, $0.notification.identifier, store.table.userInfo(desktopId: $0.desktopId)) }
     }
 }
 
@@ -139,12 +141,20 @@ enum StoreChange: CustomStringConvertible {
         }
     }
 
+    /// The userInfo bytes a change shows notification `id` with: odd ids have some, as an
+    /// app's add through the bridge does, even ones none (a notification recorded without).
+    static func userInfo(_ id: UInt32) -> [UInt8]? {
+        id % 2 == 1 ? Array(#"{"emailId":"e-\#(id)","n":[1e9, 2.50]}"#.utf8) : nil
+    }
+
     func apply(to store: inout DeliveredStore) throws(JournalFileError) {
         switch self {
         case .show(let id, let identifier):
             let n = NotifBusClient.Notification(
                 identifier: identifier, content: NotificationContent(title: "t \(id)", userInfo: ["emailId": .string("e-\(id)")]))
-            try store.record(n, desktopId: id, category: DeliveredStoreTests.category, routes: DeliveredStoreTests.routes, caller: ":1.\(id % 3)")
+            try store.record(
+                n, desktopId: id, category: DeliveredStoreTests.category, routes: DeliveredStoreTests.routes, caller: ":1.\(id % 3)",
+                userInfo: StoreChange.userInfo(id))
         case .click(let id):
             if let failure = store.change({ $0.actionInvoked(desktopId: id, key: "default") }).writeFailure { throw failure }
         case .remove(let identifier):
