@@ -106,6 +106,17 @@ static void redirect_output(const char *log)
 
 /* ---- dbus-daemon -------------------------------------------------------------------------- */
 
+/* Whether a connect to the socket at path succeeds now. */
+static int can_connect(const char *path)
+{
+    char err[256];
+    int fd = unix_connect(path, 0, err);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
 static int daemon_main(void *arg)
 {
     dbus_peer_t *p = arg;
@@ -451,9 +462,10 @@ static int peer_start(dbus_peer_t *p, char *err)
     int ready[2];
     if (pipe(ready) != 0)
         fatal("pipe: %s", strerror(errno));
-    /* dbus-daemon creates its socket once it listens. */
+    /* dbus-daemon binds its socket, then listens: the file appears before a connect can
+     * succeed, so it is ready once one does (a probe it closes unread). */
     uint64_t deadline = now_ns() + BUS_START_TIMEOUT_MS * 1000000ULL;
-    while (!broker && access(p->sock, F_OK) != 0 && now_ns() < deadline) {
+    while (!broker && !can_connect(p->sock) && now_ns() < deadline) {
         int status;
         if (waitpid(p->pid, &status, WNOHANG) == p->pid)
             break;
