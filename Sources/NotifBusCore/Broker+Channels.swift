@@ -48,8 +48,7 @@ extension Broker {
         let call = channels.startCall(
             PendingCall(invoker: c, requestID: rid, handlerClient: handler.client),
             deadline: now &+ UInt64(configuration.callTimeoutMs) * 1_000_000)
-        client.callsInvoked += 1
-        sessions.update(handler.client) { $0.callsReceived += 1 }
+        sessions.callStarted(invoker: client, handler: handler.client)
         send(
             .call(call: call, handler: handler.id, channel: channel, method: method, arguments: arguments, from: c),
             to: handler.client)
@@ -58,9 +57,9 @@ extension Broker {
     /// Only the connection that received the call may return it; anything else is ignored.
     mutating func handleReturn(_ ret: consuming CallReturn, from client: ClientRecord) {
         guard let call = channels.returnCall(ret.call, from: client.id) else { return }
-        client.callsReceived -= 1
-        guard let invoker = sessions[call.invoker] else { return }
-        invoker.callsInvoked -= 1
+        let invoker = sessions[call.invoker]
+        ClientRecord.callEnded(invoker: invoker, handler: client)
+        guard invoker != nil else { return }
         let body = ret.body
         _ = consume ret
         switch consume body {

@@ -26,9 +26,11 @@ final class ClientRecord {
     /// Its posts waiting in the queue (not the running one), and their payload bytes.
     var queuedPosts = 0
     var queuedBytes = 0
-    /// Calls delivered to this connection and not yet returned (ChannelRouter holds them).
-    var callsReceived = 0
-    var callsInvoked = 0
+    /// Calls delivered to this connection and not yet returned (ChannelRouter holds them),
+    /// and calls it made that are not answered yet: changed only by `callStarted` and
+    /// `callEnded`.
+    private(set) var callsReceived = 0
+    private(set) var callsInvoked = 0
     var takes: Set<Int> = []
     /// Durable writes this connection asked for whose outcome is not known yet.
     var writesInFlight = 0
@@ -41,6 +43,20 @@ final class ClientRecord {
     init(id: ConnectionID, credentials: PeerCredentials) {
         self.id = id
         self.credentials = credentials
+    }
+
+    /// A call from `invoker` went to `handler`: one side of `ClientSessions.callStarted`.
+    @inline(__always)
+    fileprivate func callSent() { callsInvoked &+= 1 }
+    @inline(__always)
+    fileprivate func callDelivered() { callsReceived &+= 1 }
+
+    /// A call ended (returned, timed out, or its handler gone); either side may have gone.
+    /// With `callStarted`, the only places the two counts change.
+    @inline(__always)
+    static func callEnded(invoker: ClientRecord?, handler: ClientRecord?) {
+        invoker?.callsInvoked &-= 1
+        handler?.callsReceived &-= 1
     }
 
     /// The time its hops in `event` took together so far.
@@ -83,6 +99,14 @@ struct ClientSessions {
             body(record)
             return true
         } ?? false
+    }
+
+    /// A call from `invoker` went to the connection `handler`, whose record is read without
+    /// retaining it.
+    @inline(__always)
+    func callStarted(invoker: ClientRecord, handler: ConnectionID) {
+        invoker.callSent()
+        _ = update(handler) { $0.callDelivered() }
     }
 
     /// Whether `c` is known, tested without retaining its record.
