@@ -86,14 +86,19 @@ extension Broker {
         } else {
             fingerprint = Broker.fingerprint(target: name, body: nil)
         }
-        post(
-            name: name, payload: payload, profile: profile, once: key, hash: once.hash(key), fingerprint: fingerprint, rid: rid,
-            from: poster, now: now)
+        var key = key
+        key.withUTF8 { key in
+            let key = UnsafeRawBufferPointer(key)
+            post(
+                name: name, payload: payload, profile: profile, once: key, hash: once.hash(utf8: key), fingerprint: fingerprint, rid: rid,
+                from: poster, now: now)
+        }
     }
 
-    /// `post` with a key whose table hash and whose request's fingerprint are known.
+    /// `post` with a key (its UTF-8 where it lies) whose table hash and whose request's
+    /// fingerprint are known.
     mutating func post(
-        name: String, payload: JSONBytes?, profile: ProfilePayload?, once key: String, hash: UInt64, fingerprint: UInt64,
+        name: String, payload: JSONBytes?, profile: ProfilePayload?, once key: UnsafeRawBufferPointer, hash: UInt64, fingerprint: UInt64,
         rid: RequestID, from poster: ClientRecord, now: Instant
     ) {
         guard admitOnce(key, hash: hash, .post, fingerprint, rid: rid, from: poster.id, now: now) else { return }

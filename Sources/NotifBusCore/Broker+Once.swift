@@ -43,12 +43,21 @@ extension Broker {
     /// key ended) or once its post ends; another use of the key is refused. True when the key
     /// is not held: the request goes on as a new one.
     /// `hash` is the key's in the table, when the caller has it already.
+    mutating func admitOnce(_ key: String, _ op: OnceOp, _ fingerprint: UInt64, rid: RequestID, from c: ConnectionID, now: Instant) -> Bool {
+        var key = key
+        return key.withUTF8 { utf8 in
+            let key = UnsafeRawBufferPointer(utf8)
+            return admitOnce(key, hash: once.hash(utf8: key), op, fingerprint, rid: rid, from: c, now: now)
+        }
+    }
+
+    /// `admitOnce` for a key's UTF-8 where it lies, whose `hash` the table gave.
     mutating func admitOnce(
-        _ key: String, hash: UInt64? = nil, _ op: OnceOp, _ fingerprint: UInt64, rid: RequestID, from c: ConnectionID, now: Instant
+        _ key: UnsafeRawBufferPointer, hash: UInt64, _ op: OnceOp, _ fingerprint: UInt64, rid: RequestID, from c: ConnectionID, now: Instant
     ) -> Bool {
-        guard let i = once.find(key, hash: hash ?? once.hash(key), nowMs: wallMs(now)) else { return true }
+        guard let i = once.find(key, hash: hash, nowMs: wallMs(now)) else { return true }
         guard once.op(i) == op && once.fingerprint(i) == fingerprint else {
-            refuse(c, rid, .once(.conflict(key: key, firstOp: once.op(i))), now: now)
+            refuse(c, rid, .once(.conflict(key: String(decoding: key, as: UTF8.self), firstOp: once.op(i))), now: now)
             return false
         }
         if once.state(i) == .ended {

@@ -235,12 +235,12 @@ public struct Broker: ~Copyable {
     ) {
         let hash = self.once.hash(utf8: key), fingerprint = Broker.fingerprint(target: name, body: payload)
         let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
-        let once = String(decoding: key, as: UTF8.self)
         guard startsNow else {
+            let once = String(decoding: key, as: UTF8.self)
             return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)
         }
         held.arrive()
-        post(name: name, payload: payload, profile: nil, once: once, hash: hash, fingerprint: fingerprint, rid: .integer(id), from: client, now: now)
+        post(name: name, payload: payload, profile: nil, once: key, hash: hash, fingerprint: fingerprint, rid: .integer(id), from: client, now: now)
     }
 
     /// The length prefix on `id` was 0 or above `maxFrame`: the stream is out of step.

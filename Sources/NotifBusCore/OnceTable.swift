@@ -79,31 +79,38 @@ public struct OnceWaiter: Sendable {
     public let requestID: RequestID
 }
 
-/// Keys by text, in a table of their own (chained buckets over arrays of entries, hashed
-/// with `ContentHash` and a seed) so that a lookup costs one short hash and a compare, and
-/// ended keys in the order they ended, for the window. An entry's fixed-size fields live in
-/// one array of plain values (`Slot`), its key in an array of its own, and the outcomes,
-/// one after another in the order the keys ended, in chunks of 64 KiB: walking a chain or
-/// the order, or changing a state, counts no reference, and ending or forgetting a key
-/// allocates and frees nothing but a whole chunk now and then, once the oldest outcome has
-/// left it.
-public struct OnceTable {
+/// Keys by text, in a table of their own (chained buckets over entries, hashed with
+/// `ContentHash` and a seed) so that a lookup costs one short hash and a compare, and ended
+/// keys in the order they ended, for the window. Not copyable: its storage is memory it
+/// allocates and frees itself, so that nothing on a keyed request's way counts a reference or
+/// asks whether an array is shared.
+/// - An entry's fixed-size fields live in one block of `Slot`s; dead slots are chained for
+///   reuse.
+/// - The key of an entry not yet ended lives in a cell of its own (`Limits.maxNameBytes`
+///   each, the longest key the wire allows; a longer one, read from a journal, in
+///   `longKeys`).
+/// - When an entry ends, its key and its outcome are copied, one after the other, to the end
+///   of the newest chunk of the arena (64 KiB each) and its cell is freed: ended entries are
+///   forgotten oldest first, so a chunk is freed whole once the oldest outcome has left it.
+public struct OnceTable: ~Copyable {
     public enum State: UInt8, Sendable, Equatable {
         case pending
         case running
         case ended
     }
 
-    /// An entry's fixed-size fields: no reference among them.
+    /// An entry's fixed-size fields.
     struct Slot {
         var hash: UInt64
         var fingerprint: UInt64
         var wallMs: Int64
-        /// Where its outcome lies: its chunk (`firstChunk` counted in) and offset, once ended.
-        var outcomeChunk: Int
-        var outcomeAt: Int32
+        /// Ended: the chunk (`firstChunk` counted in) holding its key, then its outcome.
+        var chunk: Int
+        /// Ended: the key's offset in `chunk`. Otherwise its cell, or -1 when in `longKeys`.
+        var at: Int32
+        var keyCount: Int32
         var outcomeCount: Int32
-        /// The next entry in its bucket, or -1.
+        /// The next entry in its bucket, or -1; for a dead slot, the next dead one.
         var chained: Int32
         /// Its neighbours in the order of ending (ended entries only), or -1.
         var older: Int32
@@ -114,18 +121,37 @@ public struct OnceTable {
         var live: Bool
     }
 
+    /// 64 KiB: a few hundred keys with their outcomes each, so that one allocation serves many.
+    static let chunkSize = 64 << 10
+    /// A cell holds the longest key the wire allows.
+    static let cellSize = Limits.maxNameBytes
+
     public let limits: OnceLimits
     private let seed: UInt64
-    private var slots: [Slot] = []
-    private var keys: [String] = []
-    /// The outcomes of ended entries, in the order they ended; `chunks[0]` is chunk number
-    /// `firstChunk`.
-    private var chunks: [OutcomeChunk] = []
+    private var slots: UnsafeMutablePointer<Slot>
+    private var slotCapacity: Int32 = 0
+    /// Slots ever used; those below it and not live are chained from `deadSlot`.
+    private var slotCount: Int32 = 0
+    private var deadSlot: Int32 = -1
+    private var buckets: UnsafeMutablePointer<Int32>
+    private var bucketCount = 64
+    private var cells: UnsafeMutableRawPointer
+    private var cellCapacity: Int32 = 0
+    private var cellCount: Int32 = 0
+    /// Free cells: each holds the index of the next free one in its first four bytes.
+    private var freeCell: Int32 = -1
+    /// Keys longer than a cell, of entries not yet ended.
+    private var longKeys: [Int32: [UInt8]] = [:]
+    /// The arena: runs of bytes written one after another and freed whole; `chunks[0]` is
+    /// chunk number `firstChunk`.
+    private var chunks: [UnsafeMutableRawPointer] = []
     private var firstChunk = 0
+    /// The newest chunk's start, bytes used and capacity (nil start: no chunk yet).
+    private var tail: UnsafeMutableRawPointer? = nil
+    private var tailUsed = 0
+    private var tailCapacity = 0
     /// The repeats waiting for a pending or running entry, by entry: few entries have any.
     private var waiters: [Int32: [OnceWaiter]] = [:]
-    private var free: [Int32] = []
-    private var buckets: [Int32]
     /// The oldest and newest ended entries, or -1.
     private var oldest: Int32 = -1
     private var newest: Int32 = -1
@@ -137,7 +163,17 @@ public struct OnceTable {
     public init(limits: OnceLimits, seed: UInt64 = 0) {
         self.limits = limits
         self.seed = seed
-        buckets = [Int32](repeating: -1, count: 64)
+        slots = .allocate(capacity: 0)
+        cells = .allocate(byteCount: 0, alignment: 8)
+        buckets = .allocate(capacity: 64)
+        buckets.initialize(repeating: -1, count: 64)
+    }
+
+    deinit {
+        slots.deallocate()
+        buckets.deallocate()
+        cells.deallocate()
+        for c in chunks { c.deallocate() }
     }
 
     /// The hash a key is filed under.
@@ -150,7 +186,7 @@ public struct OnceTable {
 
     /// The entry of `key` (whose `hash` this table gave), if held. An ended key older than
     /// the window at `nowMs` is forgotten here, and not found.
-    public mutating func find(_ key: String, hash h: UInt64, nowMs: Int64) -> Int32? {
+    public mutating func find(_ key: UnsafeRawBufferPointer, hash h: UInt64, nowMs: Int64) -> Int32? {
         guard let i = index(of: key, hash: h) else { return nil }
         if slots[Int(i)].state == .ended && isExpired(slots[Int(i)].wallMs, nowMs: nowMs) {
             remove(i)
@@ -160,19 +196,24 @@ public struct OnceTable {
     }
 
     /// `find` with the key hashed here.
-    public mutating func find(_ key: String, nowMs: Int64) -> Int32? { find(key, hash: hash(key), nowMs: nowMs) }
+    public mutating func find(_ key: String, nowMs: Int64) -> Int32? {
+        OnceTable.withUTF8(key) { find($0, hash: hash(utf8: $0), nowMs: nowMs) }
+    }
 
     /// Whether `key` is held (however old: `find` forgets an expired one).
     public func holds(_ key: String) -> Bool { index(of: key) != nil }
 
     /// The entry of `key`, if held, however old.
-    public func index(of key: String) -> Int32? { index(of: key, hash: hash(key)) }
+    public func index(of key: String) -> Int32? {
+        OnceTable.withUTF8(key) { index(of: $0, hash: hash(utf8: $0)) }
+    }
 
-    private func index(of key: String, hash h: UInt64) -> Int32? {
-        var i = buckets[Int(h & UInt64(buckets.count &- 1))]
+    private func index(of key: UnsafeRawBufferPointer, hash h: UInt64) -> Int32? {
+        var i = buckets[Int(h & UInt64(bucketCount &- 1))]
         while i >= 0 {
-            if slots[Int(i)].hash == h && keys[Int(i)] == key { return i }
-            i = slots[Int(i)].chained
+            let s = slots[Int(i)]
+            if s.hash == h && Int(s.keyCount) == key.count && withKey(i, { $0.elementsEqual(key) }) { return i }
+            i = s.chained
         }
         return nil
     }
@@ -180,7 +221,17 @@ public struct OnceTable {
     public func state(_ i: Int32) -> State { slots[Int(i)].state }
     public func op(_ i: Int32) -> OnceOp { slots[Int(i)].op }
     public func fingerprint(_ i: Int32) -> UInt64 { slots[Int(i)].fingerprint }
-    public func key(_ i: Int32) -> String { keys[Int(i)] }
+    public func key(_ i: Int32) -> String { withKey(i) { String(decoding: $0, as: UTF8.self) } }
+
+    /// Lends the bytes of entry `i`'s key where they lie.
+    public func withKey<R>(_ i: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let s = slots[Int(i)]
+        if s.state == .ended {
+            return body(UnsafeRawBufferPointer(start: chunks[s.chunk &- firstChunk] + Int(s.at), count: Int(s.keyCount)))
+        }
+        if s.at >= 0 { return body(UnsafeRawBufferPointer(start: cell(s.at), count: Int(s.keyCount))) }
+        return longKeys[i].unsafelyUnwrapped.withUnsafeBytes(body)
+    }
 
     /// The outcome of an ended entry, as an array of its own; nil before it ended.
     public func outcome(_ i: Int32) -> OnceOutcome? {
@@ -191,8 +242,8 @@ public struct OnceTable {
     /// Lends an ended entry's outcome, whether it is an error and its bytes, where it lies.
     public func withOutcome<R>(_ i: Int32, _ body: (Bool, UnsafeRawBufferPointer) -> R) -> R {
         let s = slots[Int(i)]
-        let chunk = chunks[s.outcomeChunk &- firstChunk]
-        return body(s.outcomeIsError, UnsafeRawBufferPointer(start: chunk.base + Int(s.outcomeAt), count: Int(s.outcomeCount)))
+        let at = chunks[s.chunk &- firstChunk] + Int(s.at) + Int(s.keyCount)
+        return body(s.outcomeIsError, UnsafeRawBufferPointer(start: at, count: Int(s.outcomeCount)))
     }
 
     // MARK: Changes
@@ -201,33 +252,32 @@ public struct OnceTable {
     /// entry. The key must not be held.
     @discardableResult
     public mutating func insert(
-        _ key: String, hash h: UInt64, op: OnceOp, fingerprint: UInt64, state: State = .pending, wallMs: Int64
+        _ key: UnsafeRawBufferPointer, hash h: UInt64, op: OnceOp, fingerprint: UInt64, state: State = .pending, wallMs: Int64
     ) -> Int32 {
-        if count >= buckets.count { grow() }
-        let b = Int(h & UInt64(buckets.count &- 1))
-        let slot = Slot(
-            hash: h, fingerprint: fingerprint, wallMs: wallMs, outcomeChunk: 0, outcomeAt: 0, outcomeCount: 0, chained: buckets[b],
-            older: -1, newer: -1, op: op, state: state, outcomeIsError: false, live: true)
-        let i: Int32
-        if let reused = free.popLast() {
-            i = reused
-            slots[Int(i)] = slot
-            keys[Int(i)] = key
+        if count >= bucketCount { grow() }
+        let i = newSlot()
+        let b = Int(h & UInt64(bucketCount &- 1))
+        var at: Int32 = -1
+        if key.count <= OnceTable.cellSize {
+            at = newCell()
+            if let source = key.baseAddress { cell(at).copyMemory(from: source, byteCount: key.count) }
         } else {
-            i = Int32(slots.count)
-            slots.append(slot)
-            keys.append(key)
+            longKeys[i] = Array(key)
         }
+        (slots + Int(i)).initialize(
+            to: Slot(
+                hash: h, fingerprint: fingerprint, wallMs: wallMs, chunk: 0, at: at, keyCount: Int32(truncatingIfNeeded: key.count),
+                outcomeCount: 0, chained: buckets[b], older: -1, newer: -1, op: op, state: state, outcomeIsError: false, live: true))
         buckets[b] = i
         count &+= 1
-        bytes &+= key.utf8.count
+        bytes &+= key.count
         return i
     }
 
     /// `insert` with the key hashed here.
     @discardableResult
     public mutating func insert(_ key: String, op: OnceOp, fingerprint: UInt64, state: State = .pending, wallMs: Int64) -> Int32 {
-        insert(key, hash: hash(key), op: op, fingerprint: fingerprint, state: state, wallMs: wallMs)
+        OnceTable.withUTF8(key) { insert($0, hash: hash(utf8: $0), op: op, fingerprint: fingerprint, state: state, wallMs: wallMs) }
     }
 
     /// A pending post's event started.
@@ -243,29 +293,43 @@ public struct OnceTable {
         outcome.withBytes { isError, bytes in end(i, isError: isError, outcome: bytes, wallMs: wallMs) }
     }
 
-    /// `end` with the outcome's bytes lent (they are copied into the arena).
+    /// `end` with the outcome's bytes lent (they are copied into the arena). An entry ended
+    /// before (a journal's later record of the same key) takes the new outcome.
     @discardableResult
     public mutating func end(_ i: Int32, isError: Bool, outcome: UnsafeRawBufferPointer, wallMs: Int64) -> [OnceWaiter] {
         let waiting = waiters.isEmpty ? [] : waiters.removeValue(forKey: i) ?? []
-        if slots[Int(i)].state == .ended {
-            unlinkOrder(i)
-            bytes &-= Int(slots[Int(i)].outcomeCount)
+        let s = slots[Int(i)]
+        let keyCount = Int(s.keyCount)
+        let chunk: Int, at: Int32
+        if s.state != .ended && s.at >= 0 {
+            (chunk, at) = store(UnsafeRawBufferPointer(start: cell(s.at), count: keyCount), outcome)
+        } else {
+            // An ended key lies in the arena, which storing may add a chunk to; a long one in
+            // `longKeys`: either is copied out first.
+            let key = withKey(i) { Array($0) }
+            (chunk, at) = key.withUnsafeBytes { store($0, outcome) }
         }
-        let (chunk, at) = store(outcome)
+        if s.state == .ended {
+            unlinkOrder(i)
+            bytes &-= Int(s.outcomeCount)
+        } else if s.at >= 0 {
+            releaseCell(s.at)
+        } else {
+            longKeys[i] = nil
+        }
         bytes &+= outcome.count
         let older = newest
-        slots.withUnsafeMutableBufferPointer { s in
-            s[Int(i)].state = .ended
-            s[Int(i)].wallMs = wallMs
-            s[Int(i)].outcomeChunk = chunk
-            s[Int(i)].outcomeAt = at
-            s[Int(i)].outcomeCount = Int32(truncatingIfNeeded: outcome.count)
-            s[Int(i)].outcomeIsError = isError
-            s[Int(i)].older = older
-            s[Int(i)].newer = -1
-            if older >= 0 { s[Int(older)].newer = i }
-        }
-        if older < 0 { oldest = i }
+        let p = slots + Int(i)
+        p.pointee.state = .ended
+        p.pointee.wallMs = wallMs
+        p.pointee.chunk = chunk
+        p.pointee.at = at
+        p.pointee.keyCount = Int32(truncatingIfNeeded: keyCount)
+        p.pointee.outcomeCount = Int32(truncatingIfNeeded: outcome.count)
+        p.pointee.outcomeIsError = isError
+        p.pointee.older = older
+        p.pointee.newer = -1
+        if older >= 0 { slots[Int(older)].newer = i } else { oldest = i }
         newest = i
         forgetPastBounds(nowMs: wallMs)
         return waiting
@@ -282,34 +346,31 @@ public struct OnceTable {
     public mutating func remove(_ i: Int32) -> [OnceWaiter] {
         let slot = slots[Int(i)]
         precondition(slot.live, "a once key removed twice")
-        let b = Int(slot.hash & UInt64(buckets.count &- 1))
-        let first = buckets[b]
-        let (older, newer) = (oldest, newest)
-        // The order's links and the bucket's chain, changed in one pass over the slots.
-        let (newOldest, newNewest) = slots.withUnsafeMutableBufferPointer { s -> (Int32, Int32) in
-            var (o, n) = (older, newer)
-            if slot.state == .ended {
-                if slot.older >= 0 { s[Int(slot.older)].newer = slot.newer } else { o = slot.newer }
-                if slot.newer >= 0 { s[Int(slot.newer)].older = slot.older } else { n = slot.older }
-            }
-            if first != i {
-                var j = first
-                while s[Int(j)].chained != i { j = s[Int(j)].chained }
-                s[Int(j)].chained = slot.chained
-            }
-            s[Int(i)].live = false
-            s[Int(i)].older = -1
-            s[Int(i)].newer = -1
-            return (o, n)
+        let b = Int(slot.hash & UInt64(bucketCount &- 1))
+        if buckets[b] == i {
+            buckets[b] = slot.chained
+        } else {
+            var j = buckets[b]
+            while slots[Int(j)].chained != i { j = slots[Int(j)].chained }
+            slots[Int(j)].chained = slot.chained
         }
-        oldest = newOldest
-        newest = newNewest
-        if first == i { buckets[b] = slot.chained }
+        if slot.state == .ended {
+            if slot.older >= 0 { slots[Int(slot.older)].newer = slot.newer } else { oldest = slot.newer }
+            if slot.newer >= 0 { slots[Int(slot.newer)].older = slot.older } else { newest = slot.older }
+        } else if slot.at >= 0 {
+            releaseCell(slot.at)
+        } else {
+            longKeys[i] = nil
+        }
+        slots[Int(i)].live = false
+        slots[Int(i)].chained = deadSlot
+        deadSlot = i
         count &-= 1
-        bytes &-= keys[Int(i)].utf8.count &+ (slot.state == .ended ? Int(slot.outcomeCount) : 0)
-        keys[Int(i)] = ""
-        free.append(i)
-        if slot.state == .ended && slot.outcomeChunk == firstChunk { dropOldChunks() }
+        bytes &-= Int(slot.keyCount) &+ (slot.state == .ended ? Int(slot.outcomeCount) : 0)
+        // Chunks go only when the oldest outcome leaves the first one.
+        if slot.state == .ended && slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) {
+            dropOldChunks()
+        }
         return waiters.isEmpty ? [] : waiters.removeValue(forKey: i) ?? []
     }
 
@@ -335,15 +396,15 @@ public struct OnceTable {
             all.append(record(i))
             i = slots[Int(i)].newer
         }
-        for i in slots.indices where slots[i].live && slots[i].state != .ended {
-            all.append(record(Int32(i)))
+        for i in 0..<slotCount where slots[Int(i)].live && slots[Int(i)].state != .ended {
+            all.append(record(i))
         }
         return all
     }
 
     private func record(_ i: Int32) -> OnceRecord {
         let s = slots[Int(i)]
-        return OnceRecord(key: keys[Int(i)], op: s.op, fingerprint: s.fingerprint, wallMs: s.wallMs, outcome: outcome(i))
+        return OnceRecord(key: key(i), op: s.op, fingerprint: s.fingerprint, wallMs: s.wallMs, outcome: outcome(i))
     }
 
     /// Ended keys from the oldest: their text, for tests of the window's order.
@@ -351,14 +412,25 @@ public struct OnceTable {
         var all: [String] = []
         var i = oldest
         while i >= 0 {
-            all.append(keys[Int(i)])
+            all.append(key(i))
             i = slots[Int(i)].newer
         }
         return all
     }
 
-    /// Chunks of outcomes held (tests: they are freed once the oldest outcome left them).
+    /// Chunks of the arena held (tests: they are freed once the oldest outcome left them).
     public var chunkCount: Int { chunks.count }
+
+    /// Cells in use (tests: an entry frees its cell when it ends or is forgotten).
+    public var cellsInUse: Int {
+        var free = 0
+        var c = freeCell
+        while c >= 0 {
+            free &+= 1
+            c = cell(c).load(as: Int32.self)
+        }
+        return Int(cellCount) &- free &+ longKeys.count
+    }
 
     // MARK: Internals
 
@@ -366,28 +438,88 @@ public struct OnceTable {
         nowMs &- wallMs >= limits.maxAgeMs
     }
 
-    /// Copies an outcome to the end of the newest chunk (a fresh one when it does not fit)
-    /// and says where it lies.
-    private mutating func store(_ outcome: UnsafeRawBufferPointer) -> (chunk: Int, at: Int32) {
-        let n = outcome.count
-        if chunks.isEmpty || chunks[chunks.count &- 1].used &+ n > chunks[chunks.count &- 1].capacity {
-            chunks.append(OutcomeChunk(capacity: Swift.max(OutcomeChunk.size, n)))
-        } else if !isKnownUniquelyReferenced(&chunks[chunks.count &- 1]) {
-            // A copy of this table shares the chunk: this one writes into a copy of its own.
-            chunks[chunks.count &- 1] = chunks[chunks.count &- 1].copy()
+    @inline(__always)
+    private static func withUTF8<R>(_ text: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if let r = text.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) { return r }
+        var text = text
+        return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+    }
+
+    @inline(__always)
+    private func cell(_ c: Int32) -> UnsafeMutableRawPointer { cells + Int(c) &* OnceTable.cellSize }
+
+    /// A free slot, the block grown (doubled) when none is left.
+    private mutating func newSlot() -> Int32 {
+        if deadSlot >= 0 {
+            let i = deadSlot
+            deadSlot = slots[Int(i)].chained
+            return i
         }
-        let chunk = chunks[chunks.count &- 1]
-        let at = chunk.used
-        if let source = outcome.baseAddress { (chunk.base + at).copyMemory(from: source, byteCount: n) }
-        chunk.used &+= n
+        if slotCount == slotCapacity {
+            let capacity = Swift.max(64, Int(slotCapacity) &* 2)
+            let grown = UnsafeMutablePointer<Slot>.allocate(capacity: capacity)
+            grown.moveInitialize(from: slots, count: Int(slotCount))
+            slots.deallocate()
+            slots = grown
+            slotCapacity = Int32(capacity)
+        }
+        slotCount &+= 1
+        return slotCount &- 1
+    }
+
+    /// A free cell, the cells grown (doubled) when none is left.
+    private mutating func newCell() -> Int32 {
+        if freeCell >= 0 {
+            let c = freeCell
+            freeCell = cell(c).load(as: Int32.self)
+            return c
+        }
+        if cellCount == cellCapacity {
+            let capacity = Swift.max(16, Int(cellCapacity) &* 2)
+            let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity &* OnceTable.cellSize, alignment: 8)
+            grown.copyMemory(from: cells, byteCount: Int(cellCount) &* OnceTable.cellSize)
+            cells.deallocate()
+            cells = grown
+            cellCapacity = Int32(capacity)
+        }
+        cellCount &+= 1
+        return cellCount &- 1
+    }
+
+    private mutating func releaseCell(_ c: Int32) {
+        cell(c).storeBytes(of: freeCell, as: Int32.self)
+        freeCell = c
+    }
+
+    /// Copies a key and its outcome, one after the other, to the end of the newest chunk (a
+    /// fresh one when they do not fit) and says where they lie.
+    private mutating func store(_ key: UnsafeRawBufferPointer, _ outcome: UnsafeRawBufferPointer) -> (chunk: Int, at: Int32) {
+        let n = key.count &+ outcome.count
+        if tail == nil || tailUsed &+ n > tailCapacity { newChunk(holding: n) }
+        let at = tailUsed
+        let p = tail.unsafelyUnwrapped + at
+        if let source = key.baseAddress { p.copyMemory(from: source, byteCount: key.count) }
+        if let source = outcome.baseAddress { (p + key.count).copyMemory(from: source, byteCount: outcome.count) }
+        tailUsed = at &+ n
         return (firstChunk &+ chunks.count &- 1, Int32(truncatingIfNeeded: at))
+    }
+
+    /// Starts a chunk of at least `n` bytes as the newest.
+    private mutating func newChunk(holding n: Int) {
+        let capacity = Swift.max(OnceTable.chunkSize, n)
+        let base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        chunks.append(base)
+        tail = base
+        tailUsed = 0
+        tailCapacity = capacity
     }
 
     /// Frees the chunks before the oldest outcome's (the newest one is kept to write into).
     private mutating func dropOldChunks() {
-        let keep = oldest >= 0 ? slots[Int(oldest)].outcomeChunk : firstChunk &+ chunks.count &- 1
+        let keep = oldest >= 0 ? slots[Int(oldest)].chunk : firstChunk &+ chunks.count &- 1
         let drop = Swift.min(keep &- firstChunk, chunks.count &- 1)
         guard drop > 0 else { return }
+        for c in chunks[..<drop] { c.deallocate() }
         chunks.removeFirst(drop)
         firstChunk &+= drop
     }
@@ -402,36 +534,15 @@ public struct OnceTable {
 
     /// Doubles the buckets and chains every live entry anew.
     private mutating func grow() {
-        buckets = [Int32](repeating: -1, count: buckets.count * 2)
-        let mask = UInt64(buckets.count &- 1)
-        for i in slots.indices where slots[i].live {
-            let b = Int(slots[i].hash & mask)
-            slots[i].chained = buckets[b]
-            buckets[b] = Int32(i)
+        buckets.deallocate()
+        bucketCount &*= 2
+        buckets = .allocate(capacity: bucketCount)
+        buckets.initialize(repeating: -1, count: bucketCount)
+        let mask = UInt64(bucketCount &- 1)
+        for i in 0..<slotCount where slots[Int(i)].live {
+            let b = Int(slots[Int(i)].hash & mask)
+            slots[Int(i)].chained = buckets[b]
+            buckets[Int(b)] = i
         }
-    }
-}
-
-/// Outcome bytes, written one after another and never moved; freed whole.
-final class OutcomeChunk {
-    /// 64 KiB: a few hundred outcomes of posts each, so that one allocation serves many.
-    static let size = 64 << 10
-
-    let base: UnsafeMutableRawPointer
-    let capacity: Int
-    var used = 0
-
-    init(capacity: Int) {
-        self.capacity = capacity
-        base = .allocate(byteCount: capacity, alignment: 8)
-    }
-
-    deinit { base.deallocate() }
-
-    func copy() -> OutcomeChunk {
-        let other = OutcomeChunk(capacity: capacity)
-        other.base.copyMemory(from: base, byteCount: used)
-        other.used = used
-        return other
     }
 }
