@@ -1,26 +1,19 @@
-// The notifbus client: one connection to the broker, the requests in flight on it, and
-// the observer and method-call handler functions this process registered. Registrations
-// themselves live in the broker; reading never waits on a user handler.
+// The notifbus client's socket front: it owns the socket, the timers and the emitter, feeds
+// the broker's bytes to framing and the messages to its `Session` (session.js, which holds
+// the protocol state), writes the frames the session returns and runs the user's code.
+// Registrations themselves live in the broker; reading never waits on a user handler.
 
 import { EventEmitter } from 'node:events';
 import { statSync } from 'node:fs';
 import net from 'node:net';
 
-import {
-  BrokerError,
-  ConnectionLostError,
-  MethodCallError,
-  MissingPluginError,
-  NotifBusError,
-  RequestTimeoutError,
-} from './errors.js';
-import { CLOSING_CODES } from './errorTable.js';
-import { encodeFrame, FrameDecoder } from './framing.js';
+import { BrokerError, ConnectionLostError, NotifBusError, RequestTimeoutError } from './errors.js';
+import { FrameDecoder } from './framing.js';
 import { Registry, resumeRequest, retryDelays, sleep, supersededBy } from './reconnect.js';
+import { Session } from './session.js';
 import { resolveSocketPath } from './socketPath.js';
 
-/** The protocol version this client speaks. */
-export const PROTOCOL_VERSION = 1;
+export { complete, HANDLER_ERROR_CODE, NEXT, PROTOCOL_VERSION, STOP } from './session.js';
 
 /**
  * Client-side bound on every wait, in ms. Longer than the broker's own defaults (30 s
@@ -36,42 +29,6 @@ const CLOSE_GRACE_MS = 1_000;
 
 /** The lists of a `status` result that continue on the page its `next` names. */
 const STATUS_LISTS = ['clients', 'observers', 'handlers', 'slots'];
-
-/** Code of the error returned for a method call handler that threw something other than a `MethodCallError`. */
-export const HANDLER_ERROR_CODE = 'error';
-
-/**
- * An observer's answer to an event. Handlers return `NEXT`, `STOP` or `complete(value)`;
- * build no other instances.
- */
-class ChainAnswer {
-  /**
-   * @param {'next' | 'stop' | 'complete'} op
-   * @param {unknown} [value]
-   */
-  constructor(op, value) {
-    this.op = op;
-    this.value = value;
-    Object.freeze(this);
-  }
-}
-
-/** Observer answer: pass the event on to the next observer in the chain. */
-export const NEXT = new ChainAnswer('next');
-
-/** Observer answer: end the chain without a value (outcome `stopped`). */
-export const STOP = new ChainAnswer('stop');
-
-/**
- * Observer answer: end the chain with a value (outcome `completed`). Leaving `value`
- * out sends no value, which the broker reports as null; a `willPresent` completion
- * needs an array of presentation options.
- * @param {unknown} [value] any JSON value
- * @returns {ChainAnswer}
- */
-export function complete(value) {
-  return new ChainAnswer('complete', value);
-}
 
 /**
  * @typedef {object} ObserverEvent
@@ -144,7 +101,12 @@ export function complete(value) {
  *   the new connection, where the broker answers each exactly once (default `true`)
  */
 
-/** @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer: NodeJS.Timeout, onResult?: (result: any) => unknown, errorType: typeof BrokerError, op: string, markRepeat?: boolean, resend?: {fields: object, ms: number, started: number}}} Pending */
+/**
+ * What the client keeps of a request in flight, handed to the session as its waiter.
+ * `onValue` runs as the reply is read, after the session's own bookkeeping; `resend`
+ * says the request goes out again on the next connection when this one is lost.
+ * @typedef {{resolve: (value: unknown) => void, reject: (error: Error) => void, timer?: NodeJS.Timeout, onValue?: (value: any) => unknown, ms: number, resend: boolean, started: number}} Waiter
+ */
 
 /** Gives `MethodChannel` access to the client's private request methods. */
 let channelAccess;
@@ -172,24 +134,10 @@ export class Client extends EventEmitter {
   /** @type {net.Socket} */
   #socket;
   #decoder = new FrameDecoder();
+  #session = new Session();
   #defaultTimeout;
-  #nextId = 1;
-  /** @type {Map<number, Pending>} */
-  #pending = new Map();
-  /** @type {Map<string, {handler: ObserverHandler, onEvicted?: (eviction: Eviction) => void}>} */
-  #observers = new Map();
-  /** @type {Map<string, {handler: MethodCallHandler, key: string, onEvicted?: (eviction: Eviction) => void, superseded: boolean}>} */
-  #handlers = new Map();
-  /** Handler id registered by this client for each (channel, method) key. @type {Map<string, string>} */
-  #handlerIds = new Map();
-  /** The reason the connection is unusable, once it is. @type {string | null} */
-  #closedReason = null;
-  /** @type {Error | undefined} */
-  #closeCause;
   /** @type {Promise<void>} */
   #closed;
-  /** @type {{protocol: number, server: string, client: string, maxFrame: number} | null} */
-  #greeting = null;
   #path = '';
   /** @type {string | undefined} */
   #name;
@@ -197,9 +145,6 @@ export class Client extends EventEmitter {
   #reconnect = false;
   #resendKeyed = false;
   #registry = new Registry();
-  #monitoring = false;
-  /** Counts connections; answers for an older one never go out on a newer one. */
-  #generation = 0;
   #reconnecting = false;
   /** Requests made while reconnecting: [send, fail] pairs. @type {Set<{send: () => void, fail: (e: Error) => void}>} */
   #waiting = new Set();
@@ -228,9 +173,7 @@ export class Client extends EventEmitter {
     client.#name = name ?? undefined;
     try {
       await pollOnce();
-      const fields = { protocol: PROTOCOL_VERSION };
-      if (name != null) fields.name = name;
-      client.#greeting = await client.#request('hello', fields);
+      await client.#request(client.#session.hello(name));
     } catch (error) {
       client.#socket.destroy();
       if (!(error instanceof ConnectionLostError)) throw error;
@@ -260,37 +203,37 @@ export class Client extends EventEmitter {
 
   /** Wires a socket's events to this client, for the present generation only. */
   #attach(socket) {
-    const generation = this.#generation;
+    const generation = this.#session.generation;
     this.#closed = new Promise((resolve) => socket.once('close', resolve));
     socket.on('data', (chunk) => {
-      if (generation === this.#generation) this.#onData(chunk);
+      if (generation === this.#session.generation) this.#onData(chunk);
     });
     socket.on('error', (error) => {
-      if (generation === this.#generation) this.#closeCause ??= error;
+      if (generation === this.#session.generation) this.#session.closeCause ??= error;
     });
     socket.on('close', () => {
-      if (generation === this.#generation) this.#onClose();
+      if (generation === this.#session.generation) this.#onClose();
     });
   }
 
   /** The id the broker gave this client (`"c7"`). */
   get id() {
-    return this.#greeting?.client ?? null;
+    return this.#session.greeting?.client ?? null;
   }
 
   /** The broker's version string (`"notifbus/<version>"`). */
   get server() {
-    return this.#greeting?.server ?? null;
+    return this.#session.greeting?.server ?? null;
   }
 
   /** The largest frame the broker reads; larger requests are refused locally. */
   get maxFrame() {
-    return this.#greeting?.maxFrame ?? null;
+    return this.#session.maxFrame;
   }
 
   /** Whether the connection is gone for good. */
   get closed() {
-    return this.#closedReason !== null;
+    return this.#session.closed;
   }
 
   /** Whether the connection is lost and the client is connecting again. */
@@ -313,8 +256,8 @@ export class Client extends EventEmitter {
    * @returns {Promise<void>} settles once the socket is closed
    */
   async close() {
-    if (this.#closedReason === null) {
-      this.#closedReason = 'the client was closed';
+    if (!this.#session.closed) {
+      this.#session.markClosed('the client was closed');
       this.#stopReconnect.abort();
       this.#reconnecting = false;
       this.#rejectPending();
@@ -328,7 +271,7 @@ export class Client extends EventEmitter {
 
   /** @returns {Promise<void>} */
   async ping(options = {}) {
-    await this.#request('ping', {}, options);
+    await this.#request(this.#session.ping(), options);
   }
 
   /**
@@ -342,23 +285,21 @@ export class Client extends EventEmitter {
    */
   async addObserver(events, handler, { priority = 100, key = null, onEvicted, timeout } = {}) {
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
-    const fields = { events: typeof events === 'string' ? [events] : [...events], priority };
-    if (key != null) fields.key = key;
-    return this.#request('subscribe', fields, {
+    const names = typeof events === 'string' ? [events] : [...events];
+    return this.#request(this.#session.subscribe(names, handler, { priority, key, onEvicted }), {
       timeout,
-      onResult: (result) => {
-        this.#observers.set(result.observer, { handler, onEvicted });
+      onValue: (observer) => {
         this.#registry.add({
           kind: 'observer',
-          handle: result.observer,
-          current: result.observer,
+          handle: observer,
+          current: observer,
           handler,
           onEvicted,
-          events: fields.events,
+          events: names,
           priority,
           key,
         });
-        return result.observer;
+        return observer;
       },
     });
   }
@@ -396,9 +337,7 @@ export class Client extends EventEmitter {
    *   `interrupted` (a keyed post whose chain a broker crash cut), ...
    */
   async post(name, payload, options = {}) {
-    const fields = keyed({ name }, options.once);
-    if (payload !== undefined) fields.payload = payload;
-    return this.#request('post', fields, { timeout: options.timeout, markRepeat: true });
+    return this.#request(this.#session.post(name, payload, options.once), { timeout: options.timeout });
   }
 
   /**
@@ -419,9 +358,7 @@ export class Client extends EventEmitter {
    */
   async put(slot, value, options = {}) {
     if (value === undefined) throw new TypeError('put needs a value; pass null to empty the slot');
-    const fields = keyed({ slot }, options.once);
-    fields.value = value;
-    return this.#request('put', fields, { timeout: options.timeout, markRepeat: true });
+    return this.#request(this.#session.put(slot, value, options.once), { timeout: options.timeout });
   }
 
   /**
@@ -433,13 +370,9 @@ export class Client extends EventEmitter {
    * @returns {Promise<unknown>} the value, or null when the slot stayed empty
    */
   async take(slot, { wait, timeout, once } = {}) {
-    const fields = keyed({ slot }, once);
     let ms = timeout ?? this.#defaultTimeout;
-    if (wait != null) {
-      fields.wait = wait;
-      if (Number.isFinite(wait) && wait > 0) ms += wait;
-    }
-    return this.#request('take', fields, { timeout: ms });
+    if (wait != null && Number.isFinite(wait) && wait > 0) ms += wait;
+    return this.#request(this.#session.take(slot, wait, once), { timeout: ms });
   }
 
   /**
@@ -449,7 +382,7 @@ export class Client extends EventEmitter {
    * @returns {Promise<unknown>} the value, or null
    */
   async peek(slot, options = {}) {
-    return this.#request('peek', { slot }, options);
+    return this.#request(this.#session.peek(slot), options);
   }
 
   /**
@@ -460,7 +393,7 @@ export class Client extends EventEmitter {
    * @throws {BrokerError} `bad_request` when the set is invalid; the set in force stays
    */
   async setNotificationCategories(categories, options = {}) {
-    const result = await this.#request('setCategories', keyed({ categories }, options.once), {
+    const result = await this.#request(this.#session.setCategories(categories, options.once), {
       timeout: options.timeout,
     });
     return result.count;
@@ -472,7 +405,7 @@ export class Client extends EventEmitter {
    * @returns {Promise<object[]>}
    */
   async notificationCategories(options = {}) {
-    const result = await this.#request('getCategories', {}, options);
+    const result = await this.#request(this.#session.getCategories(), options);
     return result.categories;
   }
 
@@ -488,13 +421,13 @@ export class Client extends EventEmitter {
     // One bound for the whole walk; the lists are joined as the pages come.
     const limit = checkTimeout(options.timeout ?? this.#defaultTimeout, 'timeout');
     const deadline = Date.now() + limit;
-    let latest = await this.#request('status', {}, { ...options, timeout: limit });
+    let latest = await this.#request(this.#session.status(), { ...options, timeout: limit });
     const lists = Object.fromEntries(STATUS_LISTS.map((name) => [name, [...(latest[name] ?? [])]]));
     while (latest.next !== undefined && latest.next !== null) {
       const cursor = latest.next;
       const left = deadline - Date.now();
       if (left <= 0) throw new RequestTimeoutError('status', limit, 'its pages were not all read in time');
-      const page = await this.#request('status', { page: cursor }, { ...options, timeout: left });
+      const page = await this.#request(this.#session.status(cursor), { ...options, timeout: left });
       if (page.next === cursor) {
         throw new NotifBusError('protocol_violation', `status page ${cursor} names itself as the next page`);
       }
@@ -518,52 +451,48 @@ export class Client extends EventEmitter {
     } else {
       options = onSeen ?? {};
     }
-    await this.#request('monitor', {}, options);
-    this.#monitoring = true;
+    await this.#request(this.#session.monitor(), options);
   }
 
   // Requests
 
   /**
-   * Sends a request and settles with its reply. `onResult` runs as the reply is read,
-   * before any later frame, so registrations are in place for the frames that follow.
-   * @param {string} op
-   * @param {object} fields
-   * A request with a `once` key lost with its connection goes out again on the next one
-   * (`#resendLater`); `markRepeat` adds `repeat: true` to the result of a repeat.
-   * @param {{timeout?: number, onResult?: (result: any) => unknown, errorType?: typeof BrokerError, internal?: boolean, markRepeat?: boolean}} [options]
+   * Sends a request and settles with its reply. `onValue` runs as the reply is read,
+   * after the session's own bookkeeping and before any later frame, so registrations are
+   * in place for the frames that follow. A request with a `once` key lost with its
+   * connection goes out again on the next one (`#resendLater`).
+   * @param {import('./session.js').Request} request
+   * @param {{timeout?: number, onValue?: (value: any) => unknown, internal?: boolean}} [options]
    * @returns {Promise<any>}
    */
-  #request(op, fields, { timeout, onResult, errorType = BrokerError, internal = false, markRepeat = false } = {}) {
-    if (this.#reconnecting && !internal && this.#closedReason === null) {
-      return this.#requestWhenBack(op, fields, { timeout, onResult, errorType, markRepeat });
+  #request(request, { timeout, onValue, internal = false } = {}) {
+    if (this.#reconnecting && !internal && !this.#session.closed) {
+      return this.#requestWhenBack(request, { timeout, onValue });
     }
     return new Promise((resolve, reject) => {
-      if (this.#closedReason !== null) throw this.#lostError();
+      if (this.#session.closed) throw this.#session.lostError();
       const ms = checkTimeout(timeout ?? this.#defaultTimeout, 'timeout');
-      const id = this.#nextId++;
-      const frame = this.#encode({ op, id, ...fields });
-      const timer = setTimeout(
+      const resend = this.#resendKeyed && !internal && request.keyed;
+      /** @type {Waiter} */
+      const waiter = { resolve, reject, onValue, ms, resend, started: resend ? Date.now() : 0 };
+      const { id, frame } = this.#session.start(request, waiter);
+      waiter.timer = setTimeout(
         () => {
-          this.#pending.delete(id);
-          reject(new RequestTimeoutError(op, ms));
+          this.#session.cancel(id);
+          reject(new RequestTimeoutError(request.op, ms));
         },
         Math.min(ms, MAX_TIMER_MS),
       );
-      const resend =
-        this.#resendKeyed && !internal && fields.once != null ? { fields, ms, started: Date.now() } : undefined;
-      this.#pending.set(id, { resolve, reject, timer, onResult, errorType, op, markRepeat, resend });
       this.#socket.write(frame);
     });
   }
 
   #unsubscribe(fields, options) {
-    return this.#request('unsubscribe', fields, {
+    return this.#request(this.#session.unsubscribe(fields), {
       timeout: options.timeout,
-      onResult: (result) => {
-        for (const id of result.removed) this.#observers.delete(id);
-        const handles = this.#registry.handles(result.removed);
-        this.#registry.forget(result.removed);
+      onValue: (removed) => {
+        const handles = this.#registry.handles(removed);
+        this.#registry.forget(removed);
         return handles;
       },
     });
@@ -573,7 +502,7 @@ export class Client extends EventEmitter {
    * A request made while reconnecting: it goes out once the client is back, within its
    * own timeout, or fails saying the broker is unreachable.
    */
-  #requestWhenBack(op, fields, options, started = Date.now()) {
+  #requestWhenBack(request, options, started = Date.now()) {
     const ms = checkTimeout(options.timeout ?? this.#defaultTimeout, 'timeout');
     return new Promise((resolve, reject) => {
       const entry = {
@@ -581,7 +510,7 @@ export class Client extends EventEmitter {
           clearTimeout(timer);
           this.#waiting.delete(entry);
           const left = Math.max(0, ms - (Date.now() - started));
-          this.#request(op, fields, { ...options, timeout: left }).then(resolve, reject);
+          this.#request(request, { ...options, timeout: left }).then(resolve, reject);
         },
         fail: (error) => {
           clearTimeout(timer);
@@ -591,7 +520,7 @@ export class Client extends EventEmitter {
       };
       const timer = setTimeout(
         () => {
-          entry.fail(new RequestTimeoutError(op, ms, 'the broker is unreachable (reconnecting)'));
+          entry.fail(new RequestTimeoutError(request.op, ms, 'the broker is unreachable (reconnecting)'));
         },
         Math.min(Math.max(0, ms - (Date.now() - started)), MAX_TIMER_MS),
       );
@@ -600,24 +529,19 @@ export class Client extends EventEmitter {
   }
 
   /**
-   * Takes the keyed requests in flight out of `#pending`; each function returned has one
+   * Takes the keyed requests in flight out of the session; each function returned has one
    * go out again once the client is back, with the same fields (so the same bytes), within
    * what is left of its timeout: the broker answers each exactly once.
    */
   #resendLater() {
     const later = [];
-    for (const [id, pending] of [...this.#pending]) {
-      if (pending.resend === undefined) continue;
-      this.#pending.delete(id);
-      clearTimeout(pending.timer);
-      const { op, onResult, errorType, markRepeat, resend } = pending;
+    for (const { request, waiter } of this.#session.withdraw((_, waiter) => waiter.resend)) {
+      clearTimeout(waiter.timer);
       later.push(() =>
-        this.#requestWhenBack(
-          op,
-          resend.fields,
-          { timeout: resend.ms, onResult, errorType, markRepeat },
-          resend.started,
-        ).then(pending.resolve, pending.reject),
+        this.#requestWhenBack(request, { timeout: waiter.ms, onValue: waiter.onValue }, waiter.started).then(
+          waiter.resolve,
+          waiter.reject,
+        ),
       );
     }
     return later;
@@ -625,9 +549,7 @@ export class Client extends EventEmitter {
 
   /** @param {string} channel @param {string} method @param {unknown} args @param {CallOptions} options */
   #invoke(channel, method, args, options) {
-    const fields = { channel, method };
-    if (args !== undefined) fields.arguments = args;
-    return this.#request('invoke', fields, { timeout: options.timeout, errorType: MethodCallError });
+    return this.#request(this.#session.invoke(channel, method, args), { timeout: options.timeout });
   }
 
   /**
@@ -640,55 +562,33 @@ export class Client extends EventEmitter {
    * @returns {Promise<string | null>} the new handler id, or null after a removal
    */
   async #setHandler(channel, method, handler, { onEvicted, timeout }) {
-    const key = JSON.stringify([channel, method]);
-    const current = this.#handlerIds.get(key);
     if (handler == null) {
+      const current = this.#session.handlerId(channel, method);
       if (current === undefined) return null;
-      this.#forgetHandler(current);
+      this.#session.forgetHandler(current);
       this.#registry.forget([current]);
       try {
-        await this.#request('unhandle', { handler: current }, { timeout });
+        await this.#request(this.#session.unhandle(current), { timeout });
       } catch (error) {
         if (!(error instanceof BrokerError && error.code === 'not_found')) throw error;
       }
       return null;
     }
     if (typeof handler !== 'function') throw new TypeError('handler must be a function or null');
-    const previous = current === undefined ? undefined : this.#handlers.get(current);
     // This client replacing its own handler is not an eviction worth reporting.
-    if (previous) previous.superseded = true;
-    const fields = { channel };
-    if (method != null) fields.method = method;
+    const request = this.#session.handle(channel, method, handler, onEvicted);
     try {
-      return await this.#request('handle', fields, {
+      return await this.#request(request, {
         timeout,
-        onResult: (result) => {
-          if (current !== undefined && result.replaced === current) this.#forgetHandler(current);
-          this.#handlers.set(result.handler, { handler, key, onEvicted, superseded: false });
-          this.#handlerIds.set(key, result.handler);
-          this.#registry.add({
-            kind: 'handler',
-            handle: result.handler,
-            current: result.handler,
-            handler,
-            onEvicted,
-            channel,
-            method,
-          });
-          return result.handler;
+        onValue: (id) => {
+          this.#registry.add({ kind: 'handler', handle: id, current: id, handler, onEvicted, channel, method });
+          return id;
         },
       });
     } catch (error) {
-      if (previous) previous.superseded = false;
+      request.undo();
       throw error;
     }
-  }
-
-  #forgetHandler(id) {
-    const entry = this.#handlers.get(id);
-    if (entry === undefined) return;
-    this.#handlers.delete(id);
-    if (this.#handlerIds.get(entry.key) === id) this.#handlerIds.delete(entry.key);
   }
 
   // Frames from the broker
@@ -698,146 +598,75 @@ export class Client extends EventEmitter {
     try {
       messages = this.#decoder.push(chunk);
     } catch (error) {
-      this.#closeCause = error;
+      this.#session.closeCause = error;
       this.#socket.destroy();
       return;
     }
-    for (const message of messages) this.#dispatch(message);
+    for (const message of messages) this.#perform(this.#session.receive(message));
   }
 
-  /** @param {Record<string, any>} message */
-  #dispatch(message) {
-    switch (message.op) {
-      case 'reply':
-        this.#onReply(message);
-        break;
-      case 'event':
-        this.#onEvent(message);
-        break;
-      case 'call':
-        this.#onCall(message);
-        break;
-      case 'evicted':
-        this.#onEvicted(message);
-        break;
-      case 'seen':
-        this.#emitLater('seen', message);
-        break;
-      default:
-        // A frame this version does not know; newer brokers may add some.
-        break;
-    }
-  }
-
-  #onReply(message) {
-    if (message.error !== undefined && CLOSING_CODES.has(message.error?.code)) {
-      // The broker closes after this error, whether or not it names a request.
-      this.#closeCause = BrokerError.fromWire(message.error);
-    }
-    if (message.id === null) {
-      const error = BrokerError.fromWire(message.error);
-      this.#emitLater('errorFrame', error);
-      return;
-    }
-    const pending = this.#pending.get(message.id);
-    if (pending === undefined) return; // its wait already ran out
-    this.#pending.delete(message.id);
-    clearTimeout(pending.timer);
-    if ('error' in message) {
-      const error = pending.errorType.fromWire(message.error);
-      error.repeat = message.repeat === true;
-      pending.reject(error);
-      return;
-    }
-    try {
-      let result = message.result;
-      if (pending.markRepeat && message.repeat === true && result !== null && typeof result === 'object') {
-        result = { ...result, repeat: true };
+  /**
+   * Carries out the session's effects, in order (session.js lists them).
+   * @param {import('./session.js').Effect[]} effects
+   */
+  #perform(effects) {
+    for (const effect of effects) {
+      switch (effect.kind) {
+        case 'write':
+          this.#socket.write(effect.frame);
+          break;
+        case 'resolve':
+          this.#settle(effect.waiter, effect.value);
+          break;
+        case 'reject':
+          clearTimeout(effect.waiter.timer);
+          effect.waiter.reject(effect.error);
+          break;
+        case 'event':
+          this.#deliverEvent(effect);
+          break;
+        case 'call':
+          this.#deliverCall(effect);
+          break;
+        case 'evicted':
+          this.#notifyEvicted(effect.callback, effect.eviction);
+          break;
+        case 'emit':
+          this.#emitLater(effect.name, effect.value);
+          break;
+        case 'handlerError':
+          this.#reportHandlerError(effect.report);
+          break;
+        default:
+          throw new Error(`notifbus: unknown session effect ${effect.kind}`);
       }
-      pending.resolve(pending.onResult ? pending.onResult(result) : result);
-    } catch (error) {
-      pending.reject(error);
     }
   }
 
-  #onEvent(message) {
-    const { event, observer, name } = message;
-    const generation = this.#generation;
-    const entry = this.#observers.get(observer);
-    const payload = message.payload ?? null;
-    runHandler(() => (entry ? entry.handler({ name, payload, event, observer }) : NEXT)).then(
-      (answer) => {
-        if (answer instanceof ChainAnswer) return this.#answer(event, answer, observer, generation);
-        if (answer !== undefined) {
-          const error = new TypeError('an observer must return NEXT, STOP or complete(value)');
-          this.#reportHandlerError({ error, observer, event });
-        }
-        return this.#answer(event, NEXT, observer, generation);
-      },
-      (error) => {
-        this.#reportHandlerError({ error, observer, event });
-        return this.#answer(event, NEXT, observer, generation);
-      },
+  /** @param {Waiter} waiter @param {unknown} value */
+  #settle(waiter, value) {
+    clearTimeout(waiter.timer);
+    try {
+      waiter.resolve(waiter.onValue ? waiter.onValue(value) : value);
+    } catch (error) {
+      waiter.reject(error);
+    }
+  }
+
+  #deliverEvent(delivery) {
+    const { handler } = delivery;
+    runHandler(() => handler(delivery.event)).then(
+      (answer) => this.#perform(this.#session.answer(delivery, answer)),
+      (error) => this.#perform(this.#session.answerFailure(delivery, error)),
     );
   }
 
-  /** @param {number} event @param {ChainAnswer} answer @param {string} observer @param {number} generation */
-  #answer(event, answer, observer, generation) {
-    if (this.#closedReason !== null || generation !== this.#generation) return;
-    const frame = { op: answer.op, event };
-    if (answer.op === 'complete' && answer.value !== undefined) frame.value = answer.value;
-    let bytes;
-    try {
-      bytes = this.#encode(frame);
-    } catch (error) {
-      this.#reportHandlerError({ error, observer, event });
-      bytes = this.#encode({ op: 'next', event });
-    }
-    this.#socket.write(bytes);
-  }
-
-  #onCall(message) {
-    const { call, handler, channel, method, from } = message;
-    const generation = this.#generation;
-    const entry = this.#handlers.get(handler);
-    const request = { method, arguments: message.arguments ?? null, channel, from, call };
-    runHandler(() => {
-      if (entry === undefined) throw new MissingPluginError(`handler ${handler} is no longer registered`);
-      return entry.handler(request);
-    }).then(
-      (result) => this.#return(call, { result: result === undefined ? null : result }, handler, generation),
-      (error) => {
-        if (!(error instanceof MethodCallError)) this.#reportHandlerError({ error, handler, call });
-        this.#return(call, { error: wireError(error) }, handler, generation);
-      },
+  #deliverCall(delivery) {
+    const { handler } = delivery;
+    runHandler(() => handler(delivery.call)).then(
+      (result) => this.#perform(this.#session.methodReturn(delivery, result)),
+      (error) => this.#perform(this.#session.methodFailure(delivery, error)),
     );
-  }
-
-  #return(call, outcome, handler, generation) {
-    if (this.#closedReason !== null || generation !== this.#generation) return;
-    let bytes;
-    try {
-      bytes = this.#encode({ op: 'return', call, ...outcome });
-    } catch (error) {
-      this.#reportHandlerError({ error, handler, call });
-      bytes = this.#encode({ op: 'return', call, error: wireError(error) });
-    }
-    this.#socket.write(bytes);
-  }
-
-  #onEvicted(message) {
-    const { by } = message;
-    if (typeof message.observer === 'string') {
-      const entry = this.#observers.get(message.observer);
-      if (entry === undefined) return;
-      this.#observers.delete(message.observer);
-      this.#notifyEvicted(entry.onEvicted, { observer: message.observer, by });
-    } else if (typeof message.handler === 'string') {
-      const entry = this.#handlers.get(message.handler);
-      if (entry === undefined) return;
-      this.#forgetHandler(message.handler);
-      if (!entry.superseded) this.#notifyEvicted(entry.onEvicted, { handler: message.handler, by });
-    }
   }
 
   #notifyEvicted(callback, eviction) {
@@ -861,27 +690,25 @@ export class Client extends EventEmitter {
       this.#rejectPending();
       return;
     }
-    if (this.#closedReason === null && this.#shouldReconnect()) {
+    if (!this.#session.closed && this.#shouldReconnect()) {
       this.#beginReconnect();
       return;
     }
-    this.#closedReason ??= 'the connection to the broker was lost';
+    this.#session.markClosed('the connection to the broker was lost');
     this.#rejectPending();
-    this.#observers.clear();
-    this.#handlers.clear();
-    this.#handlerIds.clear();
-    this.#emitLater('close', this.#lostError());
+    this.#session.forgetRegistrations();
+    this.#emitLater('close', this.#session.lostError());
   }
 
-  #rejectPending() {
-    const pending = [...this.#pending.values()];
-    this.#pending.clear();
-    for (const { reject, timer } of pending) {
-      clearTimeout(timer);
-      reject(this.#lostError());
-    }
-    if (this.#closedReason !== null) {
-      for (const entry of [...this.#waiting]) entry.fail(this.#lostError());
+  /**
+   * Fails every request in flight with a `ConnectionLostError` for `reason`, and, when
+   * there is a reason, the requests waiting for a reconnection too.
+   * @param {string | null} [reason] the session's closed reason unless given
+   */
+  #rejectPending(reason = this.#session.closedReason) {
+    this.#perform(this.#session.failPending(reason));
+    if (reason !== null) {
+      for (const entry of [...this.#waiting]) entry.fail(this.#session.lostError(reason));
     }
   }
 
@@ -890,27 +717,21 @@ export class Client extends EventEmitter {
 
   #shouldReconnect() {
     if (this.#reconnect === false) return false;
-    const live = new Set([...this.#observers.keys(), ...this.#handlers.keys()]);
-    const held = this.#registry.keepLive(live).length > 0 || this.#monitoring;
+    const held = this.#registry.keepLive(this.#session.liveIds()).length > 0 || this.#session.monitoring;
     if (this.#reconnect === true) return true;
-    return held || [...this.#pending.values()].some((p) => p.op === 'take' || p.resend !== undefined);
+    return held || this.#session.inFlight().some(({ request, waiter }) => request.op === 'take' || waiter.resend);
   }
 
   #beginReconnect() {
     this.#reconnecting = true;
     const reason = 'the connection to the broker was lost';
-    const saved = this.#closedReason;
-    this.#closedReason = reason;
-    const error = this.#lostError();
+    const error = this.#session.lostError(reason);
     const resent = this.#resendLater();
-    this.#rejectPending();
-    this.#closedReason = saved;
+    this.#rejectPending(reason);
     // Queued after the others failed (the failing clears the waiting requests of a client
     // that is closed, which this one is not).
     for (const send of resent) send();
-    this.#observers.clear();
-    this.#handlers.clear();
-    this.#handlerIds.clear();
+    this.#session.forgetRegistrations();
     this.#emitLater('disconnected', error);
     this.#reconnectLoop().catch((failure) => this.#reportHandlerError({ error: failure }));
   }
@@ -930,15 +751,13 @@ export class Client extends EventEmitter {
         socket.destroy();
         return;
       }
-      this.#generation += 1;
-      const generation = this.#generation;
+      this.#session.beginConnection();
+      const generation = this.#session.generation;
       this.#socket = socket;
       this.#decoder = new FrameDecoder();
-      this.#closeCause = undefined;
-      this.#greeting = null;
       this.#attach(socket);
       const outcome = await this.#resume(generation);
-      if (outcome === null || generation !== this.#generation || socket.destroyed || signal.aborted) {
+      if (outcome === null || generation !== this.#session.generation || socket.destroyed || signal.aborted) {
         socket.destroy();
         continue;
       }
@@ -955,27 +774,25 @@ export class Client extends EventEmitter {
     const internal = { internal: true };
     try {
       await pollOnce();
-      const fields = { protocol: PROTOCOL_VERSION };
-      if (this.#name !== undefined) fields.name = this.#name;
-      this.#greeting = await this.#request('hello', fields, internal);
+      await this.#request(this.#session.hello(this.#name), internal);
       const entries = this.#registry.entries;
       // Each registration is in place the moment its reply is read, before any frame after
       // it (an event for it, or its eviction by a newer holder) is looked at.
       const replies = entries.map((e) => {
         const [op, wire] = resumeRequest(e);
-        const onResult = (result) => {
+        const onValue = (result) => {
           this.#adopt(e, e.kind === 'observer' ? result.observer : result.handler);
           return result;
         };
-        return this.#request(op, wire, { ...internal, onResult }).then(
+        return this.#request(this.#session.request(op, wire), { ...internal, onValue }).then(
           (result) => ({ result }),
           (error) => ({ error }),
         );
       });
-      const monitor = this.#monitoring ? this.#request('monitor', {}, internal) : null;
+      const monitor = this.#session.monitoring ? this.#request(this.#session.monitor(), internal) : null;
       const settled = await Promise.all(replies);
       if (monitor) await monitor;
-      if (generation !== this.#generation) return null;
+      if (generation !== this.#session.generation) return null;
       const ids = {};
       const superseded = [];
       const evictions = [];
@@ -1001,33 +818,10 @@ export class Client extends EventEmitter {
   #adopt(e, id) {
     e.current = id;
     if (e.kind === 'observer') {
-      this.#observers.set(id, { handler: e.handler, onEvicted: e.onEvicted });
+      this.#session.registerObserver(id, e.handler, e.onEvicted);
     } else {
-      const key = JSON.stringify([e.channel, e.method]);
-      this.#handlers.set(id, { handler: e.handler, key, onEvicted: e.onEvicted, superseded: false });
-      this.#handlerIds.set(key, id);
+      this.#session.registerHandler(id, e.channel, e.method, e.handler, e.onEvicted);
     }
-  }
-
-  #lostError() {
-    const cause = this.#closeCause;
-    const detail = cause ? `: ${cause.code ? `${cause.code}: ` : ''}${cause.message}` : '';
-    return new ConnectionLostError(`${this.#closedReason}${detail}`, cause ? { cause } : undefined);
-  }
-
-  /**
-   * Encodes a frame, refusing one the broker would not read: it would answer
-   * `frame_too_large` and drop the whole connection.
-   */
-  #encode(message) {
-    const frame = encodeFrame(message);
-    const limit = this.maxFrame;
-    if (limit !== null && frame.length - 4 > limit) {
-      throw new RangeError(
-        `${message.op} frame of ${frame.length - 4} bytes exceeds the broker's maxFrame of ${limit}`,
-      );
-    }
-    return frame;
   }
 
   /**
@@ -1116,16 +910,6 @@ export function connect(options) {
  * and closes; a hello written after that close fails with EPIPE, and Node then drops the
  * unread frame. Reading first keeps the broker's reason.
  */
-/**
- * `fields` with the idempotency key `once`, when given, before the body members added after.
- * @param {Record<string, unknown>} fields
- * @param {string | null | undefined} once
- */
-function keyed(fields, once) {
-  if (once != null) fields.once = once;
-  return fields;
-}
-
 function pollOnce() {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
@@ -1137,17 +921,6 @@ function runHandler(run) {
   } catch (error) {
     return Promise.reject(error);
   }
-}
-
-/** The wire `error` object a method call returns for a thrown value. */
-function wireError(error) {
-  if (error instanceof MethodCallError) {
-    const wire = { code: String(error.code), message: String(error.message) };
-    if (error.details !== undefined) wire.details = error.details;
-    return wire;
-  }
-  const message = error instanceof Error ? error.message || error.name : String(error);
-  return { code: HANDLER_ERROR_CODE, message };
 }
 
 /**
