@@ -114,30 +114,21 @@ extension NotifBusConnection {
     func setCallHandler(channel: String, method: String?, _ handler: MethodChannel.Handler?) async throws(NotifBusError) {
         let key = NotifBusConnection.registrationKey(channel, method)
         guard let handler else {
-            let existing = lock.withLock { channelRegistrations[key] }
+            let existing = withState { $0.channelRegistration(key) }
             guard let existing else { return }
             do {
                 _ = try await request(Op.unhandle, ["handler": .string(existing)])
             } catch  where error.code == ErrorCode.notFound.rawValue {
                 // Already replaced by another process: nothing of ours is left to remove.
             }
-            lock.withLock {
-                if channelRegistrations[key] == existing { channelRegistrations[key] = nil }
-                callHandlers[existing] = nil
-                resumption.forget([existing])
-            }
+            withState { $0.handlerRemoved(existing, registrationKey: key) }
             return
         }
         var fields: [String: JSONValue] = ["channel": .string(channel)]
         if let method { fields["method"] = .string(method) }
         _ = try await request(Op.handle, fields) { [self] result in
             guard let id = result["handler"]?.stringValue else { return }
-            lock.withLock {
-                if let old = channelRegistrations[key] { callHandlers[old] = nil }
-                channelRegistrations[key] = id
-                callHandlers[id] = handler
-                resumption.add(.handler(channel: channel, method: method, handler: handler), id: id)
-            }
+            withState { $0.handlerAdded(id, channel: channel, method: method, handler: handler) }
         }
     }
 
@@ -151,7 +142,7 @@ extension NotifBusConnection {
 
     func deliverCall(_ frame: BrokerFrame.Call, generation gen: Int = 0) {
         let call = frame.call
-        let handler = lock.withLock { callHandlers[frame.handler] }
+        let handler = withState { $0.callHandler(for: frame.handler) }
         guard let handler else {
             sendMessage(
                 generation: gen,

@@ -2,17 +2,16 @@
 // earliest. A reply takes its request's deadline out with the request, so no timeout is
 // left to fire for it; the timer is re-armed only when a new deadline comes before the
 // armed one, or when it fires. It costs a request no timer call of its own, and wakes at
-// most once per timeout span with nothing due, rather than once per request.
+// most once per timeout span with nothing due, rather than once per request. Which deadline
+// is armed is decided by ConnectionSession (`register`, `expire`); this file arms the timer.
 import Dispatch
 
 extension NotifBusConnection {
-    /// Registers request `id`, failing it with `timedOut(message)` unless it is finished by
-    /// `deadline`. Call holding `lock`.
-    func registerPending(_ id: Int64, deadline: DispatchTime, timeoutMessage: String, _ completion: @escaping Completion) {
-        pending[id] = PendingRequest(completion: completion, deadline: deadline, timeoutMessage: timeoutMessage)
-        if let armed = armedDeadline, armed <= deadline { return }
-        armedDeadline = deadline
-        timerArmings += 1
+    /// Registers request `id` in `state`, to fail with its `timeoutMessage` unless it is
+    /// finished by its deadline, and arms the timer when that deadline comes first. Call
+    /// inside `withState`.
+    func register(_ request: PendingRequest, id: Int64, in state: inout ConnectionSession) {
+        guard let deadline = state.register(request, id: id) else { return }
         let timer = deadlineTimer ?? makeDeadlineTimer()
         timer.schedule(deadline: deadline, repeating: .never)
     }
@@ -24,7 +23,8 @@ extension NotifBusConnection {
     }
 
     /// Made on the first request, activated at once; cancelled when the connection ends for
-    /// good (`stopDeadlines`), which drops its handler and with it the connection. Call holding `lock`.
+    /// good (`stopDeadlineTimer`), which drops its handler and with it the connection. Call
+    /// inside `withState`.
     private func makeDeadlineTimer() -> DispatchSourceTimer {
         let timer = DispatchSource.makeTimerSource(queue: .global())
         timer.setEventHandler { [self] in expireDeadlines() }
@@ -36,25 +36,18 @@ extension NotifBusConnection {
     /// Fails every request whose deadline has passed, and arms the timer for the next one.
     func expireDeadlines() {
         let now = DispatchTime.now()
-        let due = lock.withLock { () -> [PendingRequest] in
-            let ids = pending.filter { $0.value.deadline <= now }.map(\.key)
-            let due = ids.compactMap { pending.removeValue(forKey: $0) }
-            armedDeadline = nil
-            if let next = pending.values.map(\.deadline).min() {
-                armedDeadline = next
-                timerArmings += 1
-                deadlineTimer?.schedule(deadline: next, repeating: .never)
-            }
+        let due = withState { state in
+            let (due, next) = state.expire(now: now)
+            if let next { deadlineTimer?.schedule(deadline: next, repeating: .never) }
             return due
         }
         for entry in due { entry.completion(.failure(.timedOut(entry.timeoutMessage))) }
     }
 
-    /// Ends the timer with the connection. Call holding `lock`.
-    func stopDeadlines() {
+    /// Ends the timer with the connection. Call inside `withState`.
+    func stopDeadlineTimer() {
         deadlineTimer?.cancel()
         deadlineTimer = nil
-        armedDeadline = nil
     }
 }
 

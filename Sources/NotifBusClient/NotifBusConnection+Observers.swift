@@ -15,10 +15,8 @@ extension NotifBusConnection {
         if let key { fields["key"] = .string(key) }
         let result = try await request(Op.subscribe, fields) { [self] result in
             guard let id = result["observer"]?.stringValue else { return }
-            lock.withLock {
-                observerHandlers[id] = handler
-                if let onEvicted { observerEvictionHandlers[id] = onEvicted }
-                resumption.add(.observer(events: events, priority: priority, key: key, handler: handler, onEvicted: onEvicted), id: id)
+            withState {
+                $0.observerAdded(id, events: events, priority: priority, key: key, handler: handler, onEvicted: onEvicted)
             }
         }
         guard let id = result["observer"]?.stringValue else { throw .protocolViolation("subscribe result without 'observer'") }
@@ -30,27 +28,21 @@ extension NotifBusConnection {
     @discardableResult
     public func removeObserver(_ id: String) async throws(NotifBusError) -> [String] {
         let result = try await request(Op.unsubscribe, ["observer": .string(currentID(of: id))])
-        forgetObservers(result)
-        return lock.withLock { resumption.handles(result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []) }
+        return forgetObservers(result)
     }
 
     /// Removes whichever observer holds `key`. Returns the removed ids.
     @discardableResult
     public func removeObserverByUniqueKey(_ key: String) async throws(NotifBusError) -> [String] {
         let result = try await request(Op.unsubscribe, ["key": .string(key)])
-        forgetObservers(result)
-        return lock.withLock { resumption.handles(result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []) }
+        return forgetObservers(result)
     }
 
-    func forgetObservers(_ result: JSONValue) {
+    /// Drops the observers an `unsubscribe` removed; returns their ids, as the broker gave them.
+    private func forgetObservers(_ result: JSONValue) -> [String] {
         let removed = result["removed"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        lock.withLock {
-            for id in removed {
-                observerHandlers[id] = nil
-                observerEvictionHandlers[id] = nil
-            }
-            resumption.forget(removed)
-        }
+        withState { $0.observersRemoved(removed) }
+        return removed
     }
 
     /// Posts an event and waits for its outcome. `timeout` bounds the whole chain,
@@ -107,14 +99,14 @@ extension NotifBusConnection {
 
     /// Mirrors every frame the broker exchanges with other connections to `handler`.
     public func monitor(_ handler: @escaping @Sendable (SeenFrame) -> Void) async throws(NotifBusError) {
-        lock.withLock { monitorHandler = handler }
+        withState { $0.monitorHandler = handler }
         _ = try await request(Op.monitor)
-        lock.withLock { resumption.monitoring = true }
+        withState { $0.monitoringStarted() }
     }
 
     func deliverEvent(_ frame: BrokerFrame.Event, generation gen: Int = 0) {
         let event = frame.event, observer = frame.observer
-        let handler = lock.withLock { observerHandlers[observer] }
+        let handler = withState { $0.observerHandler(for: observer) }
         guard let handler else {
             sendMessage(generation: gen, ["op": .string(Op.next), "event": .integer(event)])
             return

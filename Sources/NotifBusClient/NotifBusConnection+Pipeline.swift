@@ -134,22 +134,21 @@ extension NotifBusConnection {
         guard !ops.isEmpty else { return replies }
         let bound = timeout ?? requestTimeout
         let deadline = NotifBusConnection.deadline(after: bound)
-        let (ids, closed) = lock.withLock { () -> ([Int64], String?) in
-            if let reason = closedReason { return ([], reason) }
+        let (ids, closed) = withState { state -> ([Int64], String?) in
+            if let reason = state.closedReason { return ([], reason) }
             var ids: [Int64] = []
             // A group's requests mostly share their op: each message is written once per op.
             var messageOp = "", message = ""
             for index in ops.indices {
-                let id = nextRequestID
-                nextRequestID += 1
+                let id = state.newRequestID()
                 ids.append(id)
                 if index == 0 || ops[index] != messageOp {
                     messageOp = ops[index]
                     message = "no reply to '\(messageOp)' within \(bound.readable)"
                 }
-                registerPending(id, deadline: deadline, timeoutMessage: message) { result in
-                    replies.fill(index, result.map(\.result))
-                }
+                let request = PendingRequest(
+                    completion: { result in replies.fill(index, result.map(\.result)) }, deadline: deadline, timeoutMessage: message)
+                register(request, id: id, in: &state)
             }
             return (ids, nil)
         }

@@ -2,7 +2,6 @@
 // delays, greet, make every live observer, handler and the monitor again (marked `resume`,
 // PROTOCOL.md §13), and tell the application. Of the application's requests in flight it
 // sends again only those with a `once` key, which the broker applies at most once.
-import Dispatch
 import Glibc
 import NotifBusProtocol
 
@@ -46,95 +45,18 @@ struct RetryDelays {
     }
 }
 
-/// The application's registrations in order and the reconnection state of one
-/// connection. Guarded by the connection's lock.
-final class Resumption {
-    enum Kind {
-        case observer(
-            events: [String], priority: Int32, key: String?, handler: NotifBusConnection.ObserverHandler,
-            onEvicted: (@Sendable (Eviction) -> Void)?)
-        case handler(channel: String, method: String?, handler: MethodChannel.Handler)
-    }
-
-    struct Entry {
-        /// The id the application got first; it stays valid.
-        let handle: String
-        /// The broker's id on the present socket.
-        var current: String
-        let kind: Kind
-    }
-
-    enum Next { case finish, reconnect, keepTrying }
-
-    let path: String
-    let name: String?
-    var policy: ReconnectPolicy
-    var entries: [Entry] = []
-    var monitoring = false
-    var waitingTakes = 0
-    /// Whether requests with a `once` key are sent again after a reconnect.
-    var resendKeyed = false
-    /// Such requests not yet answered.
-    var keyedInFlight = 0
-    var reconnecting = false
-    var stateContinuations: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
-    var nextContinuation = 0
-
-    init(path: String, name: String?, policy: ReconnectPolicy) {
-        self.path = path
-        self.name = name
-        self.policy = policy
-    }
-
-    func add(_ kind: Kind, id: String) {
-        if case .handler(let channel, let method, _) = kind {
-            entries.removeAll {
-                if case .handler(channel, method, _) = $0.kind { return true }
-                return false
-            }
-        }
-        entries.append(Entry(handle: id, current: id, kind: kind))
-    }
-
-    func forget(_ ids: [String]) { entries.removeAll { ids.contains($0.current) } }
-
-    func handles(_ ids: [String]) -> [String] {
-        ids.map { id in entries.first { $0.current == id }?.handle ?? id }
-    }
-
-    func current(_ handle: String) -> String { entries.first { $0.handle == handle }?.current ?? handle }
-
-    /// What a reader whose socket ended does next. `live`: the ids that socket still held.
-    func decide(closed: Bool, live: Set<String>) -> Next {
-        if reconnecting { return .keepTrying }
-        if closed { return .finish }
-        entries.removeAll { !live.contains($0.current) }
-        let holds = !entries.isEmpty || monitoring || waitingTakes > 0 || keyedInFlight > 0
-        switch policy {
-        case .never: return .finish
-        case .always: break
-        case .whenHoldingRegistrations: if !holds { return .finish }
-        }
-        reconnecting = true
-        return .reconnect
-    }
-}
-
 extension NotifBusConnection {
     /// The connection's changes from now on: `.disconnected` at each loss, `.reconnected`
     /// at each return. The sequence ends when the connection is closed for good.
     public func connectionStates() -> AsyncStream<ConnectionState> {
         AsyncStream { continuation in
-            let finished = lock.withLock { () -> Bool in
-                if closedReason != nil && !resumption.reconnecting { return true }
-                let key = resumption.nextContinuation
-                resumption.nextContinuation += 1
-                resumption.stateContinuations[key] = continuation
+            let finished = withState { state -> Bool in
+                guard let key = state.addStateListener(continuation) else { return true }
                 // A strong capture: the continuation is dropped from the table when the
                 // sequence ends either way (here, or in finishStates when the connection
                 // closes), which ends the cycle; a weak one would cost a side table per stream.
                 continuation.onTermination = { [self] _ in
-                    lock.withLock { _ = resumption.stateContinuations.removeValue(forKey: key) }
+                    withState { $0.removeStateListener(key) }
                 }
                 return false
             }
@@ -145,18 +67,15 @@ extension NotifBusConnection {
     /// The broker's present id of an observer or handler this connection registered,
     /// given the id it first returned (they differ after a reconnect).
     public func currentID(of handle: String) -> String {
-        lock.withLock { resumption.current(handle) }
+        withState { $0.currentID(of: handle) }
     }
 
     func publish(_ state: ConnectionState) {
-        for c in lock.withLock({ Array(resumption.stateContinuations.values) }) { c.yield(state) }
+        for c in withState({ $0.listeners }) { c.yield(state) }
     }
 
     func finishStates() {
-        let all = lock.withLock { () -> [AsyncStream<ConnectionState>.Continuation] in
-            defer { resumption.stateContinuations.removeAll() }
-            return Array(resumption.stateContinuations.values)
-        }
+        let all = withState { $0.takeListeners() }
         for c in all { c.finish() }
     }
 
@@ -165,7 +84,7 @@ extension NotifBusConnection {
     func waitWhileReconnecting(_ op: String, bound: Duration, waitedBefore: Duration = .zero) async throws(NotifBusError) -> Duration {
         let clock = ContinuousClock()
         let start = clock.now - waitedBefore
-        while lock.withLock({ resumption.reconnecting && closedReason == nil }) {
+        while withState({ $0.holdsNewRequests }) {
             if clock.now - start >= bound {
                 throw .timedOut("'\(op)' not sent within \(bound.readable): the broker is unreachable (reconnecting)")
             }
@@ -181,10 +100,7 @@ extension NotifBusConnection {
         let clock = ContinuousClock()
         let start = clock.now
         while clock.now - start < bound {
-            let verdict = lock.withLock { () -> Bool? in
-                if resumption.reconnecting || self.generation != generation { return closedReason == nil }
-                return closedReason != nil || readerFinished ? false : nil
-            }
+            let verdict = withState { $0.replacement(since: generation) }
             if let verdict { return verdict }
             try? await Task.sleep(for: .milliseconds(2))
         }
@@ -196,28 +112,19 @@ extension NotifBusConnection {
         while true {
             let delay = delays.next()
             if delay > .zero { try? await Task.sleep(for: delay) }
-            if lock.withLock({ closedReason != nil }) { return giveUp() }
-            guard let socket = try? NotifBusConnection.openSocket(resumption.path) else { continue }
-            let generation = lock.withLock { () -> Int? in
-                guard closedReason == nil else { return nil }
-                fd = socket
-                self.generation += 1
-                return self.generation
-            }
+            if isClosed { return giveUp() }
+            guard let socket = try? NotifBusConnection.openSocket(socketPath) else { continue }
+            let generation = withState { $0.adopt(socket: socket) }
             guard let generation else {
                 Glibc.close(socket)
                 return giveUp()
             }
             startReader()
             guard let (ids, superseded, evictions) = await resume(generation) else {
-                lock.withLock { if self.fd == socket { shutdown(socket, Int32(SHUT_RDWR)) } }
+                withState { if $0.socket == socket { shutdown(socket, Int32(SHUT_RDWR)) } }
                 continue
             }
-            let back = lock.withLock { () -> Bool in
-                guard self.generation == generation, self.fd == socket, closedReason == nil else { return false }
-                resumption.reconnecting = false
-                return true
-            }
+            let back = withState { $0.reconnected(generation: generation, socket: socket) }
             guard back else { continue }
             publish(.reconnected(ids: ids, superseded: superseded))
             let general = onEvicted
@@ -230,10 +137,7 @@ extension NotifBusConnection {
     }
 
     private func giveUp() {
-        let reason = lock.withLock { () -> String in
-            resumption.reconnecting = false
-            return closedReason ?? "closed"
-        }
+        let reason = withState { $0.abandonReconnecting() }
         finishReading(reason: reason)
     }
 
@@ -247,7 +151,7 @@ extension NotifBusConnection {
         var ids: [String: String] = [:]
         var superseded: [String] = []
         var evictions: [(Eviction, (@Sendable (Eviction) -> Void)?)] = []
-        let entries = lock.withLock { resumption.entries }
+        let entries = withState { $0.resumption.entries }
         for entry in entries {
             var fields: [String: JSONValue] = ["resume": true]
             let op: String
@@ -267,26 +171,13 @@ extension NotifBusConnection {
                     op, fields, bound: requestTimeout,
                     onReply: { [self] result in
                         let id = result["observer"]?.stringValue ?? result["handler"]?.stringValue ?? ""
-                        lock.withLock {
-                            switch entry.kind {
-                            case .observer(_, _, _, let handler, let onEvicted):
-                                observerHandlers[id] = handler
-                                if let onEvicted { observerEvictionHandlers[id] = onEvicted }
-                            case .handler(let channel, let method, let handler):
-                                channelRegistrations[NotifBusConnection.registrationKey(channel, method)] = id
-                                callHandlers[id] = handler
-                            }
-                            if let i = resumption.entries.firstIndex(where: { $0.handle == entry.handle }) {
-                                resumption.entries[i].current = id
-                            }
-                        }
-                        _ = id
+                        withState { $0.registrationResumed(entry, as: id) }
                     }, generation: generation)
                 ids[entry.handle] = currentID(of: entry.handle)
             } catch {
                 guard case .broker(let e) = error else { return nil }
                 let by = e.details?["by"]?.stringValue ?? ""
-                lock.withLock { resumption.forget([entry.current]) }
+                withState { $0.registrationSuperseded(entry) }
                 superseded.append(entry.handle)
                 switch entry.kind {
                 case .observer(_, _, _, _, let onEvicted): evictions.append((.observer(entry.current, by: by), onEvicted))
@@ -294,7 +185,7 @@ extension NotifBusConnection {
                 }
             }
         }
-        if lock.withLock({ resumption.monitoring }) {
+        if withState({ $0.resumption.monitoring }) {
             do {
                 _ = try await exchange(Op.monitor, [:], bound: requestTimeout, onReply: nil, generation: generation)
             } catch {
@@ -308,5 +199,5 @@ extension NotifBusConnection {
 extension NotifBusConnection {
     /// Whether the connection is closed for good: by `close()`, or lost without reconnecting.
     /// False while it reconnects.
-    public var isClosed: Bool { lock.withLock { closedReason != nil } }
+    public var isClosed: Bool { withState { $0.closedReason != nil } }
 }

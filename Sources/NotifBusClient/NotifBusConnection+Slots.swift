@@ -47,8 +47,8 @@ extension NotifBusConnection {
             fields["wait"] = .integer(ms)
             timeout = requestTimeout + wait
         }
-        lock.withLock { resumption.waitingTakes += 1 }
-        defer { lock.withLock { resumption.waitingTakes -= 1 } }
+        withState { $0.takeStarted() }
+        defer { withState { $0.takeEnded() } }
         let result = try await request(Op.take, fields, timeout: timeout)
         return result.isNull ? nil : result
     }

@@ -3,7 +3,8 @@
 // events to observers, calls to method handlers), and blocking writes under a lock. Every
 // wait is bounded by a deadline that its reply takes out (NotifBusConnection+Deadlines); a
 // lost connection fails every pending call at once. User data is never parsed into a tree
-// on the reader thread.
+// on the reader thread. Everything that changes is one ConnectionSession under one lock,
+// read and changed through `withState`; this file and its extensions do the I/O it decides.
 import Dispatch
 import Glibc
 import NotifBusProtocol
@@ -40,61 +41,54 @@ public final class NotifBusConnection: @unchecked Sendable {
     static let sendTimeoutSeconds = 10
 
     /// The broker's id for this connection (`"c7"`).
-    public private(set) var clientID = ""
+    public var clientID: String { withState { $0.clientID } }
     /// The broker's `server` string.
-    public private(set) var server = ""
+    public var server: String { withState { $0.server } }
     /// The broker's `--max-frame`: the largest frame it accepts.
-    public private(set) var maxFrame = Limits.defaultMaxFrame
+    public var maxFrame: Int { withState { $0.maxFrame } }
     /// Default bound for each request's reply.
     public let requestTimeout: Duration
+    /// The socket's path and the name sent in `hello`, used again to reconnect.
+    let socketPath: String
+    let name: String?
 
-    /// The present socket; replaced when the client reconnects (-1 while it has none).
-    var fd: Int32
-    /// Counts the sockets this connection has had; frames of an older one never go out on a newer one.
-    var generation = 0
-    /// Reconnection state: the application's registrations in order, and the policy.
-    let resumption: Resumption
+    /// Guards `state`. Taken after `writeLock` when both are, never the other way round.
     let lock = Lock()
+    /// Everything about the connection that changes, read and changed only in `withState`.
+    private var state: ConnectionSession
+    /// Held for each whole frame written, so that frames never interleave.
     let writeLock = Lock()
-    var nextRequestID: Int64 = 1
-    var pending: [Int64: PendingRequest] = [:]
-    /// The one timer of every pending request's deadline, and the deadline it is armed for.
+    /// The one timer of every pending request's deadline: it carries out what `state`
+    /// decides of the deadlines, and is made, armed and cancelled only inside `withState`
+    /// (NotifBusConnection+Deadlines). Nil before the first request and after the end.
     var deadlineTimer: DispatchSourceTimer? = nil
-    var armedDeadline: DispatchTime? = nil
-    /// How often the timer was armed; tests check that replies cost it nothing.
-    var timerArmings = 0
-    var observerHandlers: [String: ObserverHandler] = [:]
-    var observerEvictionHandlers: [String: @Sendable (Eviction) -> Void] = [:]
-    var callHandlers: [String: MethodChannel.Handler] = [:]
-    /// (channel, method) to this connection's handler id for it.
-    var channelRegistrations: [String: String] = [:]
-    var monitorHandler: (@Sendable (SeenFrame) -> Void)? = nil
-    var closedReason: String? = nil
-    var evictionHandler: (@Sendable (Eviction) -> Void)? = nil
-    var errorFrameHandler: (@Sendable (BrokerError) -> Void)? = nil
-    /// The last error frame (`"id": null`), kept to explain a refusal before `hello`.
-    var lastErrorFrame: BrokerError? = nil
-    /// Tasks waiting in `waitForClose()`, resumed with the reason once the reader ends.
-    var closeWaiters: [CheckedContinuation<String, Never>] = []
-    var readerFinished = false
+    /// Signalled when the reader thread released the socket for good.
     let readerDone = DispatchSemaphore(value: 0)
 
     /// Called for every eviction of this connection's observers and handlers.
     public var onEvicted: (@Sendable (Eviction) -> Void)? {
-        get { lock.withLock { evictionHandler } }
-        set { lock.withLock { evictionHandler = newValue } }
+        get { withState { $0.evictionHandler } }
+        set { withState { $0.evictionHandler = newValue } }
     }
 
     /// Called for error frames (`"id": null`), such as a `bad_request` for an invalid answer.
     public var onErrorFrame: (@Sendable (BrokerError) -> Void)? {
-        get { lock.withLock { errorFrameHandler } }
-        set { lock.withLock { errorFrameHandler = newValue } }
+        get { withState { $0.errorFrameHandler } }
+        set { withState { $0.errorFrameHandler = newValue } }
     }
 
-    init(fd: Int32, requestTimeout: Duration, resumption: Resumption = Resumption(path: "", name: nil, policy: .never)) {
-        self.fd = fd
+    init(fd: Int32, requestTimeout: Duration, socketPath: String = "", name: String? = nil) {
+        state = ConnectionSession(socket: fd)
         self.requestTimeout = requestTimeout
-        self.resumption = resumption
+        self.socketPath = socketPath
+        self.name = name
+    }
+
+    /// Runs `body` on the state holding `lock` and returns what it returns: the one way to
+    /// read or change the state. `body` must not block, nor call anything that takes `lock`.
+    @discardableResult
+    func withState<T>(_ body: (inout ConnectionSession) -> T) -> T {
+        lock.withLock { body(&state) }
     }
 
     /// Connects, resolving the socket path as the protocol's §1 says, and sends `hello`.
@@ -117,36 +111,31 @@ public final class NotifBusConnection: @unchecked Sendable {
     ) async throws(NotifBusError) -> NotifBusConnection {
         let path = SocketPath.resolve(explicit: socket)
         let fd = try openSocket(path)
-        let connection = NotifBusConnection(
-            fd: fd, requestTimeout: requestTimeout,
-            resumption: Resumption(path: path, name: name, policy: .never))
+        let connection = NotifBusConnection(fd: fd, requestTimeout: requestTimeout, socketPath: path, name: name)
         connection.startReader()
         do {
             _ = try await connection.greet()
         } catch {
             connection.close()
-            if case .connectionLost = error, let refusal = connection.lock.withLock({ connection.lastErrorFrame }) {
+            if case .connectionLost = error, let refusal = connection.withState({ $0.lastErrorFrame }) {
                 throw .broker(refusal)
             }
             throw error
         }
-        connection.lock.withLock {
-            connection.resumption.policy = reconnect
-            connection.resumption.resendKeyed = resendKeyed
-        }
+        connection.withState { $0.configureReconnection(policy: reconnect, resendKeyed: resendKeyed) }
         return connection
     }
 
     /// Sends `hello` with the connection's name and records the broker's answer.
     func greet(generation: Int? = nil) async throws(NotifBusError) -> JSONValue {
         var fields: [String: JSONValue] = ["protocol": .integer(protocolVersion)]
-        if let name = resumption.name { fields["name"] = .string(name) }
+        if let name { fields["name"] = .string(name) }
         let result = JSONValue(
             validated: try await exchange(Op.hello, fields, bound: requestTimeout, onReply: nil, generation: generation).result)
-        lock.withLock {
-            clientID = result["client"]?.stringValue ?? ""
-            server = result["server"]?.stringValue ?? ""
-            if let m = result["maxFrame"]?.intValue { maxFrame = Int(m) }
+        withState {
+            $0.greeted(
+                client: result["client"]?.stringValue ?? "", server: result["server"]?.stringValue ?? "",
+                maxFrame: result["maxFrame"]?.intValue.map { Int($0) })
         }
         return result
     }
@@ -192,12 +181,9 @@ public final class NotifBusConnection: @unchecked Sendable {
 
     /// Closes the connection. Pending calls fail with `connectionLost`.
     public func close() {
-        let (first, socket) = lock.withLock { () -> (Bool, Int32) in
-            if closedReason == nil { closedReason = "closed by this client"; return (true, fd) }
-            return (false, fd)
-        }
-        if first && socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
-        if first { finishStates() }
+        guard let socket = withState({ $0.closedByClient() }) else { return }
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+        finishStates()
     }
 
     /// Waits (bounded) until the reader thread has released the socket.
@@ -215,11 +201,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// already has. An observer process can `await` this instead of polling ``isOpen``.
     public func waitForClose() async -> String {
         await withCheckedContinuation { continuation in
-            let reason = lock.withLock { () -> String? in
-                if readerFinished { return closedReason ?? "closed" }
-                closeWaiters.append(continuation)
-                return nil
-            }
+            let reason = withState { $0.waitForClose(continuation) }
             if let reason { continuation.resume(returning: reason) }
         }
     }
@@ -228,18 +210,16 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// ``waitForClose()`` and releases ``close()``'s wait for the socket.
     func finishReading(reason: String) {
         finishStates()
-        let waiters = lock.withLock { () -> [CheckedContinuation<String, Never>] in
-            readerFinished = true
-            stopDeadlines()
-            defer { closeWaiters.removeAll() }
-            return closeWaiters
+        let waiters = withState { state in
+            stopDeadlineTimer()
+            return state.ended()
         }
         for waiter in waiters { waiter.resume(returning: reason) }
         readerDone.signal()
     }
 
     /// Whether the connection still works (false while reconnecting).
-    public var isOpen: Bool { lock.withLock { closedReason == nil && !resumption.reconnecting } }
+    public var isOpen: Bool { withState { $0.isOpen } }
 
     // MARK: Requests
 
@@ -285,19 +265,14 @@ public final class NotifBusConnection: @unchecked Sendable {
         let clock = ContinuousClock()
         let begin = clock.now
         let keyed = (fields["once"] ?? .null) != .null
-        let resend =
-            keyed
-            && lock.withLock { () -> Bool in
-                if resumption.resendKeyed { resumption.keyedInFlight += 1 }
-                return resumption.resendKeyed
-            }
-        defer { if resend { lock.withLock { resumption.keyedInFlight -= 1 } } }
+        let resend = keyed && withState { $0.keyedRequestStarted() }
+        defer { if resend { withState { $0.keyedRequestEnded() } } }
         while true {
             let waited = try await waitWhileReconnecting(op, bound: bound, waitedBefore: clock.now - begin)
-            let sentOn = resend ? lock.withLock { generation } : 0
+            let sentOn = resend ? withState { $0.generation } : 0
             do {
                 return try await exchange(op, fields, raw: raw, bound: bound - waited, onReply: onReply, generation: nil)
-            } catch .connectionLost(NotifBusConnection.notSent) where lock.withLock({ resumption.reconnecting }) {
+            } catch .connectionLost(NotifBusConnection.notSent) where withState({ $0.isReconnecting }) {
                 // Refused before it was written: the connection is being made again, so wait.
                 continue
             } catch .connectionLost(let reason) where resend {
@@ -317,28 +292,22 @@ public final class NotifBusConnection: @unchecked Sendable {
         _ op: String, _ fields: [String: JSONValue], raw: [(key: String, value: RawJSON)] = [], bound: Duration,
         onReply: (@Sendable (JSONValue) -> Void)?, generation wanted: Int?
     ) async throws(NotifBusError) -> Answer {
-        let id = lock.withLock { () -> Int64 in
-            defer { nextRequestID += 1 }
-            return nextRequestID
-        }
+        let id = withState { $0.newRequestID() }
         var message = fields
         message["op"] = .string(op)
         message["id"] = .integer(id)
         let frame = NotifBusConnection.frame(.object(message), splicing: raw)
         if let refusal = oversize(frame, op) { throw refusal }
         let result: Result<Answer, NotifBusError> = await withCheckedContinuation { continuation in
-            let (registered, on) = lock.withLock { () -> (String?, Int) in
-                if let reason = closedReason { return (reason, generation) }
-                if let wanted, wanted != generation { return ("the connection was replaced", generation) }
-                if fd < 0 { return (NotifBusConnection.notSent, generation) }
-                registerPending(
-                    id, deadline: NotifBusConnection.deadline(after: bound),
-                    timeoutMessage: "no reply to '\(op)' within \(bound.readable)"
-                ) { result in
+            let request = PendingRequest(
+                completion: { result in
                     if case .success(let value) = result, let onReply { onReply(JSONValue(validated: value.result)) }
                     continuation.resume(returning: result)
-                }
-                return (nil, generation)
+                }, deadline: NotifBusConnection.deadline(after: bound), timeoutMessage: "no reply to '\(op)' within \(bound.readable)")
+            let (registered, on) = withState { state -> (String?, Int) in
+                if let refusal = state.requestRefusal(on: wanted) { return (refusal, state.generation) }
+                register(request, id: id, in: &state)
+                return (nil, state.generation)
             }
             if let reason = registered {
                 continuation.resume(returning: .failure(.connectionLost(reason)))
@@ -354,7 +323,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Finishes request `id` with `result`, once: a reply or a failure, unless its deadline
     /// came first. Taking it out of `pending` takes out its deadline, so nothing fires for it.
     func complete(_ id: Int64, _ result: Result<Answer, NotifBusError>) {
-        let entry = lock.withLock { pending.removeValue(forKey: id) }
+        let entry = withState { $0.takeRequest(id) }
         entry?.completion(result)
     }
 
@@ -380,7 +349,7 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// sent: the broker would answer `frame_too_large` and close the connection, failing
     /// every other request on it (PROTOCOL.md decision 44). Nil when the frame fits.
     func oversize(_ frame: [UInt8], _ op: String) -> NotifBusError? {
-        let limit = lock.withLock { maxFrame }
+        let limit = withState { $0.maxFrame }
         guard frame.count - 4 > limit else { return nil }
         return .invalidArgument(
             "\(op) frame of \(frame.count - 4) bytes exceeds the broker's maxFrame \(limit); it was not sent")
@@ -390,9 +359,11 @@ public final class NotifBusConnection: @unchecked Sendable {
     func send(_ frame: [UInt8], generation wanted: Int? = nil) -> NotifBusError? {
         writeLock.lock()
         defer { writeLock.unlock() }
-        let (fd, current) = lock.withLock { (self.fd, self.generation) }
-        if let wanted, wanted != current { return .connectionLost("the connection was replaced") }
-        if fd < 0 { return .connectionLost("the connection to the broker was lost") }
+        let fd: Int32
+        switch withState({ $0.socket(for: wanted) }) {
+        case .success(let socket): fd = socket
+        case .failure(let error): return error
+        }
         var offset = 0
         while offset < frame.count {
             let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -431,11 +402,11 @@ public final class NotifBusConnection: @unchecked Sendable {
     // MARK: Reading
 
     func startReader() {
-        let (socket, current) = lock.withLock { (fd, generation) }
+        let (socket, current) = withState { ($0.socket, $0.generation) }
         if !DetachedThread.start({ [self] in readLoop(fd: socket, generation: current) }) {
             // Without a reader nothing can be answered: fail like a lost connection.
-            lock.withLock { closedReason = "cannot start the reader thread" }
-            shutdown(fd, Int32(SHUT_RDWR))
+            withState { $0.readerCouldNotStart() }
+            shutdown(socket, Int32(SHUT_RDWR))
         }
     }
 
@@ -462,24 +433,13 @@ public final class NotifBusConnection: @unchecked Sendable {
                 dispatch(frame, generation: readerGeneration)
             }
         }
-        let stale = lock.withLock { readerGeneration != generation }
+        let stale = withState { $0.generation != readerGeneration }
         if stale {
             // A socket given up on while reconnecting: a newer one carries everything now.
             Glibc.close(fd)
             return
         }
-        let (callbacks, finalReason, next) = lock.withLock { () -> ([PendingRequest], String, Resumption.Next) in
-            let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))
-            if next == .finish && closedReason == nil { closedReason = reason }
-            if next != .finish && self.fd == fd { self.fd = -1 }
-            let all = Array(pending.values)
-            pending.removeAll()
-            observerHandlers.removeAll()
-            observerEvictionHandlers.removeAll()
-            callHandlers.removeAll()
-            channelRegistrations.removeAll()
-            return (all, closedReason ?? reason, next)
-        }
+        let (callbacks, finalReason, next) = withState { $0.readerEnded(socket: fd, reason: reason) }
         for entry in callbacks { entry.completion(.failure(.connectionLost(finalReason))) }
         Glibc.close(fd)
         switch next {
@@ -505,10 +465,7 @@ public final class NotifBusConnection: @unchecked Sendable {
                 complete(id, .failure(.broker(error)))
             case (nil, .error(let failure)):
                 let error = BrokerError(failure)
-                let handler = lock.withLock { () -> (@Sendable (BrokerError) -> Void)? in
-                    lastErrorFrame = error
-                    return errorFrameHandler
-                }
+                let handler = withState { $0.errorFrameArrived(error) }
                 handler?(error)
             case (.string?, _), (nil, .result):
                 break  // this client sends integer ids only, and the decoder gives a result an id
@@ -523,23 +480,26 @@ public final class NotifBusConnection: @unchecked Sendable {
             case .observer(let o, let by): eviction = .observer(o, by: by)
             case .handler(let h, let by): eviction = .handler(h, by: by)
             }
-            let (general, specific) = lock.withLock { () -> ((@Sendable (Eviction) -> Void)?, (@Sendable (Eviction) -> Void)?) in
-                switch eviction {
-                case .observer(let o, _):
-                    observerHandlers[o] = nil
-                    return (evictionHandler, observerEvictionHandlers.removeValue(forKey: o))
-                case .handler(let h, _):
-                    callHandlers[h] = nil
-                    return (evictionHandler, nil)
-                }
-            }
+            let (general, specific) = withState { $0.evicted(eviction) }
             specific?(eviction)
             general?(eviction)
         case .seen(let seen):
-            guard let handler = lock.withLock({ monitorHandler }) else { return }
+            guard let handler = withState({ $0.monitorHandler }) else { return }
             handler(SeenFrame(direction: seen.direction.rawValue, client: seen.client, rawFrame: seen.frame))
         }
     }
+}
+
+extension NotifBusConnection {
+    // Views of `state` for white-box tests, which read them holding `lock`
+    // (`lock.withLock { pending.count }`); the connection itself reads `state` in `withState`.
+
+    /// The requests waiting for their replies.
+    var pending: [Int64: PendingRequest] { state.pending }
+    /// The deadline the timer is armed for.
+    var armedDeadline: DispatchTime? { state.armedDeadline }
+    /// How often the timer was armed.
+    var timerArmings: Int { state.timerArmings }
 }
 
 extension BrokerError {
