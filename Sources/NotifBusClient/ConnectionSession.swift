@@ -10,18 +10,18 @@ import NotifBusProtocol
 
 /// The state of a ``NotifBusConnection`` that its `lock` guards.
 ///
-/// The lifecycle, as the fields `socket`, `resumption.reconnecting`, `closedReason` and
-/// `hasEnded` show it:
+/// The lifecycle, as `socket`, `resumption.reconnecting` and `closedReason` show it:
 ///
-///     transition              socket         reconnecting  closedReason  hasEnded
-///     init(socket:)           s (gen 0)      false         nil           false
-///     readerEnded → reconnect -1             true          nil           false
-///     adopt(socket:)          s' (gen + 1)   true          nil           false
-///     reconnected(…) → true   s'             false         nil           false
-///     closedByClient()        unchanged      unchanged     set           false
-///     readerEnded → finish    unchanged      false         set           false
-///     abandonReconnecting()   unchanged      false         set           false
-///     ended()                 unchanged      unchanged     set           true
+///     what happens                  socket        reconnecting  closedReason
+///     init(socket: s)               s, gen 0      false         nil
+///     readerEnded → .reconnect      -1            true          nil
+///     adopt(socket: s')             s', gen + 1   true          nil
+///     readerEnded → .keepTrying     -1            true          nil   (an attempt's socket)
+///     reconnected(…) → true         s'            false         nil
+///     closedByClient()              unchanged     unchanged     set
+///     readerEnded → .finish         unchanged     false         set
+///     abandonReconnecting()         unchanged     false         set
+///     ended()                       unchanged     unchanged     set, and `hasEnded`
 ///
 /// Invariants:
 /// - A request is in `pending` from `register(_:id:)` until exactly one of `takeRequest(_:)`
@@ -35,7 +35,7 @@ import NotifBusProtocol
 /// - Request ids are never reused on a connection, across sockets too: a late reply on an
 ///   older socket finds no request.
 /// - Every observer id with an eviction handler has an observer handler.
-/// - `closedReason`, once set, stays set; `hasEnded` is set last, once.
+/// - `closedReason`, once set, stays set; `hasEnded` is set after it.
 struct ConnectionSession {
     typealias EvictionHandler = @Sendable (Eviction) -> Void
 
