@@ -25,9 +25,16 @@ public enum ContentHash {
             // The last word, read where it ends with the buffer, its bytes already mixed in
             // shifted out.
             w = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)) &>> UInt64((8 &- rest) &* 8)
+        } else if n >= 4 {
+            // Two four-byte words, the second where the bytes end: where they overlap they
+            // hold the same bytes in the same places.
+            let low = UInt64(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            w = low | high &<< UInt64((n &- 4) &* 8)
         } else {
-            withUnsafeMutableBytes(of: &w) { $0.baseAddress.unsafelyUnwrapped.copyMemory(from: base, byteCount: rest) }
-            w = UInt64(littleEndian: w)
+            // One to three bytes: the first, the middle and the last, each in its place.
+            w = UInt64(base.load(as: UInt8.self)) | UInt64(base.load(fromByteOffset: n &>> 1, as: UInt8.self)) &<< UInt64((n &>> 1) &* 8)
+            w |= UInt64(base.load(fromByteOffset: n &- 1, as: UInt8.self)) &<< UInt64((n &- 1) &* 8)
         }
         return finish(mix(h, w))
     }
