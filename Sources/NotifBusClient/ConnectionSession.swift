@@ -339,12 +339,16 @@ struct ConnectionSession {
 
     // MARK: Losing and making the connection
 
-    /// The reader of `endedSocket` (the present generation's) reached its end for `reason`.
-    /// Decides what comes next, takes out every pending request to fail (with the returned
-    /// reason) and drops every handler: the broker forgot them with the socket.
-    mutating func readerEnded(socket endedSocket: Int32, reason: String) -> (
+    /// The reader of `endedSocket`, of generation `readerGeneration`, reached its end for
+    /// `reason`. For the present generation: decides what comes next, takes out every pending
+    /// request to fail (with the returned reason) and drops every handler, which the broker
+    /// forgot with the socket. For an older one (a socket given up on while a newer one was
+    /// adopted), nil: the newer socket carries everything, and nothing changes. One step, so
+    /// that no socket can be adopted between the question and the change.
+    mutating func readerEnded(socket endedSocket: Int32, generation readerGeneration: Int, reason: String) -> (
         failed: [NotifBusConnection.PendingRequest], reason: String, next: Resumption.Next
-    ) {
+    )? {
+        guard readerGeneration == generation else { return nil }
         let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))
         if next == .finish && closedReason == nil { closedReason = reason }
         if next != .finish && socket == endedSocket { socket = -1 }

@@ -433,13 +433,12 @@ public final class NotifBusConnection: @unchecked Sendable {
                 dispatch(frame, generation: readerGeneration)
             }
         }
-        let stale = withState { $0.generation != readerGeneration }
-        if stale {
-            // A socket given up on while reconnecting: a newer one carries everything now.
+        guard let (callbacks, finalReason, next) = withState({ $0.readerEnded(socket: fd, generation: readerGeneration, reason: reason) })
+        else {
+            // A socket given up on while reconnecting: a newer one carries everything.
             Glibc.close(fd)
             return
         }
-        let (callbacks, finalReason, next) = withState { $0.readerEnded(socket: fd, reason: reason) }
         for entry in callbacks { entry.completion(.failure(.connectionLost(finalReason))) }
         Glibc.close(fd)
         switch next {

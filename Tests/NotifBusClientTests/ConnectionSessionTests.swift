@@ -27,7 +27,7 @@ private let lost = "the broker closed the connection"
         var session = ConnectionSession(socket: 5)
         session.configureReconnection(policy: .always, resendKeyed: true)
         #expect((0..<3).map { _ in session.newRequestID() } == [1, 2, 3])
-        #expect(session.readerEnded(socket: 5, reason: lost).next == .reconnect)
+        #expect(session.readerEnded(socket: 5, generation: session.generation, reason: lost)!.next == .reconnect)
         #expect(session.adopt(socket: 6) == 1)
         #expect(session.newRequestID() == 4)
     }
@@ -74,7 +74,7 @@ private let lost = "the broker closed the connection"
         session.observerAdded("o1", events: ["e"], priority: 0, key: nil, handler: { _ in .next }, onEvicted: { _ in })
         session.handlerAdded("h1", channel: "c", method: nil, handler: { _ in .null })
 
-        let end = session.readerEnded(socket: 5, reason: lost)
+        let end = session.readerEnded(socket: 5, generation: session.generation, reason: lost)!
         #expect(end.next == .finish && end.reason == lost && session.closedReason == lost)
         #expect(end.failed.map(\.timeoutMessage).sorted() == ["r1", "r2", "r3"])
         #expect(session.pending.isEmpty)
@@ -85,6 +85,24 @@ private let lost = "the broker closed the connection"
         #expect(!session.isOpen)
     }
 
+    /// The reader of a socket given up on ends after a newer socket was adopted: the question
+    /// (is it the present reader?) and the change are one step, so it fails none of the new
+    /// socket's requests and drops none of its handlers.
+    @Test func anOlderReadersEndChangesNothing() {
+        var session = ConnectionSession(socket: 5)
+        session.configureReconnection(policy: .always, resendKeyed: true)
+        let old = session.generation
+        #expect(session.readerEnded(socket: 5, generation: old, reason: lost)?.next == .reconnect)
+        #expect(session.adopt(socket: 6) == old + 1)
+        _ = session.register(request("on the new socket", due: at(100)), id: 1)
+        session.handlerAdded("h1", channel: "c", method: nil, handler: { _ in .null })
+
+        #expect(session.readerEnded(socket: 5, generation: old, reason: lost) == nil)
+        #expect(Array(session.pending.keys) == [1])
+        #expect(session.callHandler(for: "h1") != nil)
+        #expect(session.socket == 6 && session.closedReason == nil)
+    }
+
     /// A frame meant for an older socket goes out on no socket, and a request bound to one
     /// is refused; while there is no socket, nothing goes out.
     @Test func framesForAnOlderSocketGoNowhere() {
@@ -93,7 +111,7 @@ private let lost = "the broker closed the connection"
         #expect(session.socket(for: 0) == .success(5) && session.socket(for: nil) == .success(5))
         #expect(session.requestRefusal(on: 0) == nil)
 
-        #expect(session.readerEnded(socket: 5, reason: lost).next == .reconnect)
+        #expect(session.readerEnded(socket: 5, generation: session.generation, reason: lost)!.next == .reconnect)
         #expect(session.socket == -1)
         #expect(session.socket(for: nil) == .failure(.connectionLost("the connection to the broker was lost")))
         #expect(session.requestRefusal(on: nil) == NotifBusConnection.notSent)
@@ -117,7 +135,7 @@ private let lost = "the broker closed the connection"
         session.configureReconnection(policy: .whenHoldingRegistrations, resendKeyed: resendKeyed)
         #expect(session.keyedRequestStarted() == resendKeyed)
         #expect(session.replacement(since: 0) == nil)  // the reader has not decided yet
-        let end = session.readerEnded(socket: 5, reason: lost)
+        let end = session.readerEnded(socket: 5, generation: session.generation, reason: lost)!
         guard resendKeyed else {
             #expect(end.next == .finish && session.replacement(since: 0) == false)
             return
@@ -128,14 +146,14 @@ private let lost = "the broker closed the connection"
 
         // An attempt's socket ends before it is back: the reconnect goes on.
         #expect(session.adopt(socket: 6) == 1)
-        #expect(session.readerEnded(socket: 6, reason: lost).next == .keepTrying)
+        #expect(session.readerEnded(socket: 6, generation: session.generation, reason: lost)!.next == .keepTrying)
         #expect(session.adopt(socket: 7) == 2)
         let back = session.reconnected(generation: 2, socket: 7)
         #expect(back)
         #expect(session.replacement(since: 0) == true)  // another socket carries it now
 
         session.keyedRequestEnded()
-        #expect(session.readerEnded(socket: 7, reason: lost).next == .finish)
+        #expect(session.readerEnded(socket: 7, generation: session.generation, reason: lost)!.next == .finish)
         #expect(session.replacement(since: 2) == false)
     }
 
@@ -149,7 +167,7 @@ private let lost = "the broker closed the connection"
         session.handlerAdded("h2", channel: "c", method: "m", handler: { _ in .null })  // replaces h1
         #expect(session.callHandler(for: "h1") == nil && session.channelRegistration(NotifBusConnection.registrationKey("c", "m")) == "h2")
 
-        #expect(session.readerEnded(socket: 5, reason: lost).next == .reconnect)
+        #expect(session.readerEnded(socket: 5, generation: session.generation, reason: lost)!.next == .reconnect)
         #expect(session.observerHandler(for: "o1") == nil)
         let entries = session.resumption.entries
         #expect(entries.map(\.handle) == ["o1", "h2"])
@@ -170,7 +188,7 @@ private let lost = "the broker closed the connection"
     @Test func aCloseWhileReconnectingStopsIt() {
         var session = ConnectionSession(socket: 5)
         session.configureReconnection(policy: .always, resendKeyed: true)
-        #expect(session.readerEnded(socket: 5, reason: lost).next == .reconnect)
+        #expect(session.readerEnded(socket: 5, generation: session.generation, reason: lost)!.next == .reconnect)
         #expect(session.closedByClient() == -1)
         #expect(session.closedByClient() == nil)
         #expect(session.adopt(socket: 6) == nil)
@@ -221,7 +239,7 @@ private let lost = "the broker closed the connection"
                 finish(due.map(\.timeoutMessage), step)
             default:
                 let socket = session.socket
-                let end = session.readerEnded(socket: socket, reason: lost)
+                let end = session.readerEnded(socket: socket, generation: session.generation, reason: lost)!
                 #expect(end.next == .reconnect && session.pending.isEmpty, "seed \(seed), step \(step)")
                 finish(end.failed.map(\.timeoutMessage), step)
                 let generation = session.adopt(socket: socket + 1)
@@ -232,7 +250,7 @@ private let lost = "the broker closed the connection"
             }
         }
         #expect(session.closedByClient() != nil)
-        let end = session.readerEnded(socket: session.socket, reason: lost)
+        let end = session.readerEnded(socket: session.socket, generation: session.generation, reason: lost)!
         #expect(end.next == .finish)
         finish(end.failed.map(\.timeoutMessage), 400)
         #expect(finished == registered, "seed \(seed): \(registered.subtracting(finished).count) requests never finished")
