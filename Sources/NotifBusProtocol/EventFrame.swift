@@ -24,9 +24,9 @@ public final class EventFrame {
     /// The frames of event `event`, posted as `name` with `payload` (copied: it may be a view
     /// of the frame it came in).
     public init(event: Int64, name: String, payload: JSONBytes?) {
-        capacity = EventFrame.maxBytes(name: name, payloadCount: payload?.count ?? 0)
-        base = .allocate(capacity: capacity)
-        write(event: event, name: name, payload: payload)
+        capacity = 0
+        base = .allocate(capacity: 0)
+        reset(event: event, name: name, payload: payload)
     }
 
     deinit {
@@ -35,19 +35,19 @@ public final class EventFrame {
 
     /// Makes these the frames of another post, in the same memory when it is large enough.
     public func reset(event: Int64, name: String, payload: JSONBytes?) {
-        let needed = EventFrame.maxBytes(name: name, payloadCount: payload?.count ?? 0)
+        guard let payload else { return reset(event: event, name: name, bytes: nil) }
+        payload.withUnsafeBytes { reset(event: event, name: name, bytes: $0) }
+    }
+
+    private func reset(event: Int64, name: String, bytes payload: UnsafeRawBufferPointer?) {
+        let needed = EventFrame.maxBytes(name: name, payload: payload)
         if needed > capacity {
             base.deallocate()
             base = .allocate(capacity: needed)
             capacity = needed
             headCount = 0  // nothing of the last post's frames is kept
         }
-        write(event: event, name: name, payload: payload)
-    }
-
-    private func write(event: Int64, name: String, payload: JSONBytes?) {
-        guard let payload else { return write(event: event, name: name, bytes: nil) }
-        payload.withUnsafeBytes { write(event: event, name: name, bytes: $0) }
+        write(event: event, name: name, bytes: payload)
     }
 
     private func write(event: Int64, name: String, bytes payload: UnsafeRawBufferPointer?) {
@@ -93,22 +93,25 @@ public final class EventFrame {
     /// The `event` frame for `observer`, encoded at the end of `store`: the head, the
     /// observer's number, the tail.
     public func encode(observer: Int, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: count &+ FrameCursor.maxIntBytes) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.raw(base, headCount)
             w.int(Int64(observer))
             w.raw(base + headCount, count &- headCount)
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
-    /// Room the head and tail take at most: the literals (81 bytes with the event's number
-    /// at its longest and `null`), the name with every byte escaped, the payload.
-    static func maxBytes(name: String, payloadCount: Int) -> Int {
-        96 &+ FrameCursor.maxStringBytes(name.utf8.count) &+ payloadCount
+    /// Room the head and tail take at most.
+    static func maxBytes(name: String, payload: UnsafeRawBufferPointer?) -> Int {
+        FrameRoom.of { room in
+            head(event: 0, &room)
+            tail(name: name, payload: payload, &room)
+        }
     }
 
     /// `{"op":"event","event":…,"observer":"o`; the observer's number follows.
     @inline(__always)
-    static func head(event: Int64, _ w: inout FrameCursor) {
+    static func head<W: FrameWriter>(event: Int64, _ w: inout W) {
         w.literal("{\"op\":\"event\",\"event\":")
         w.int(event)
         w.literal(",\"observer\":\"o")
@@ -116,14 +119,14 @@ public final class EventFrame {
 
     /// `","name":…,"payload":…}`, after the observer's number.
     @inline(__always)
-    static func tail(name: String, payload: UnsafeRawBufferPointer?, _ w: inout FrameCursor) {
+    static func tail<W: FrameWriter>(name: String, payload: UnsafeRawBufferPointer?, _ w: inout W) {
         namePart(name, &w)
         payloadPart(payload, &w)
     }
 
     /// `","name":…,"payload":`, the tail up to the payload.
     @inline(__always)
-    static func namePart(_ name: String, _ w: inout FrameCursor) {
+    static func namePart<W: FrameWriter>(_ name: String, _ w: inout W) {
         w.literal(EventFrame.beforeName)
         w.string(name)
         w.literal(EventFrame.afterName)
@@ -139,7 +142,7 @@ public final class EventFrame {
 
     /// The payload, or `null`, and the closing brace.
     @inline(__always)
-    static func payloadPart(_ payload: UnsafeRawBufferPointer?, _ w: inout FrameCursor) {
+    static func payloadPart<W: FrameWriter>(_ payload: UnsafeRawBufferPointer?, _ w: inout W) {
         if let payload { w.raw(payload) } else { w.literal("null") }
         w.byte(UInt8(ascii: "}"))
     }

@@ -368,12 +368,54 @@ public struct FrameBuilder: ~Copyable {
     }
 }
 
+/// What a frame of known shape is written through: `FrameCursor`, which writes its bytes
+/// into room made for them, and `FrameRoom`, which counts the most room each part can take.
+/// An encoder writes its shape once, generic over the writer, and runs it through both:
+/// first to make the room, then to write, so that the room is reckoned from the same parts
+/// that fill it (`FrameRoom.of(_:)`).
+protocol FrameWriter {
+    mutating func byte(_ b: UInt8)
+    mutating func literal(_ text: StaticString)
+    mutating func raw(_ start: UnsafePointer<UInt8>, _ n: Int)
+    mutating func raw(_ bytes: UnsafeRawBufferPointer)
+    /// A JSON string, escaped.
+    mutating func string(_ text: String)
+    /// UTF-8 bytes of text written as they are.
+    mutating func rawText(_ text: String)
+    mutating func int(_ value: Int64)
+    /// A post's trace entries (`PostReply`), which the room counts at their longest.
+    mutating func trace(_ trace: UnsafeBufferPointer<TraceHop>)
+}
+
+/// Counts the room a frame's parts take at most: a literal's length, raw bytes' count, 20
+/// bytes per integer (`FrameCursor.maxIntBytes`), six per byte of a string and its quotes
+/// (`FrameCursor.maxStringBytes`). Writes nothing.
+struct FrameRoom: FrameWriter {
+    private(set) var bytes = 0
+
+    /// The room `shape` takes at most.
+    @inline(__always)
+    static func of(_ shape: (inout FrameRoom) -> Void) -> Int {
+        var room = FrameRoom()
+        shape(&room)
+        return room.bytes
+    }
+
+    @inline(__always) mutating func byte(_ b: UInt8) { bytes &+= 1 }
+    @inline(__always) mutating func literal(_ text: StaticString) { bytes &+= text.utf8CodeUnitCount }
+    @inline(__always) mutating func raw(_ start: UnsafePointer<UInt8>, _ n: Int) { bytes &+= n }
+    @inline(__always) mutating func raw(_ bytes: UnsafeRawBufferPointer) { self.bytes &+= bytes.count }
+    @inline(__always) mutating func string(_ text: String) { bytes &+= FrameCursor.maxStringBytes(text.utf8.count) }
+    @inline(__always) mutating func rawText(_ text: String) { bytes &+= text.utf8.count }
+    @inline(__always) mutating func int(_ value: Int64) { bytes &+= FrameCursor.maxIntBytes }
+    @inline(__always) mutating func reserve(_ n: Int) { bytes &+= n }
+}
+
 /// Writes into room made for it beforehand (`OutputStore.frame(upTo:_:)`,
 /// `FrameBuilder.reserving`, an `EventFrame`'s memory): each write is a store and a step of
-/// the pointer, with no bounds check and no count kept in memory. Whoever makes the room
-/// counts what is written (`maxIntBytes` per integer, the literals' lengths, the raw bytes'
-/// counts, `maxStringBytes` per string); the cursor must not pass it.
-struct FrameCursor {
+/// the pointer, with no bounds check and no count kept in memory. The room is what
+/// `FrameRoom` counts for the same parts; the cursor must not pass it.
+struct FrameCursor: FrameWriter {
     var p: UnsafeMutablePointer<UInt8>
     #if DEBUG
     /// The end of the room made for the frame. Debug builds (every test runs one) check

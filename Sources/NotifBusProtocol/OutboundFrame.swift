@@ -67,11 +67,6 @@ public enum OutboundFrame {
         }
     }
 
-    /// Room for a frame's literals and integers, whatever its shape (the longest, a post's
-    /// result without its trace, writes about 180 bytes of them); what else it holds (user
-    /// data, names, messages, string ids, trace entries) is counted on top.
-    static let fixedBytes = 256
-
     /// `{"op":"reply","id":…,"error":{"code":…,"message":…}}`, or with `details` (`superseded`,
     /// `once_conflict`) `…,"details":{"<member>":…}}}`, the member's opening given as a
     /// literal with its brace.
@@ -81,9 +76,7 @@ public enum OutboundFrame {
         into store: OutputStore
     ) -> OutputRange {
         let code = code.rawValue
-        var room = fixedBytes &+ (rid?.maxBytes ?? 0) &+ FrameCursor.maxStringBytes(code.utf8.count)
-        room &+= FrameCursor.maxStringBytes(message.utf8.count) &+ FrameCursor.maxStringBytes(details?.value.utf8.count ?? 0)
-        return store.frame(upTo: room) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             if let rid { w.requestID(rid) } else { w.literal("null") }
             w.literal(",\"error\":{\"code\":")
@@ -99,6 +92,7 @@ public enum OutboundFrame {
                 w.literal("}}")
             }
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// A repeat's reply: `{"op":"reply","id":…,"result":…,"repeat":true}`, or with `error`.
@@ -110,25 +104,27 @@ public enum OutboundFrame {
     /// A repeat's reply made from the first outcome's bytes where they lie (`bytes` are not
     /// memory of `store`).
     public static func repeatReply(_ rid: RequestID, isError: Bool, _ bytes: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: fixedBytes &+ rid.maxBytes &+ bytes.count) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
-            w.literal(isError ? ",\"error\":" : ",\"result\":")
+            if isError { w.literal(",\"error\":") } else { w.literal(",\"result\":") }
             w.raw(bytes)
             w.literal(",\"repeat\":true}")
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// A handler's error relayed: `{"op":"reply","id":…,"error":…}`.
     @usableFromInline
     static func encodeHandlerError(_ rid: RequestID, _ error: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: fixedBytes &+ rid.maxBytes &+ error.count) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"error\":")
             w.raw(error)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// An event frame made whole; the broker writes a post's frames from its `EventFrame`,
@@ -136,11 +132,12 @@ public enum OutboundFrame {
     @usableFromInline
     static func encodeEvent(event: Int64, observer: Int, name: String, payload: RawJSON?, into store: OutputStore) -> OutputRange {
         func encode(_ payload: UnsafeRawBufferPointer?) -> OutputRange {
-            store.frame(upTo: EventFrame.maxBytes(name: name, payloadCount: payload?.count ?? 0) &+ FrameCursor.maxIntBytes) { w in
+            @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
                 EventFrame.head(event: event, &w)
                 w.int(Int64(observer))
                 EventFrame.tail(name: name, payload: payload, &w)
             }
+            return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
         }
         guard let payload else { return encode(nil) }
         return payload.withUnsafeBytes { encode($0) }
@@ -150,9 +147,7 @@ public enum OutboundFrame {
     static func encodeCall(
         call: Int64, handler: Int, channel: JSONName, method: JSONName, arguments: JSONBytes?, from: Int, into store: OutputStore
     ) -> OutputRange {
-        var room = fixedBytes &+ FrameCursor.maxStringBytes(channel.utf8Count) &+ FrameCursor.maxStringBytes(method.utf8Count)
-        room &+= arguments?.count ?? 0
-        return store.frame(upTo: room) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"call\",\"call\":")
             w.int(call)
             w.literal(",\"handler\":")
@@ -167,13 +162,14 @@ public enum OutboundFrame {
             w.taggedID("c", from)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// `evicted`: the registration that went (an observer, or with `handler` a handler),
     /// and its successor, both ids carrying the registration's tag.
     @usableFromInline
     static func encodeEvicted(handler: Bool, _ old: Int, by: Int, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: fixedBytes) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             let tag: Unicode.Scalar = handler ? "h" : "o"
             if handler { w.literal("{\"op\":\"evicted\",\"handler\":") } else { w.literal("{\"op\":\"evicted\",\"observer\":") }
             w.taggedID(tag, old)
@@ -181,6 +177,7 @@ public enum OutboundFrame {
             w.taggedID(tag, by)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// The `seen` mirror of one frame (its body, without the length prefix) that `client`
@@ -263,48 +260,43 @@ public enum ReplyResult {
     /// `{}`: a ping's or a monitor's reply.
     @usableFromInline
     static func encodeEmpty(_ rid: RequestID, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: OutboundFrame.fixedBytes &+ rid.maxBytes) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":{}}")
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// Raw JSON as the result: a slot's value, a handler's result.
     @usableFromInline
     static func encodeRaw(_ rid: RequestID, _ raw: UnsafeRawBufferPointer, into store: OutputStore) -> OutputRange {
-        store.frame(upTo: OutboundFrame.fixedBytes &+ rid.maxBytes &+ raw.count) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":")
             w.raw(raw)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
     /// The results of the requests made once per connection or registration (`hello`,
     /// `subscribe`, `handle`, `put`, the categories, a missing value), and any other.
     @usableFromInline
     func encodeRegistration(_ rid: RequestID, into store: OutputStore) -> OutputRange {
-        var room = OutboundFrame.fixedBytes &+ rid.maxBytes
-        switch self {
-        case .hello(let server, _, _): room &+= FrameCursor.maxStringBytes(server.utf8.count)
-        case .value(let raw?), .categories(let raw): room &+= raw.count
-        case .relayed(let raw): room &+= raw.count
-        case .posted(let post): room &+= (post.value?.count ?? 0) &+ post.trace.count &* PostReply.maxTraceEntryBytes
-        default: break
-        }
-        return store.frame(upTo: room) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":")
             write(&w)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
-    /// The result's JSON (room: see `encodeRegistration`).
-    func write(_ w: inout FrameCursor) {
+    /// The result's JSON.
+    func write<W: FrameWriter>(_ w: inout W) {
         switch self {
         case .hello(let server, let client, let maxFrame):
             w.literal("{\"protocol\":")
@@ -345,8 +337,8 @@ public enum ReplyResult {
                     &w)
             }
         case .put(let replaced, let delivered):
-            w.literal(replaced ? "{\"replaced\":true,\"delivered\":" : "{\"replaced\":false,\"delivered\":")
-            w.literal(delivered ? "true}" : "false}")
+            if replaced { w.literal("{\"replaced\":true,\"delivered\":") } else { w.literal("{\"replaced\":false,\"delivered\":") }
+            if delivered { w.literal("true}") } else { w.literal("false}") }
         case .value(let raw):
             w.optionalRaw(raw)
         case .relayed(let raw):
@@ -371,7 +363,7 @@ public enum EventOutcome: String, Sendable {
 /// How one hop of a chain ended, as the trace names it. `skipped` is an observer that was
 /// not sent the event because its connection had used up its time in this event, or is
 /// unresponsive (decision 30 in Protocol/PROTOCOL.md §13).
-public enum HopReply: String, Sendable {
+public enum HopReply: String, Sendable, CaseIterable {
     case next, complete, stop, gone, timeout, invalid, skipped
 }
 
@@ -407,9 +399,6 @@ public struct PostReply {
         self.trace = trace
     }
 
-    /// A trace entry, `,{"observer":"o…","reply":"complete"}` at the longest.
-    static let maxTraceEntryBytes = 64
-
     /// The poster's reply, `{"op":"reply","id":…,"result":{"event":…,…}}`.
     @usableFromInline
     func encodeReply(_ rid: RequestID, into store: OutputStore) -> OutputRange {
@@ -425,22 +414,21 @@ public struct PostReply {
         _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
         trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
     ) -> OutputRange {
-        let room = OutboundFrame.fixedBytes &+ rid.maxBytes &+ (value?.count ?? 0) &+ trace.count &* maxTraceEntryBytes
-        return store.frame(upTo: room) { w in
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":")
             write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &w)
             w.byte(UInt8(ascii: "}"))
         }
+        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
     }
 
-    /// The result's JSON (room: `OutboundFrame.fixedBytes`, the value, `maxTraceEntryBytes`
-    /// per trace entry). Inlined, so that the cursor stays in a register.
+    /// The result's JSON. Inlined, so that the cursor stays in a register.
     @inline(__always)
-    static func write(
+    static func write<W: FrameWriter>(
         event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>,
-        _ w: inout FrameCursor
+        _ w: inout W
     ) {
         w.literal("{\"event\":")
         w.int(event)
@@ -459,21 +447,54 @@ public struct PostReply {
         } else {
             w.literal(",\"retained\":null,\"trace\":[")
         }
-        for (i, hop) in trace.enumerated() {
-            if i > 0 { w.byte(UInt8(ascii: ",")) }
-            w.literal("{\"observer\":")
-            w.taggedID("o", hop.observer)
-            switch hop.reply {
-            case .next: w.literal(",\"reply\":\"next\"}")
-            case .complete: w.literal(",\"reply\":\"complete\"}")
-            case .stop: w.literal(",\"reply\":\"stop\"}")
-            case .gone: w.literal(",\"reply\":\"gone\"}")
-            case .timeout: w.literal(",\"reply\":\"timeout\"}")
-            case .invalid: w.literal(",\"reply\":\"invalid\"}")
-            case .skipped: w.literal(",\"reply\":\"skipped\"}")
-            }
-        }
+        w.trace(trace)
         w.literal("]}")
+    }
+
+    /// The room of a trace entry at its longest (`FrameRoom.trace`): with the comma before
+    /// it, the longest observer number and the longest reply, `complete`
+    /// (`OutboundFrameTests` holds it to every reply's). Made from constants only, so that
+    /// the compiler counts it.
+    @inline(__always)
+    static var traceEntryRoom: Int {
+        FrameRoom.of { $0.traceEntry(TraceHop(observer: .max, reply: .complete), first: false) }
+    }
+}
+
+extension FrameWriter {
+    /// One entry of a post's trace, `{"observer":"o…","reply":…}`, after a comma unless it
+    /// is the first.
+    @inline(__always)
+    mutating func traceEntry(_ hop: TraceHop, first: Bool) {
+        if !first { byte(UInt8(ascii: ",")) }
+        literal("{\"observer\":")
+        taggedID("o", hop.observer)
+        switch hop.reply {
+        case .next: literal(",\"reply\":\"next\"}")
+        case .complete: literal(",\"reply\":\"complete\"}")
+        case .stop: literal(",\"reply\":\"stop\"}")
+        case .gone: literal(",\"reply\":\"gone\"}")
+        case .timeout: literal(",\"reply\":\"timeout\"}")
+        case .invalid: literal(",\"reply\":\"invalid\"}")
+        case .skipped: literal(",\"reply\":\"skipped\"}")
+        }
+    }
+}
+
+extension FrameCursor {
+    /// A post's trace entries, one after another.
+    @inline(__always)
+    mutating func trace(_ trace: UnsafeBufferPointer<TraceHop>) {
+        for (i, hop) in trace.enumerated() { traceEntry(hop, first: i == 0) }
+    }
+}
+
+extension FrameRoom {
+    /// A post's trace: its entries at the longest (`PostReply.traceEntryRoom`), counted
+    /// without a walk over them.
+    @inline(__always)
+    mutating func trace(_ trace: UnsafeBufferPointer<TraceHop>) {
+        reserve(trace.count &* PostReply.traceEntryRoom)
     }
 }
 
@@ -485,12 +506,12 @@ extension Array where Element == UInt8 {
 extension FrameBuilder {
     /// A broker-assigned id as the wire writes it (`FrameCursor.taggedID`).
     mutating func taggedID(_ tag: Unicode.Scalar, _ n: Int) {
-        reserving(FrameCursor.maxIntBytes &+ 3) { $0.taggedID(tag, n) }
+        reserving(FrameRoom.of { $0.taggedID(tag, n) }) { $0.taggedID(tag, n) }
     }
 }
 
-extension FrameCursor {
-    /// A name as a JSON string (room: `maxStringBytes` of its UTF-8 count): in place, its
+extension FrameWriter {
+    /// A name as a JSON string: in place, its
     /// bytes hold no escape and nothing that needs one (the frame it came in was valid
     /// JSON), so they are copied between quotes as they are, which is what `string` writes
     /// for the same text.
@@ -570,13 +591,8 @@ extension ReplyResult {
                     event: post.event, outcome: post.outcome, by: post.by, value: post.value, retained: post.retained, trace: trace)
             }
         default:
-            var f = FrameBuilder(capacity: 256, lengthPrefix: false)
-            var room = OutboundFrame.fixedBytes
-            switch self {
-            case .hello(let server, _, _): room &+= FrameCursor.maxStringBytes(server.utf8.count)
-            case .categories(let raw): room &+= raw.count
-            default: break
-            }
+            let room = FrameRoom.of { write(&$0) }
+            var f = FrameBuilder(capacity: room, lengthPrefix: false)
             f.reserving(room) { write(&$0) }
             return f.finish()
         }
@@ -588,9 +604,12 @@ extension PostReply {
     public static func resultBytes(
         event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool, trace: UnsafeBufferPointer<TraceHop>
     ) -> RawJSON {
-        let room = OutboundFrame.fixedBytes &+ (value?.count ?? 0) &+ trace.count &* maxTraceEntryBytes
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
+            write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &w)
+        }
+        let room = FrameRoom.of(shape)
         var f = FrameBuilder(capacity: room, lengthPrefix: false)
-        f.reserving(room) { write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &$0) }
+        f.reserving(room) { shape(&$0) }
         return f.finish()
     }
 }

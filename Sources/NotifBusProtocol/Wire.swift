@@ -123,28 +123,16 @@ public enum RequestID: Sendable, Hashable {
     case string(String)
 }
 
-extension RequestID {
-    /// Room its echo takes at most in a frame: an integer's digits, or the string's bytes
-    /// between their quotes.
-    @inline(__always)
-    var maxBytes: Int {
-        switch self {
-        case .integer: FrameCursor.maxIntBytes
-        case .string(let s): s.utf8.count &+ 2
-        }
-    }
-}
-
 extension FrameBuilder {
     /// Writes an id, or `null`.
     public mutating func requestID(_ id: RequestID?) {
         guard let id else { return literal("null") }
-        reserving(id.maxBytes) { $0.requestID(id) }
+        reserving(FrameRoom.of { $0.requestID(id) }) { $0.requestID(id) }
     }
 }
 
-extension FrameCursor {
-    /// Writes an id (room: `RequestID.maxBytes`).
+extension FrameWriter {
+    /// Writes an id.
     @inline(__always)
     mutating func requestID(_ id: RequestID) {
         switch id {
