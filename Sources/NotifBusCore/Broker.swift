@@ -60,6 +60,8 @@ public struct Broker: ~Copyable {
     /// The wall clock when the broker started, in milliseconds since 1970: keys' ages are
     /// counted from it on the monotonic clock of the inputs (`wallMs(_:)`).
     let wallAtStart: Int64
+    /// The name of the last post the direct path decoded, as text (NameCache.swift).
+    var postNames = NameCache()
 
     /// A broker starting at `now` (monotonic) and `wallClockMs` (the wall clock, in
     /// milliseconds since 1970), with slots, categories and idempotency keys restored from
@@ -219,7 +221,7 @@ public struct Broker: ~Copyable {
             invoke(channel: channel, method: method, arguments: arguments, rid: .integer(id), from: client, now: now)
         case .post(let id, let name, let key, let payload):
             if !key.isEmpty { return receivePost(id: id, name: name, once: key, payload: payload, from: client, startsNow: startsNow, now: now) }
-            let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
+            let name = postNames.text(of: name), payload = payload.map { JSONBytes(inPlace: $0) }
             guard startsNow else {
                 return admit(.request(.integer(id), .post(name: name, payload: payload, profile: nil)), from: client, now: now)
             }
@@ -241,7 +243,7 @@ public struct Broker: ~Copyable {
         from client: ClientRecord, startsNow: Bool, now: Instant
     ) {
         let hash = self.once.hash(utf8: key), fingerprint = Broker.fingerprint(target: name, body: payload)
-        let name = String(decoding: name, as: UTF8.self), payload = payload.map { JSONBytes(inPlace: $0) }
+        let name = postNames.text(of: name), payload = payload.map { JSONBytes(inPlace: $0) }
         guard startsNow else {
             let once = String(decoding: key, as: UTF8.self)
             return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)
