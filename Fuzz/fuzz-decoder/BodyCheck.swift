@@ -92,7 +92,7 @@ enum BodyCheck {
         checkErrorFrame(rejection)
         if let op, let allowed = answerFields[op] {
             if rejection.id != nil { violation("an answer rejected with an id") }
-            if rejection.code != .badRequest { violation("an answer rejected with \(rejection.code)") }
+            if rejection.reason != .malformed { violation("an answer rejected for \(rejection.reason)") }
             if let key = view.firstOffendingKey(allowed: allowed.union(["op"])), !rejection.message.contains("'\(key)'") {
                 violation("an answer with field '\(key)' rejected for: \(rejection.message)")
             }
@@ -100,32 +100,32 @@ enum BodyCheck {
         }
         guard let id = rejection.id else {
             if let usable = usableID(view) { violation("id \(usable) is usable but the rejection has none: \(rejection.message)") }
-            if rejection.code != .badRequest || !rejection.message.contains("'id'") {
-                violation("an unusable id rejected with \(rejection.code): \(rejection.message)")
+            if rejection.reason != .malformed || !rejection.message.contains("'id'") {
+                violation("an unusable id rejected for \(rejection.reason): \(rejection.message)")
             }
             return
         }
         checkID(id, against: view)
         guard let op else {
-            if rejection.code != .badRequest || !rejection.message.contains("'op'") {
-                violation("a missing op rejected with \(rejection.code): \(rejection.message)")
+            if rejection.reason != .malformed || !rejection.message.contains("'op'") {
+                violation("a missing op rejected for \(rejection.reason): \(rejection.message)")
             }
             return
         }
         guard let allowed = requestFields[op] else {
-            if rejection.code != .unknownOp { violation("unknown op '\(op)' rejected with \(rejection.code)") }
+            if rejection.reason != .unknownOp { violation("unknown op '\(op)' rejected for \(rejection.reason)") }
             return
         }
         if let key = view.firstOffendingKey(allowed: allowed.union(["op", "id"])) {
-            if rejection.code != .badRequest || !rejection.message.contains("'\(key)'") {
-                violation("field '\(key)' of '\(op)' rejected with \(rejection.code): \(rejection.message)")
+            if rejection.reason != .malformed || !rejection.message.contains("'\(key)'") {
+                violation("field '\(key)' of '\(op)' rejected for \(rejection.reason): \(rejection.message)")
             }
             return
         }
-        switch rejection.code {
-        case .badRequest: break
+        switch rejection.reason {
+        case .malformed: break
         case .invalidPayload where op == "post" && view.string("name").map(profileEvents.contains) == true: break
-        default: violation("'\(op)' rejected with \(rejection.code): \(rejection.message)")
+        default: violation("'\(op)' rejected for \(rejection.reason): \(rejection.message)")
         }
     }
 
@@ -165,20 +165,20 @@ enum BodyCheck {
         }
     }
 
-    /// An error frame built from the rejection parses back to the same code and message.
+    /// An error frame built from the rejection parses back to the same reason and message.
     static func checkErrorFrame(_ rejection: Rejection) {
         var f = FrameBuilder()
         f.literal("{\"op\":\"reply\",\"id\":")
         f.requestID(rejection.id)
         f.literal(",\"error\":{\"code\":")
-        f.string(rejection.code.rawValue)
+        f.string("\(rejection.reason)")
         f.literal(",\"message\":")
         f.string(rejection.message)
         f.literal("}}")
         let frame = f.finish()
         guard let reply = try? JSONValue(parsing: frame[Limits.headerBytes...]),
             reply["error"]?["message"] == .string(rejection.message),
-            reply["error"]?["code"] == .string(rejection.code.rawValue)
+            reply["error"]?["code"] == .string("\(rejection.reason)")
         else {
             violation("the error frame for \(rejection.message) does not read back")
         }

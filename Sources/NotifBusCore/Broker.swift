@@ -171,7 +171,7 @@ public struct Broker: ~Copyable {
                 // A second hello is refused as such, before its own fields are judged.
                 return admit(.rejected(rid, .session(.alreadyGreeted)), from: client, now: now)
             }
-            admit(.rejected(rejection.id, .rejected(rejection.code, rejection.message)), from: client, now: now)
+            admit(.rejected(rejection.id, .rejected(rejection.reason, rejection.message)), from: client, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }

@@ -154,8 +154,8 @@ enum BrokerError: Error, Equatable {
     case storageFailed
     /// The frame was not JSON.
     case badJSON(String)
-    /// The decoder refused the frame; NotifBusProtocol chose its code.
-    case rejected(ErrorCode, String)
+    /// The decoder refused the frame, for `Rejection.Reason`.
+    case rejected(Rejection.Reason, String)
 
     /// The one map from the broker's errors to wire codes.
     var code: ErrorCode {
@@ -182,7 +182,9 @@ enum BrokerError: Error, Equatable {
         case .once(.tooManyRepeats): .badRequest
         case .storageFailed: .storageFailed
         case .badJSON: .badJSON
-        case .rejected(let code, _): code
+        case .rejected(.malformed, _): .badRequest
+        case .rejected(.unknownOp, _): .unknownOp
+        case .rejected(.invalidPayload, _): .invalidPayload
         }
     }
 

@@ -360,16 +360,28 @@ public enum Inbound: Sendable {
     case callReturn(CallReturn)
 }
 
-/// Why a frame that is valid JSON cannot be acted on.
+/// Why a frame that is valid JSON cannot be acted on. The decoder says what is wrong; which
+/// wire code says so is the broker's one map of errors (`BrokerError` in NotifBusCore).
 public struct Rejection: Error, Sendable, Equatable {
+    /// What the decoder found wrong.
+    public enum Reason: Sendable, Equatable, CaseIterable {
+        /// The frame's members: a field missing, unknown, of the wrong type or out of range;
+        /// an unusable id; an op that is not a string.
+        case malformed
+        /// `op` is a string that names no op.
+        case unknownOp
+        /// A notification profile event's payload breaks the profile.
+        case invalidPayload
+    }
+
     /// The request's id when it was usable; nil for answers and unusable ids.
     public let id: RequestID?
-    public let code: ErrorCode
+    public let reason: Reason
     public let message: String
 
-    public init(id: RequestID?, code: ErrorCode, message: String) {
+    public init(id: RequestID?, _ reason: Reason, message: String) {
         self.id = id
-        self.code = code
+        self.reason = reason
         self.message = message
     }
 }

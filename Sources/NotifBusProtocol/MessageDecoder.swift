@@ -83,14 +83,14 @@ public enum MessageDecoder {
         }
 
         guard let id = view.requestID() else {
-            return .rejected(Rejection(id: nil, code: .badRequest, message: "missing or unusable 'id'"), isHello: isHello)
+            return .rejected(Rejection(id: nil, .malformed, message: "missing or unusable 'id'"), isHello: isHello)
         }
         guard opIsString else {
-            return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
+            return .rejected(Rejection(id: id, .malformed, message: "missing or non-string 'op'"), isHello: isHello)
         }
         guard let op else {
             let opText = view.field(.op).flatMap { scanner.string(of: $0) } ?? ""
-            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(opText)'"), isHello: isHello)
+            return .rejected(Rejection(id: id, .unknownOp, message: "unknown op '\(opText)'"), isHello: isHello)
         }
         do {
             try view.checkFields(allowed: allowedFields(op), id: id)
@@ -198,7 +198,7 @@ public enum MessageDecoder {
                 do {
                     profile = try ProfilePayload.check(kind, payloadField, v.scanner)
                 } catch {
-                    throw Rejection(id: id, code: .invalidPayload, message: error.message)
+                    throw Rejection(id: id, .invalidPayload, message: error.message)
                 }
             }
             return try v.keyed(.post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile))
@@ -611,7 +611,7 @@ struct FieldView {
     }
 
     func bad(_ message: String) -> Rejection {
-        Rejection(id: id, code: .badRequest, message: message)
+        Rejection(id: id, .malformed, message: message)
     }
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.

@@ -45,7 +45,7 @@ func decode(_ text: String) -> DecodeResult {
                 Issue.record("accepted: \(text)")
                 continue
             }
-            #expect(r.code == .badRequest && r.message == message, "\(text)")
+            #expect(r.reason == .malformed && r.message == message, "\(text)")
         }
         #expect(payload.map { String(decoding: $0.bytes, as: UTF8.self) } == #"[1, {"a":2}]"#)
         guard case .decoded(.request(_, .hello(1, nil)), true) = decode(#"{"op":"hello","id":0,"protocol":1,"name":null}"#) else {
@@ -68,7 +68,7 @@ func decode(_ text: String) -> DecodeResult {
             Issue.record("answer with id accepted")
             return
         }
-        #expect(r.id == nil && r.code == .badRequest)
+        #expect(r.id == nil && r.reason == .malformed)
         guard case .decoded(.callReturn(let ret), false) = decode(#"{"op":"return","call":4,"result":null}"#),
             case .result(let raw) = ret.body
         else {
@@ -78,21 +78,21 @@ func decode(_ text: String) -> DecodeResult {
         #expect(ret.call == 4 && raw.bytes == Array("null".utf8))
     }
 
-    @Test func rejectionsCarryCodesAndIDs() {
-        let cases: [(String, RequestID?, ErrorCode)] = [
-            (#"{"op":"ping"}"#, nil, .badRequest),
-            (#"{"id":1}"#, .integer(1), .badRequest),
+    @Test func rejectionsCarryReasonsAndIDs() {
+        let cases: [(String, RequestID?, Rejection.Reason)] = [
+            (#"{"op":"ping"}"#, nil, .malformed),
+            (#"{"id":1}"#, .integer(1), .malformed),
             (#"{"op":"what","id":2}"#, .integer(2), .unknownOp),
-            (#"{"op":"ping","id":3,"x":1}"#, .integer(3), .badRequest),
+            (#"{"op":"ping","id":3,"x":1}"#, .integer(3), .malformed),
             (#"{"op":"post","id":4,"name":"willPresent","payload":{}}"#, .integer(4), .invalidPayload),
-            (#"{"op":"setCategories","id":5,"categories":[{"identifier":"A","actions":[],"options":["x"]}]}"#, .integer(5), .badRequest),
+            (#"{"op":"setCategories","id":5,"categories":[{"identifier":"A","actions":[],"options":["x"]}]}"#, .integer(5), .malformed),
         ]
-        for (text, id, code) in cases {
+        for (text, id, reason) in cases {
             guard case .rejected(let r, _) = decode(text) else {
                 Issue.record("accepted: \(text)")
                 continue
             }
-            #expect(r.id == id && r.code == code, "\(text): \(r)")
+            #expect(r.id == id && r.reason == reason, "\(text): \(r)")
         }
         guard case .badJSON = decode("[1]") else {
             Issue.record("array accepted")

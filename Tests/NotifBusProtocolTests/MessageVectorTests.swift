@@ -145,6 +145,16 @@ enum ProtocolVerdict: Equatable, CustomStringConvertible {
         }
     }
 
+    /// The wire code the broker answers a decoder's reason with, as the vectors expect it
+    /// (the broker's own map is `BrokerError.code`, which the core's vector players follow).
+    static func code(of reason: Rejection.Reason) -> String {
+        switch reason {
+        case .malformed: ErrorCode.badRequest.rawValue
+        case .unknownOp: ErrorCode.unknownOp.rawValue
+        case .invalidPayload: ErrorCode.invalidPayload.rawValue
+        }
+    }
+
     /// The id the reply echoes, as the client wrote it.
     static func echoed(_ id: RequestID?) -> JSONValue {
         switch id {
@@ -173,7 +183,7 @@ enum ProtocolVerdict: Equatable, CustomStringConvertible {
             } else if greeted && isHello && rejection.id != nil {
                 self = .refused(code: ErrorCode.badRequest.rawValue, id: Self.echoed(rejection.id))
             } else {
-                self = .refused(code: rejection.code.rawValue, id: Self.echoed(rejection.id))
+                self = .refused(code: Self.code(of: rejection.reason), id: Self.echoed(rejection.id))
             }
         case .decoded(let inbound, let isHello):
             var id: RequestID? = nil

@@ -79,13 +79,13 @@ enum ReferenceDecoder {
         }
 
         guard let id = view.requestID() else {
-            return .rejected(Rejection(id: nil, code: .badRequest, message: "missing or unusable 'id'"), isHello: isHello)
+            return .rejected(Rejection(id: nil, .malformed, message: "missing or unusable 'id'"), isHello: isHello)
         }
         guard let op else {
-            return .rejected(Rejection(id: id, code: .badRequest, message: "missing or non-string 'op'"), isHello: isHello)
+            return .rejected(Rejection(id: id, .malformed, message: "missing or non-string 'op'"), isHello: isHello)
         }
         guard let allowed = requestFields(op) else {
-            return .rejected(Rejection(id: id, code: .unknownOp, message: "unknown op '\(op)'"), isHello: isHello)
+            return .rejected(Rejection(id: id, .unknownOp, message: "unknown op '\(op)'"), isHello: isHello)
         }
         do {
             try view.checkFields(allowed: allowed, id: id)
@@ -196,7 +196,7 @@ enum ReferenceDecoder {
                 do {
                     profile = try ProfilePayload.check(kind, payloadField, v.scanner)
                 } catch {
-                    throw Rejection(id: id, code: .invalidPayload, message: error.message)
+                    throw Rejection(id: id, .invalidPayload, message: error.message)
                 }
             }
             return try keyed(.post(name: name, payload: payloadField.map { JSONBytes(v.scanner.raw(of: $0)) }, profile: profile), v)
@@ -274,7 +274,7 @@ struct ReferenceFieldView {
     }
 
     func bad(_ message: String) -> Rejection {
-        Rejection(id: id, code: .badRequest, message: message)
+        Rejection(id: id, .malformed, message: message)
     }
 
     /// The request's id when it is usable: an integer literal in [0, 2^53) or a string of 1 to 256 bytes.
