@@ -364,13 +364,20 @@ public struct Broker: ~Copyable {
 
     // MARK: Outputs
 
-    /// The earliest time at which `tick` has work, if any.
+    /// The earliest time at which `tick` has work, if any. Mutating although it changes
+    /// nothing, so that the registries are read where they lie: through a borrow of the
+    /// broker, the compiler copies `sessions` and `channels` (their references retained and
+    /// released) before it reads one field of each, and the transport asks every loop turn
+    /// (Benchmarks/callgrind-broker.sh: 7,035 instructions per invoke round trip borrowed,
+    /// 6,745 mutating).
     public var nextDeadline: Instant? {
-        var best = events.awaited?.deadline
-        if let h = sessions.nextHelloDeadline { best = Swift.min(best ?? h, h) }
-        if let c = channels.nextCallDeadline { best = Swift.min(best ?? c, c) }
-        if let t = slots.nextDeadline { best = Swift.min(best ?? t, t) }
-        return best
+        mutating get {
+            var best = events.awaited?.deadline
+            if let h = sessions.nextHelloDeadline { best = Swift.min(best ?? h, h) }
+            if let c = channels.nextCallDeadline { best = Swift.min(best ?? c, c) }
+            if let t = slots.nextDeadline { best = Swift.min(best ?? t, t) }
+            return best
+        }
     }
 
     /// Lends the bytes of a `.send` (its length prefix included) to `body`, which must not
