@@ -45,10 +45,11 @@ struct ChannelRouter {
     /// next to come (one timeout for all calls keeps deadlines in id order), is found from
     /// here, each ended id passed over once. So nothing is kept per call beyond its record.
     private var oldestCall: Int64 = 1
-    /// The oldest call in flight and its deadline (nil for none): set when a call starts with
-    /// none in flight and cleared when the last one ends, so that a call at a time costs no
-    /// search; found again when the oldest call ends with others in flight.
+    /// The oldest call in flight and its deadline (nil for none), while `oldestKnown`: set
+    /// when a call starts with none in flight and when the last one ends, so that a call at
+    /// a time costs no search; found again after the oldest call ends with others in flight.
     private var oldest: (id: Int64, deadline: Instant)? = nil
+    private var oldestKnown = true
     /// Ended ids `findOldestCall` passes over one by one at most.
     static let longestWalk: Int64 = 4 * Int64(CallTable.ringSize)
     private var nextCallID: Int64 = 1
@@ -105,7 +106,10 @@ struct ChannelRouter {
     mutating func startCall(_ call: PendingCall, deadline: Instant) -> Int64 {
         let id = nextCallID
         nextCallID += 1
-        if calls.isEmpty { oldest = (id, deadline) }
+        if calls.isEmpty {
+            oldest = (id, deadline)
+            oldestKnown = true
+        }
         calls.insert(id, call, deadline: deadline)
         return id
     }
@@ -130,20 +134,30 @@ struct ChannelRouter {
 
     /// The oldest call whose deadline is at or before `now`, removed.
     mutating func popExpiredCall(now: Instant) -> (id: Int64, call: PendingCall)? {
-        guard let (id, deadline) = oldest, deadline <= now, let call = calls.removeValue(forKey: id) else { return nil }
+        guard let (id, deadline) = oldestCallInFlight(), deadline <= now, let call = calls.removeValue(forKey: id) else { return nil }
         ended(id)
         return (id, call)
     }
 
     /// The deadline of the oldest call in flight.
-    var nextCallDeadline: Instant? { oldest?.deadline }
+    var nextCallDeadline: Instant? {
+        mutating get { oldestCallInFlight()?.deadline }
+    }
+
+    /// The oldest call in flight and its deadline.
+    @inline(__always)
+    private mutating func oldestCallInFlight() -> (id: Int64, deadline: Instant)? {
+        if oldestKnown { return oldest }
+        return findOldestCall()
+    }
 
     /// Finds the oldest call in flight from `oldestCall`, moving it past the calls that
     /// ended before it; over a long run of ended ids (a call that stayed while many came and
     /// went), from the smallest id the call table holds instead, so that no search takes
     /// longer than a look at every call held.
-    private mutating func findOldestCall() {
+    private mutating func findOldestCall() -> (id: Int64, deadline: Instant)? {
         oldest = nil
+        oldestKnown = true
         if nextCallID &- oldestCall > ChannelRouter.longestWalk { oldestCall = calls.oldestID ?? nextCallID }
         while oldestCall < nextCallID {
             if let deadline = calls.deadline(of: oldestCall) {
@@ -152,18 +166,20 @@ struct ChannelRouter {
             }
             oldestCall &+= 1
         }
+        return oldest
     }
 
     /// Call `id` ended: with none left in flight there is no oldest one, and when it was the
-    /// oldest, the next one is found.
+    /// oldest, the next is found when asked for.
     @inline(__always)
     private mutating func ended(_ id: Int64) {
         if calls.isEmpty {
             oldest = nil
+            oldestKnown = true
             oldestCall = nextCallID
-        } else if oldest?.id == id {
+        } else if oldestKnown && oldest?.id == id {
+            oldestKnown = false
             oldestCall = id &+ 1
-            findOldestCall()
         }
     }
 
@@ -172,6 +188,7 @@ struct ChannelRouter {
         let all = calls.sortedEntries.map(\.value)
         calls.removeAll()
         oldest = nil
+        oldestKnown = true
         oldestCall = nextCallID
         return all
     }
