@@ -212,7 +212,7 @@ public struct OnceTable: ~Copyable {
         var i = buckets[Int(h & UInt64(bucketCount &- 1))]
         while i >= 0 {
             let s = slots[Int(i)]
-            if s.hash == h && Int(s.keyCount) == key.count && withKey(i, { $0.elementsEqual(key) }) { return i }
+            if s.hash == h && Int(s.keyCount) == key.count && withKey(i, { JSONName(inPlace: $0).hasUTF8(key) }) { return i }
             i = s.chained
         }
         return nil
