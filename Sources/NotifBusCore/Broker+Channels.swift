@@ -30,10 +30,12 @@ extension Broker {
     }
 
     /// Always inlined into `Broker.handle`: called apart, `handle` grows a larger frame
-    /// that every other request pays for.
+    /// that every other request pays for. Its names and arguments are borrowed: taken
+    /// `consuming`, it is not inlined where the direct path dispatches an invoke (core-invoke
+    /// 3,681 instructions rather than 3,639).
     @inline(__always)
     mutating func invoke(
-        channel: consuming JSONName, method: consuming JSONName, arguments: consuming JSONBytes?, rid: RequestID, from client: ClientRecord,
+        channel: JSONName, method: JSONName, arguments: JSONBytes?, rid: RequestID, from client: ClientRecord,
         now: Instant
     ) {
         let c = client.id

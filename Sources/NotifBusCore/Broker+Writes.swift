@@ -118,10 +118,12 @@ extension Broker {
 
     /// Whether `canStart` must ask the slots about `request`: a value must not pass a take
     /// held behind its own connection's requests.
+    /// Not recursive, so that it is inlined where a request is dispatched (a key holds no
+    /// key: the decoder refuses `once` on anything but the four ops).
+    @inline(__always)
     static func touchesSlot(_ request: Request) -> Bool {
         switch request {
-        case .put(_, _?), .take: true
-        case .keyed(_, let request): touchesSlot(request)
+        case .put(_, _?), .take, .keyed(_, .put(_, _?)), .keyed(_, .take): true
         default: false
         }
     }
