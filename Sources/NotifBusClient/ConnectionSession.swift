@@ -129,9 +129,10 @@ struct ConnectionSession {
         return socket
     }
 
-    /// No reader thread could be started for the socket: nothing can be answered on it.
+    /// No reader thread could be started for the socket: nothing can be answered on it. A
+    /// reason given before (a close by this client meanwhile) stays the reason.
     mutating func readerCouldNotStart() {
-        closedReason = "cannot start the reader thread"
+        if closedReason == nil { closedReason = "cannot start the reader thread" }
     }
 
     /// The connection's end is carried out: returns the `waitForClose()` waiters to resume.

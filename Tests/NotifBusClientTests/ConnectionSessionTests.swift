@@ -32,6 +32,19 @@ private let lost = "the broker closed the connection"
         #expect(session.newRequestID() == 4)
     }
 
+    /// A reader thread that cannot start closes the connection, and a reason given before
+    /// stays the reason (`closedReason`, once set, stays set).
+    @Test func aReaderThatCannotStartKeepsAnEarlierReason() {
+        var fresh = ConnectionSession(socket: 5)
+        fresh.readerCouldNotStart()
+        #expect(fresh.closedReason == "cannot start the reader thread")
+        #expect(!fresh.isOpen)
+        var closed = ConnectionSession(socket: 5)
+        _ = closed.closedByClient()
+        closed.readerCouldNotStart()
+        #expect(closed.closedReason == "closed by this client")
+    }
+
     /// A reply takes its own request out, once; a reply for no pending request finds nothing.
     @Test func aReplyTakesItsRequestOnce() {
         var session = ConnectionSession(socket: 5)
