@@ -201,8 +201,8 @@ extension Broker {
                 now: now)
         }
         // Encoded as the reply, and its result copied out of it: one copy, no second encoding.
-        let frame = event.trace.withUnsafeBufferPointer { trace in
-            PostReply.encodeReply(
+        let (frame, result) = event.trace.withUnsafeBufferPointer { trace in
+            PostReply.encodeReplyAndResult(
                 event.post.requestID, event: event.post.event, outcome: outcome, by: by, value: value, retained: false, trace: trace,
                 into: output)
         }
@@ -210,10 +210,9 @@ extension Broker {
         // Recorded from where the reply holds it: copied into the table, and out of the
         // output store first when repeats are answered from it (which may move the store).
         let entry = event.post.onceEntry, wall = wallMs(now)
-        let waiters = output.withReplyResult(frame, id: event.post.requestID) { once.end(entry, isError: false, outcome: $0, wallMs: wall) }
+        let waiters = output.withBytes(of: result) { once.end(entry, isError: false, outcome: $0, wallMs: wall) }
         if !waiters.isEmpty {
-            let result = output.replyResult(frame, id: event.post.requestID)
-            result.withUnsafeBytes { answerRepeats(waiters, isError: false, $0) }
+            output.bytes(of: result).withUnsafeBytes { answerRepeats(waiters, isError: false, $0) }
         }
         events.recycle(event)
     }

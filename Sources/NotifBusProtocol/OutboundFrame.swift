@@ -414,14 +414,48 @@ public struct PostReply {
         _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
         trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
     ) -> OutputRange {
-        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
+        encode(rid, event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, into: store).reply
+    }
+
+    /// `encodeReply`, and the range of its `result` in `store`: what a keyed post records as
+    /// its outcome, read where the reply holds it rather than found in it again.
+    public static func encodeReplyAndResult(
+        _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
+        trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
+    ) -> (reply: OutputRange, result: OutputRange) {
+        encode(rid, event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, into: store)
+    }
+
+    /// The reply and its result's range, the result's start noted as the cursor passes it.
+    @inline(__always)
+    private static func encode(
+        _ rid: RequestID, event: Int64, outcome: EventOutcome, by: Int?, value: RawJSON?, retained: Bool,
+        trace: UnsafeBufferPointer<TraceHop>, into store: OutputStore
+    ) -> (reply: OutputRange, result: OutputRange) {
+        @inline(__always) func head<W: FrameWriter>(_ w: inout W) {
             w.literal("{\"op\":\"reply\",\"id\":")
             w.requestID(rid)
             w.literal(",\"result\":")
+        }
+        @inline(__always) func result<W: FrameWriter>(_ w: inout W) {
             write(event: event, outcome: outcome, by: by, value: value, retained: retained, trace: trace, &w)
+        }
+        @inline(__always) func shape<W: FrameWriter>(_ w: inout W) {
+            head(&w)
+            result(&w)
             w.byte(UInt8(ascii: "}"))
         }
-        return store.frame(upTo: FrameRoom.of(shape)) { shape(&$0) }
+        // From the length prefix to the result's first byte.
+        var resultAt = 0
+        let reply = store.frame(upTo: FrameRoom.of(shape)) { c in
+            let start = c.p
+            head(&c)
+            resultAt = Limits.headerBytes &+ start.distance(to: c.p)
+            result(&c)
+            c.byte(UInt8(ascii: "}"))
+        }
+        let result = OutputRange(offset: reply.offset &+ resultAt, count: reply.count &- resultAt &- 1, generation: reply.generation)
+        return (reply, result)
     }
 
     /// The result's JSON. Inlined, so that the cursor stays in a register.
@@ -611,31 +645,5 @@ extension PostReply {
         var f = FrameBuilder(capacity: room, lengthPrefix: false)
         f.reserving(room) { shape(&$0) }
         return f.finish()
-    }
-}
-
-extension OutputStore {
-    /// The `result` of a reply frame of this store (`{"op":"reply","id":…,"result":…}`, as
-    /// `ReplyResult` encodes it for request `id`), copied out.
-    public func replyResult(_ range: OutputRange, id: RequestID) -> RawJSON {
-        withReplyResult(range, id: id) { RawJSON($0) }
-    }
-
-    /// Lends the `result` of a reply frame of this store, where it lies.
-    public func withReplyResult<R>(_ range: OutputRange, id: RequestID, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        var idBytes: Int
-        switch id {
-        case .integer(let n):
-            idBytes = 1
-            var rest = n / 10
-            while rest > 0 {
-                idBytes &+= 1
-                rest /= 10
-            }
-        case .string(let s): idBytes = s.utf8.count &+ 2
-        }
-        // The length prefix, `{"op":"reply","id":`, the id and `,"result":`; then `}` ends it.
-        let start = Limits.headerBytes &+ 19 &+ idBytes &+ 10
-        return withBytes(of: range) { body(UnsafeRawBufferPointer(rebasing: $0[start..<($0.count &- 1)])) }
     }
 }

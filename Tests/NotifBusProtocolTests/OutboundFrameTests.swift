@@ -63,6 +63,25 @@ struct OutboundFrameTests {
                 == #"{"op":"reply","id":1,"result":{"event":8,"outcome":"unhandled","by":null,"value":null,"retained":"launch","trace":[]}}"#)
     }
 
+    /// The result's range a post's reply reports is its `result`: the bytes `resultBytes`
+    /// makes, for ids of any length, behind other frames in the store.
+    @Test func aPostReplyReportsItsResultsRange() {
+        let trace = [TraceHop(observer: 1, reply: .next), TraceHop(observer: 12, reply: .complete)]
+        let store = OutputStore()
+        for rid: RequestID in [.integer(0), .integer(9), .integer(12_345), .integer(Limits.maxIntegerID - 1), .string(""), .string("a\"é")] {
+            for (outcome, by, value) in [(EventOutcome.completed, 12, OutboundFrameTests.raw("[\"badge\"]")), (.unhandled, nil, nil)] {
+                _ = OutboundFrame.reply(rid, .empty).encode(into: store)
+                let (reply, result) = trace.withUnsafeBufferPointer { trace in
+                    PostReply.encodeReplyAndResult(
+                        rid, event: 77, outcome: outcome, by: by, value: value, retained: false, trace: trace, into: store)
+                }
+                let post = PostReply(event: 77, outcome: outcome, by: by, value: value, retained: false, trace: trace)
+                #expect(store.bytes(of: reply) == OutboundFrame.reply(rid, .posted(post)).encoded())
+                #expect(store.bytes(of: result) == ReplyResult.posted(post).resultBytes)
+            }
+        }
+    }
+
     @Test func errorRepliesAndRelayedHandlerErrors() {
         #expect(
             OutboundFrameTests.body(OutboundFrame.error(.integer(2), .notFound, message: "no \"such\"\nobserver").encoded())
