@@ -31,7 +31,13 @@ extension Broker {
 
     /// The same from the target's UTF-8 where it lies.
     static func fingerprint(target: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer?) -> UInt64 {
-        ContentHash.combine(ContentHash.hash(target), ContentHash.hash(body ?? UnsafeRawBufferPointer(start: nil, count: 0)))
+        fingerprint(targetHash: ContentHash.hash(target), body: body)
+    }
+
+    /// The same from the target's `ContentHash`.
+    @inline(__always)
+    static func fingerprint(targetHash: UInt64, body: UnsafeRawBufferPointer?) -> UInt64 {
+        ContentHash.combine(targetHash, ContentHash.hash(body ?? UnsafeRawBufferPointer(start: nil, count: 0)))
     }
 
     static func fingerprint(target: String, raw: RawJSON?) -> UInt64 {

@@ -246,8 +246,8 @@ public struct Broker: ~Copyable {
         id: Int64, name: UnsafeRawBufferPointer, once key: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?,
         from client: ClientRecord, now: Instant
     ) {
-        let hash = self.once.hash(utf8: key), fingerprint = Broker.fingerprint(target: name, body: payload)
-        let name = postNames.text(of: name), payload = payload.map { JSONBytes(inPlace: $0) }
+        let hash = self.once.hash(utf8: key), name = postNames.text(of: name)
+        let fingerprint = Broker.fingerprint(targetHash: postNames.hash(), body: payload), payload = payload.map { JSONBytes(inPlace: $0) }
         guard startsAtOnce(client) else {
             let once = String(decoding: key, as: UTF8.self)
             return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)

@@ -1,13 +1,15 @@
 // NameCache, a speed trick of the post path, held to the plain way it replaces: whatever the
 // run of names (repeated, changing, of every length around a word, invalid UTF-8 among them),
-// each text is what String(decoding:as:) makes of its bytes.
+// each text is what String(decoding:as:) makes of its bytes, and each hash, asked for or
+// not, what ContentHash makes of them.
+import NotifBusProtocol
 import TestSupport
 import Testing
 
 @testable import NotifBusCore
 
 struct NameCacheTests {
-    @Test(arguments: UInt64(1)...8) func eachTextIsTheDecodingOfItsBytes(seed: UInt64) {
+    @Test(arguments: UInt64(1)...8) func eachTextAndHashAreThoseOfItsBytes(seed: UInt64) {
         var rng = SeededGenerator(seed: seed)
         var cache = NameCache()
         // A few names, so that runs of one name and returns to an older one both happen;
@@ -23,6 +25,9 @@ struct NameCacheTests {
             let name = names.randomElement(using: &rng)!
             let text = name.withUnsafeBytes { cache.text(of: $0) }
             #expect(text == String(decoding: name, as: UTF8.self), "seed \(seed) step \(step): \(name)")
+            if Bool.random(using: &rng) {
+                #expect(cache.hash() == name.withUnsafeBytes { ContentHash.hash($0) }, "seed \(seed) step \(step): \(name)")
+            }
         }
     }
 }
