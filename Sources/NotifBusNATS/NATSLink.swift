@@ -55,7 +55,6 @@ public struct NATSMessage: @unchecked Sendable {
         return (meta.pointee.Sequence.Stream, meta.pointee.NumDelivered)
     }
 
-    public func ack() -> natsStatus { natsMsg_Ack(raw, nil) }
     public func inProgress() -> natsStatus { natsMsg_InProgress(raw, nil) }
     public func destroy() { natsMsg_Destroy(raw) }
 }
@@ -85,6 +84,11 @@ public final class NATSLink: @unchecked Sendable {
     /// Msg ids whose asynchronous publish was refused or timed out since the last `takeFailed()`.
     private var failedIDs: Set<String> = []
     private var handlerBoxes: [Unmanaged<HandlerBox>] = []
+    /// Held while acks wait for their confirmations (`ackConfirmed`): one caller at a time.
+    private let ackLock = Lock()
+    /// Where the consumer leader's confirmations of acks come, `<inbox>.<call>-<index>`.
+    private var ackInbox: (prefix: String, sub: OpaquePointer)? = nil
+    private var ackCalls = 0
     /// Called (on a cnats thread) with a line to log when the connection drops or comes back.
     public let log: @Sendable (String) -> Void
 
@@ -150,6 +154,7 @@ public final class NATSLink: @unchecked Sendable {
     }
 
     deinit {
+        if let ackInbox { natsSubscription_Destroy(ackInbox.sub) }
         if let jetStream { jsCtx_Destroy(jetStream) }
         if let connection {
             natsConnection_Close(connection)
@@ -336,6 +341,111 @@ public final class NATSLink: @unchecked Sendable {
         }
         natsMsgList_Destroy(&list)
         return messages
+    }
+
+    // MARK: Acks
+
+    /// What became of acks sent with `ackConfirmed`.
+    public struct AckReport: Sendable, Equatable {
+        /// Acks the consumer never confirmed before the time ran out.
+        public var unconfirmed: Int
+        /// Acks sent again because the first copy was not confirmed.
+        public var resent: Int
+    }
+
+    /// Acks `messages` and waits for JetStream to confirm each one, sending again every
+    /// `retryMs` those not confirmed, until all are or `timeoutMs` passed.
+    ///
+    /// A plain ack (`natsMsg_Ack`) is fire-and-forget: only the consumer's leader listens on
+    /// the ack subject, so an ack sent while the leader changes reaches no one and the
+    /// message stays with the consumer until AckWait brings it back. Here each ack is a
+    /// request (what `natsMsg_AckSync` sends, pipelined): the leader answers once it took the
+    /// ack, and no answer, or NATS's no-responders status (no leader yet), means it is sent
+    /// again. An ack sent twice changes nothing: the message is no longer pending. The
+    /// leader answers before its replicas have the ack (nats-server 2.9), so a leader lost
+    /// at that moment can still lose a confirmed ack; AckWait then brings the message back.
+    public func ackConfirmed(_ messages: [NATSMessage], retryMs: Int64, timeoutMs: Int64) -> AckReport {
+        guard !messages.isEmpty else { return AckReport(unconfirmed: 0, resent: 0) }
+        return ackLock.withLock {
+            let deadline = NATSLink.monotonicMs() + timeoutMs
+            guard let inbox = ackInbox ?? makeAckInbox() else {
+                return AckReport(unconfirmed: messages.count, resent: 0)
+            }
+            ackCalls += 1
+            let call = String(ackCalls)
+            var waiting = Set(messages.indices)
+            var resent = 0
+            var firstRound = true
+            while !waiting.isEmpty {
+                let now = NATSLink.monotonicMs()
+                if now >= deadline { break }
+                // Acks sent while cnats reconnects wait in its buffer and go once it is back:
+                // sending them again meanwhile would only fill it.
+                if !firstRound && !isConnected {
+                    usleep(250_000)
+                    continue
+                }
+                for index in waiting.sorted() {
+                    guard let reply = messages[index].reply else {
+                        waiting.remove(index)
+                        continue
+                    }
+                    _ = natsConnection_PublishRequestString(connection, reply, inbox.prefix + "." + call + "-" + String(index), "+ACK")
+                    if !firstRound { resent += 1 }
+                }
+                firstRound = false
+                // The round ends when every ack of it has an answer (a confirmation, or NATS's
+                // no-responders status, which cnats turns into NATS_NO_RESPONDERS and which
+                // does not say for which ack), or at `retryMs`; what is left goes again.
+                var answered = 0
+                let sent = waiting.count
+                let roundEnd = min(deadline, now + retryMs)
+                answers: while !waiting.isEmpty && answered < sent {
+                    let wait = roundEnd - NATSLink.monotonicMs()
+                    if wait <= 0 { break }
+                    var raw: OpaquePointer? = nil
+                    switch natsSubscription_NextMsg(&raw, inbox.sub, wait) {
+                    case NATS_OK:
+                        guard let raw else { continue }
+                        let answer = NATSMessage(raw: raw)
+                        defer { answer.destroy() }
+                        // `<prefix>.<call>-<index>`; answers to an earlier call are left over.
+                        let token = answer.subject.split(separator: ".").last ?? ""
+                        let parts = token.split(separator: "-")
+                        guard parts.count == 2, parts[0] == call, let index = Int(parts[1]), waiting.contains(index) else { continue }
+                        answered += 1
+                        if answer.header("Status") == nil { waiting.remove(index) }
+                    case NATS_NO_RESPONDERS: answered += 1
+                    case NATS_SLOW_CONSUMER: continue
+                    default: break answers
+                    }
+                }
+                // Ended early with acks refused (no leader yet) or the connection down: a pause
+                // before sending them again.
+                if !waiting.isEmpty && NATSLink.monotonicMs() < roundEnd { usleep(100_000) }
+            }
+            return AckReport(unconfirmed: waiting.count, resent: resent)
+        }
+    }
+
+    /// The subscription the ack confirmations come on, made once.
+    private func makeAckInbox() -> (prefix: String, sub: OpaquePointer)? {
+        var inbox: UnsafeMutablePointer<natsInbox>? = nil
+        guard natsInbox_Create(&inbox) == NATS_OK, let inbox else { return nil }
+        defer { natsInbox_Destroy(inbox) }
+        let prefix = String(cString: inbox)
+        var sub: OpaquePointer? = nil
+        guard natsConnection_SubscribeSync(&sub, connection, prefix + ".*") == NATS_OK, let sub else { return nil }
+        // The servers learn of the subscription before the first confirmation is sent to it.
+        _ = natsConnection_FlushTimeout(connection, 1000)
+        ackInbox = (prefix, sub)
+        return ackInbox
+    }
+
+    static func monotonicMs() -> Int64 {
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        return Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000
     }
 
     // MARK: Publishing

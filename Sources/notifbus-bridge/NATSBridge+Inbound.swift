@@ -224,7 +224,8 @@ private final class Fetcher: @unchecked Sendable {
 }
 
 /// Publishes each finished unit's results and dead letters, waits for JetStream's acks, then
-/// acks the unit's messages, on a thread of its own and in unit order.
+/// acks the unit's messages and waits for the consumer to confirm the acks, on a thread of
+/// its own and in unit order.
 private final class Finisher: @unchecked Sendable {
     private let lock = Lock()
     private var queue: [(unit: Int64, publish: [OutboundMessage], ack: [NATSMessage])] = []
@@ -236,10 +237,7 @@ private final class Finisher: @unchecked Sendable {
                 ready.wait()
                 let job = lock.withLock { queue.removeFirst() }
                 bridge.publishAll(job.publish)
-                for msg in job.ack {
-                    let s = msg.ack()
-                    if s.rawValue != 0 { log("ack: \(NATSError("natsMsg_Ack", s)) (the message will come again and be acked then)") }
-                }
+                bridge.ackAll(job.ack)
                 done(job.unit)
             }
         }

@@ -207,6 +207,22 @@ final class NATSBridge: @unchecked Sendable {
         }
     }
 
+    /// An ack the consumer did not confirm is sent again after this long.
+    static let ackRetryMs: Int64 = 1000
+
+    /// Acks `messages` and waits until the consumer confirmed every ack, sending again those
+    /// that were not (an ack sent while the consumer's leader changes reaches no one). Gives
+    /// up after AckWait: by then JetStream redelivers an unacked message, and the machine acks
+    /// its redelivery without applying it again.
+    func ackAll(_ messages: [NATSMessage]) {
+        let report = nats.ackConfirmed(messages, retryMs: NATSBridge.ackRetryMs, timeoutMs: options.ackWaitMs)
+        if report.unconfirmed > 0 {
+            log("\(report.unconfirmed) of \(messages.count) acks not confirmed within AckWait; they come again and are acked then")
+        } else if report.resent > 0 {
+            log("\(report.resent) acks sent again before the consumer confirmed them")
+        }
+    }
+
     // MARK: Invoke
 
     /// Answers `notifbus.<device>.invoke.<channel>.<method>` with `{"result":…}` or `{"error":{…}}`.
