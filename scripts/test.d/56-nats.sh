@@ -10,7 +10,9 @@
 # These run the per-device layout. Last, on a fourth cluster (one cluster holds one layout:
 # their outbound subjects overlap), the shared layout: two devices on one stream, its
 # per-subject limit, a device offline while posts arrive, and `notifbus push --layout shared`
-# and notifbus_server with layout="shared" (Tests/nats/shared_test.py).
+# and notifbus_server with layout="shared" (Tests/nats/shared_test.py). Then, on a fifth
+# cluster, leader changes: the consumer's leader stepped down while a bridge applies and acks,
+# every acked message gone from the work queue well before AckWait (Tests/nats/stepdown_test.py).
 # Everything lives in a temporary folder and is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -73,4 +75,10 @@ nats_cluster_stop
 nats_cluster_start "$WORK/nats4" 14252 16252
 mkdir -p "$WORK/shared"
 timeout 300 python3 Tests/nats/shared_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/shared"
+nats_cluster_stop
+
+# Leader changes, on a cluster of its own: clients 14262-14264, routes 16262-16264.
+nats_cluster_start "$WORK/nats5" 14262 16262
+mkdir -p "$WORK/stepdown"
+timeout 300 python3 Tests/nats/stepdown_test.py --bin "$BIN" --urls "$NATS_URLS" --work "$WORK/stepdown"
 echo "56-nats: ok"
