@@ -51,6 +51,13 @@ struct ConnectionSession {
     private(set) var hasEnded = false
     /// Tasks waiting in `waitForClose()`, resumed with the reason by `ended()`.
     private var closeWaiters: [CheckedContinuation<String, Never>] = []
+    /// Tasks waiting for the connection's course to change (`NotifBusConnection.awaitChange`),
+    /// by key: the next change of its socket, of reconnecting or of its end wakes them all,
+    /// and each asks again whether it still waits.
+    private var changeWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    private var nextChangeWaiter = 0
+    /// Waiters a change woke, to be resumed once the lock is released (`takeWoken()`).
+    private(set) var woken: [CheckedContinuation<Void, Never>] = []
     /// Listeners of `connectionStates()`, by the key each was given.
     private var stateListeners: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
     private var nextListener = 0
@@ -126,6 +133,7 @@ struct ConnectionSession {
     mutating func closedByClient() -> Int32? {
         guard closedReason == nil else { return nil }
         closedReason = "closed by this client"
+        courseChanged()
         return socket
     }
 
@@ -133,6 +141,7 @@ struct ConnectionSession {
     /// reason given before (a close by this client meanwhile) stays the reason.
     mutating func readerCouldNotStart() {
         if closedReason == nil { closedReason = "cannot start the reader thread" }
+        courseChanged()
     }
 
     /// The connection's end is carried out: returns the `waitForClose()` waiters to resume.
@@ -140,6 +149,7 @@ struct ConnectionSession {
     mutating func ended() -> [CheckedContinuation<String, Never>] {
         hasEnded = true
         armedDeadline = nil
+        courseChanged()
         defer { closeWaiters.removeAll() }
         return closeWaiters
     }
@@ -350,6 +360,7 @@ struct ConnectionSession {
         failed: [NotifBusConnection.PendingRequest], reason: String, next: Resumption.Next
     )? {
         guard readerGeneration == generation else { return nil }
+        defer { courseChanged() }
         let next = resumption.decide(closed: closedReason != nil, live: Set(observerHandlers.keys).union(callHandlers.keys))
         if next == .finish && closedReason == nil { closedReason = reason }
         if next != .finish && socket == endedSocket { socket = -1 }
@@ -368,6 +379,7 @@ struct ConnectionSession {
         guard closedReason == nil else { return nil }
         socket = newSocket
         generation += 1
+        courseChanged()
         return generation
     }
 
@@ -394,13 +406,46 @@ struct ConnectionSession {
     mutating func reconnected(generation resumed: Int, socket resumedSocket: Int32) -> Bool {
         guard generation == resumed, socket == resumedSocket, closedReason == nil else { return false }
         resumption.reconnecting = false
+        courseChanged()
         return true
     }
 
     /// Reconnecting stops because the connection was closed: returns the reason it ends with.
     mutating func abandonReconnecting() -> String {
         resumption.reconnecting = false
+        courseChanged()
         return closedReason ?? "closed"
+    }
+
+    // MARK: Waiting for the course to change
+
+    /// A key for a task about to wait for a change (`addChangeWaiter`).
+    mutating func newChangeWaiterKey() -> Int {
+        nextChangeWaiter += 1
+        return nextChangeWaiter
+    }
+
+    /// `waiter` waits, under `key`, for the next change of course.
+    mutating func addChangeWaiter(_ key: Int, _ waiter: CheckedContinuation<Void, Never>) {
+        changeWaiters[key] = waiter
+    }
+
+    /// The waiter of `key`, if no change woke it yet: its wait is over (its bound passed).
+    mutating func removeChangeWaiter(_ key: Int) -> CheckedContinuation<Void, Never>? {
+        changeWaiters.removeValue(forKey: key)
+    }
+
+    /// The waiters a change woke since the last call, to resume.
+    mutating func takeWoken() -> [CheckedContinuation<Void, Never>] {
+        defer { woken.removeAll() }
+        return woken
+    }
+
+    /// The socket, reconnecting or the end changed: every waiting task is woken.
+    private mutating func courseChanged() {
+        guard !changeWaiters.isEmpty else { return }
+        woken.append(contentsOf: changeWaiters.values)
+        changeWaiters.removeAll()
     }
 }
 

@@ -85,10 +85,11 @@ extension NotifBusConnection {
         let clock = ContinuousClock()
         let start = clock.now - waitedBefore
         while withState({ $0.holdsNewRequests }) {
-            if clock.now - start >= bound {
+            let left = bound - (clock.now - start)
+            if left <= .zero {
                 throw .timedOut("'\(op)' not sent within \(bound.readable): the broker is unreachable (reconnecting)")
             }
-            try? await Task.sleep(for: .milliseconds(2))
+            await awaitChange(within: left) { $0.holdsNewRequests }
         }
         return clock.now - start
     }
@@ -99,12 +100,33 @@ extension NotifBusConnection {
     func connectionReplaced(since generation: Int, within bound: Duration) async -> Bool {
         let clock = ContinuousClock()
         let start = clock.now
-        while clock.now - start < bound {
-            let verdict = withState { $0.replacement(since: generation) }
-            if let verdict { return verdict }
-            try? await Task.sleep(for: .milliseconds(2))
+        while true {
+            if let verdict = withState({ $0.replacement(since: generation) }) { return verdict }
+            let left = bound - (clock.now - start)
+            if left <= .zero { return false }
+            await awaitChange(within: left) { $0.replacement(since: generation) == nil }
         }
-        return false
+    }
+
+    /// Waits until the connection's course changes (its socket, reconnecting, its end) or
+    /// `bound` passes; returns at once when `waiting` no longer holds. `waiting` is asked
+    /// under the lock, so that no change can come between the question and the wait.
+    func awaitChange(within bound: Duration, while waiting: (inout ConnectionSession) -> Bool) async {
+        let key = withState { $0.newChangeWaiterKey() }
+        var timer: Task<Void, Never>? = nil
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let parked = withState { session -> Bool in
+                guard waiting(&session) else { return false }
+                session.addChangeWaiter(key, waiter)
+                return true
+            }
+            guard parked else { return waiter.resume() }
+            timer = Task { [self] in
+                try? await Task.sleep(for: bound)
+                withState { $0.removeChangeWaiter(key) }?.resume()
+            }
+        }
+        timer?.cancel()
     }
 
     func reconnectLoop() async {

@@ -87,8 +87,15 @@ public final class NotifBusConnection: @unchecked Sendable {
     /// Runs `body` on the state holding `lock` and returns what it returns: the one way to
     /// read or change the state. `body` must not block, nor call anything that takes `lock`.
     @discardableResult
+    /// Tasks a change of course woke (`ConnectionSession.woken`) are resumed after the lock
+    /// is released.
     func withState<T>(_ body: (inout ConnectionSession) -> T) -> T {
-        lock.withLock { body(&state) }
+        let (result, woken) = lock.withLock { () -> (T, [CheckedContinuation<Void, Never>]) in
+            let result = body(&state)
+            return (result, state.woken.isEmpty ? [] : state.takeWoken())
+        }
+        for waiter in woken { waiter.resume() }
+        return result
     }
 
     /// Connects, resolving the socket path as the protocol's §1 says, and sends `hello`.

@@ -45,6 +45,28 @@ private let lost = "the broker closed the connection"
         #expect(closed.closedReason == "closed by this client")
     }
 
+    /// A task waiting for the course to change is woken by the change, once, and a waiter
+    /// whose bound passed first is no longer there to wake.
+    @Test func aChangeOfCourseWakesItsWaitersOnce() async {
+        var session = ConnectionSession(socket: 5)
+        session.configureReconnection(policy: .always, resendKeyed: true)
+        var woken = 0
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            session.addChangeWaiter(session.newChangeWaiterKey(), waiter)
+            let late = session.newChangeWaiterKey()
+            session.addChangeWaiter(late, waiter)
+            #expect(session.removeChangeWaiter(late) != nil)
+            #expect(session.woken.isEmpty)
+            _ = session.readerEnded(socket: 5, generation: session.generation, reason: lost)
+            let waking = session.takeWoken()
+            _ = session.adopt(socket: 6)
+            #expect(session.takeWoken().isEmpty)
+            woken = waking.count
+            waking.first?.resume()
+        }
+        #expect(woken == 1)
+    }
+
     /// A reply takes its own request out, once; a reply for no pending request finds nothing.
     @Test func aReplyTakesItsRequestOnce() {
         var session = ConnectionSession(socket: 5)
