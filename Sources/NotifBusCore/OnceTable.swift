@@ -362,15 +362,7 @@ public struct OnceTable: ~Copyable {
         } else {
             longKeys[i] = nil
         }
-        slots[Int(i)].live = false
-        slots[Int(i)].chained = deadSlot
-        deadSlot = i
-        count &-= 1
-        bytes &-= Int(slot.keyCount) &+ (slot.state == .ended ? Int(slot.outcomeCount) : 0)
-        // Chunks go only when the oldest outcome leaves the first one.
-        if slot.state == .ended && slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) {
-            dropOldChunks()
-        }
+        free(i, slot, ended: slot.state == .ended)
         return waiters.isEmpty ? [] : waiters.removeValue(forKey: i) ?? []
     }
 
@@ -394,12 +386,23 @@ public struct OnceTable: ~Copyable {
         unchain(i, slot)
         oldest = slot.newer
         if slot.newer >= 0 { slots[Int(slot.newer)].older = -1 } else { newest = -1 }
+        free(i, slot, ended: true)
+    }
+
+    /// Entry `i` (`slot`, `ended` or not), out of its bucket's chain and of the order of
+    /// ending, joins the dead slots; its bytes leave the count, and the arena's first chunks
+    /// go once the oldest outcome has left them. `ended` is passed, not read from `slot`, so
+    /// that `forgetOldest` pays no test for it.
+    @inline(__always)
+    private mutating func free(_ i: Int32, _ slot: Slot, ended: Bool) {
         slots[Int(i)].live = false
         slots[Int(i)].chained = deadSlot
         deadSlot = i
         count &-= 1
-        bytes &-= Int(slot.keyCount) &+ Int(slot.outcomeCount)
-        if slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) { dropOldChunks() }
+        bytes &-= Int(slot.keyCount) &+ (ended ? Int(slot.outcomeCount) : 0)
+        if ended && slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) {
+            dropOldChunks()
+        }
     }
 
     // MARK: Reading
