@@ -195,8 +195,8 @@ public struct Broker: ~Copyable {
     }
 
     /// Starts a request of `client` now when `startsAtOnce`, and admits it behind its
-    /// connection's requests and the writes in flight otherwise: the one way a request of
-    /// either decoder reaches `handle`.
+    /// connection's requests and the writes in flight otherwise: the way a request of either
+    /// decoder goes on as it arrives (one held back reaches `handle` later, from `admit`).
     @inline(__always)
     mutating func dispatch(_ rid: RequestID, _ request: consuming Request, from client: ClientRecord, now: Instant) {
         guard startsAtOnce(client, touchingSlot: Broker.touchesSlot(request)) else { return admit(.request(rid, request), from: client, now: now) }
