@@ -32,20 +32,11 @@ import statistics
 import sys
 import time
 
+import nats
+
 import notifbus
 
-from natslib import (
-    FAILURES,
-    Process,
-    RawObserver,
-    SmallDisk,
-    check,
-    connect_cluster,
-    publish,
-    read_subject,
-    retried,
-    wait_until,
-)
+from natslib import FAILURES, Process, RawObserver, SmallDisk, check, publish, read_subject, retried, wait_until
 
 
 class Device:
@@ -471,7 +462,12 @@ async def main() -> int:
     args = parser.parse_args()
     ctx = Context(args)
 
-    nc = await connect_cluster(args.urls)
+    async def quiet(error):  # connection errors while nodes are killed are expected here
+        pass
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
+    )
     ctx.js = nc.jetstream(timeout=5)
     try:
         for name, scenario in SCENARIOS.items():

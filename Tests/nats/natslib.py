@@ -1,7 +1,7 @@
 """What the NATS bridge's end-to-end tests share: processes they start, kill and start again
 (a broker, a bridge, nats-server nodes), JetStream calls retried while the cluster elects
-leaders, reading an outbound subject, a raw observer that counts every event it sees and
-keeps each frame's bytes, and a device of the shared layout. Every wait is bounded. Python 3, nats-py, standard library.
+leaders, reading an outbound subject, and a raw observer that counts every event it sees and
+keeps each frame's bytes. Every wait is bounded. Python 3, nats-py, standard library.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import subprocess
 import threading
 import time
 from typing import Callable, Dict, List, Optional
-
-import nats
 
 #: What failed so far, in the order `check` saw it.
 FAILURES: List[str] = []
@@ -252,112 +250,3 @@ class SmallDisk:
     def unmount(self) -> None:
         if self.mounted:
             subprocess.run(["umount", "-l", self.path], capture_output=True)
-
-
-async def connect_cluster(urls: str):
-    """A NATS connection to the cluster's `urls` (comma-separated) that reconnects without end
-    and keeps quiet about connection errors: the tests kill and stop nodes on purpose."""
-
-    async def quiet(error):
-        pass
-
-    return await nats.connect(
-        servers=urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
-    )
-
-
-async def wait_until_async(predicate, bound: float) -> bool:
-    """`wait_until` for a predicate that is a coroutine (one that asks JetStream)."""
-    deadline = asyncio.get_running_loop().time() + bound
-    while asyncio.get_running_loop().time() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.2)
-    return await predicate()
-
-
-class SharedDevice:
-    """A device of the shared layout (one work-queue stream NOTIFBUS for every device): a
-    broker with --state-dir, a raw observer of `mail` taking `observer_delay` seconds an
-    event, and a bridge with `--layout shared --create-stream --replicas 3` and
-    `bridge_flags`."""
-
-    def __init__(self, args, name: str, bridge_flags: List[str], observer_delay: float = 0.0) -> None:
-        self.name = name
-        self.folder = os.path.join(args.work, name)
-        os.makedirs(self.folder, exist_ok=True)
-        self.socket = os.path.join(self.folder, "bus.sock")
-        self.observer_delay = observer_delay
-        notifbus_bin = os.path.join(args.bin, "notifbus")
-        self.broker = Process(
-            [
-                notifbus_bin,
-                "broker",
-                "--socket",
-                self.socket,
-                "--state-dir",
-                os.path.join(self.folder, "state"),
-                "--call-timeout",
-                "1s",
-            ],
-            os.path.join(self.folder, "broker.log"),
-        )
-        self.bridge = Process(
-            [
-                notifbus_bin,
-                "bridge",
-                "nats",
-                "--url",
-                args.urls,
-                "--device",
-                name,
-                "--socket",
-                self.socket,
-                "--layout",
-                "shared",
-                "--create-stream",
-                "--replicas",
-                "3",
-            ]
-            + bridge_flags,
-            os.path.join(self.folder, "bridge.log"),
-        )
-        self.observer: Optional[RawObserver] = None
-
-    @property
-    def consumer(self) -> str:
-        return f"notifbus-bridge-{self.name}"
-
-    def post(self, event: str) -> str:
-        return f"notifbus.{self.name}.in.post.{event}"
-
-    async def start(self) -> None:
-        self.broker.start()
-        await wait_until(lambda: os.path.exists(self.socket), 10)
-        self.observer = RawObserver(self.socket, "mail", delay=self.observer_delay)
-        await wait_until(self.observer.ready.is_set, 10)
-        await self.start_bridge()
-
-    async def start_bridge(self) -> None:
-        self.bridge.start()
-        check(
-            await wait_until(lambda: "bridging device" in self.bridge.log_text(), 60),
-            f"{self.name}: the bridge started",
-        )
-
-    async def held(self, js) -> tuple:
-        """What its consumer still holds (pending, ack pending), and how many of its messages
-        the work-queue stream keeps."""
-        info = await retried(lambda: js.consumer_info("NOTIFBUS", self.consumer))
-        stream = await retried(lambda: js.stream_info("NOTIFBUS", subjects_filter=f"notifbus.{self.name}.>"))
-        return info.num_pending, info.num_ack_pending, sum((stream.state.subjects or {}).values())
-
-    def stop(self) -> None:
-        if self.observer:
-            self.observer.stop()
-        self.bridge.stop()
-        self.broker.stop()
-
-    def show_logs(self) -> None:
-        print(f"--- {self.name}: bridge log (tail)\n" + "\n".join(self.bridge.log_text().splitlines()[-30:]))
-        print(f"--- {self.name}: broker log (tail)\n" + "\n".join(self.broker.log_text().splitlines()[-10:]))

@@ -39,21 +39,95 @@ import notifbus
 
 from natslib import (
     FAILURES,
-    SharedDevice,
+    Process,
+    RawObserver,
     bin_urls_work_args,
     check,
-    connect_cluster,
     publish,
     read_subject,
     retried,
     wait_until,
-    wait_until_async,
 )
 
 LIMIT = 5
 
 
-async def results(js, d: SharedDevice, want: int, ids: set) -> None:
+class Device:
+    """A broker with --state-dir, a raw observer of `mail`, and a bridge in the shared layout."""
+
+    def __init__(self, args, name: str) -> None:
+        self.name = name
+        self.folder = os.path.join(args.work, name)
+        os.makedirs(self.folder, exist_ok=True)
+        self.socket = os.path.join(self.folder, "bus.sock")
+        notifbus_bin = os.path.join(args.bin, "notifbus")
+        self.broker = Process(
+            [
+                notifbus_bin,
+                "broker",
+                "--socket",
+                self.socket,
+                "--state-dir",
+                os.path.join(self.folder, "state"),
+                "--call-timeout",
+                "1s",
+            ],
+            os.path.join(self.folder, "broker.log"),
+        )
+        self.bridge = Process(
+            [
+                notifbus_bin,
+                "bridge",
+                "nats",
+                "--url",
+                args.urls,
+                "--device",
+                name,
+                "--socket",
+                self.socket,
+                "--layout",
+                "shared",
+                "--create-stream",
+                "--replicas",
+                "3",
+                "--ack-wait",
+                "3s",
+                "--max-per-subject",
+                str(LIMIT),
+            ],
+            os.path.join(self.folder, "bridge.log"),
+        )
+        self.observer: RawObserver | None = None
+
+    def post(self, event: str) -> str:
+        return f"notifbus.{self.name}.in.post.{event}"
+
+    async def start(self) -> None:
+        self.broker.start()
+        await wait_until(lambda: os.path.exists(self.socket), 10)
+        self.observer = RawObserver(self.socket, "mail")
+        await wait_until(self.observer.ready.is_set, 10)
+        await self.start_bridge()
+
+    async def start_bridge(self) -> None:
+        self.bridge.start()
+        check(
+            await wait_until(lambda: "bridging device" in self.bridge.log_text(), 60),
+            f"{self.name}: the bridge started",
+        )
+
+    def stop(self) -> None:
+        if self.observer:
+            self.observer.stop()
+        self.bridge.stop()
+        self.broker.stop()
+
+    def show_logs(self) -> None:
+        print(f"--- {self.name}: bridge log (tail)\n" + "\n".join(self.bridge.log_text().splitlines()[-30:]))
+        print(f"--- {self.name}: broker log (tail)\n" + "\n".join(self.broker.log_text().splitlines()[-10:]))
+
+
+async def results(js, d: Device, want: int, ids: set) -> None:
     """One result per post of `ids`, each carrying its own post's chain value."""
     got = await read_subject(js, "NOTIFBUS_OUT", f"notifbus.{d.name}.result", want, 60, settle=1)
     per_id = collections.Counter(m.headers.get("Notifbus-Msg-Id") for m in got)
@@ -69,12 +143,14 @@ async def results(js, d: SharedDevice, want: int, ids: set) -> None:
     )
 
 
-async def drained(js, d: SharedDevice) -> bool:
+async def drained(js, d: Device) -> bool:
     """Nothing of the device is pending or held, and the work-queue stream kept none of it."""
-    return await d.held(js) == (0, 0, 0)
+    info = await retried(lambda: js.consumer_info("NOTIFBUS", f"notifbus-bridge-{d.name}"))
+    stream = await retried(lambda: js.stream_info("NOTIFBUS", subjects_filter=f"notifbus.{d.name}.>"))
+    return info.num_pending == 0 and info.num_ack_pending == 0 and not (stream.state.subjects or {})
 
 
-async def round_trip(js, s1: SharedDevice, s2: SharedDevice) -> None:
+async def round_trip(js, s1: Device, s2: Device) -> None:
     for d, base in ((s1, 0), (s2, 100)):
         for n in range(base, base + 20):
             await publish(js, d.post("mail"), json.dumps({"n": n}).encode(), f"{d.name}-{n}")
@@ -100,7 +176,7 @@ async def settled(js, devices) -> bool:
     """The stream and every device's consumer have a leader, and each replica of them is current."""
     infos = [await retried(lambda: js.stream_info("NOTIFBUS"))]
     for d in devices:
-        infos.append(await retried(lambda d=d: js.consumer_info("NOTIFBUS", d.consumer)))
+        infos.append(await retried(lambda d=d: js.consumer_info("NOTIFBUS", f"notifbus-bridge-{d.name}")))
     return all(
         i.cluster is not None
         and i.cluster.leader
@@ -109,7 +185,16 @@ async def settled(js, devices) -> bool:
     )
 
 
-async def limit_and_offline(js, s1: SharedDevice, s2: SharedDevice) -> None:
+async def wait_until_async(predicate, bound: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + bound
+    while asyncio.get_running_loop().time() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(0.2)
+    return await predicate()
+
+
+async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     # The per-subject limit counts what the stream holds: s2's round-trip posts must all be
     # acked (and so removed) first. A bridge stopped with an ack still on its way leaves that
     # message for its next run, as it should, and the limit would count it.
@@ -146,7 +231,7 @@ async def limit_and_offline(js, s1: SharedDevice, s2: SharedDevice) -> None:
     pending = []
 
     async def holds_all() -> bool:
-        info = await retried(lambda: js.consumer_info("NOTIFBUS", s2.consumer))
+        info = await retried(lambda: js.consumer_info("NOTIFBUS", "notifbus-bridge-s2"))
         pending.append(info.num_pending)
         return info.num_pending == LIMIT + 1
 
@@ -207,12 +292,12 @@ def push(args, device: str, *words: str) -> tuple:
         return done.returncode, None, err + out
 
 
-async def gone_from_queue(js, d: SharedDevice) -> bool:
+async def gone_from_queue(js, d: Device) -> bool:
     """Every message of the device was applied, acked and so removed from the work queue."""
     return await wait_until_async(lambda: drained(js, d), 30)
 
 
-async def servers_side(js, args, s1: SharedDevice) -> None:
+async def servers_side(js, args, s1: Device) -> None:
     run = lambda *words: asyncio.to_thread(push, args, s1.name, "--layout", "shared", *words)  # noqa: E731
     status, out, err = await run("--msg-id", "cli-300", "--wait", "post", "mail", '{"n":300}')
     first = (out or {}).get("result", {})
@@ -306,10 +391,14 @@ async def servers_side(js, args, s1: SharedDevice) -> None:
 async def main() -> int:
     args = bin_urls_work_args()
 
-    nc = await connect_cluster(args.urls)
+    async def quiet(error):
+        pass
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
+    )
     js = nc.jetstream(timeout=5)
-    flags = ["--ack-wait", "3s", "--max-per-subject", str(LIMIT)]
-    s1, s2 = SharedDevice(args, "s1", flags), SharedDevice(args, "s2", flags)
+    s1, s2 = Device(args, "s1"), Device(args, "s2")
     try:
         await s1.start()
         await s2.start()

@@ -20,22 +20,27 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import sys
 import time
 
+import nats
+
 from natslib import (
     FAILURES,
-    SharedDevice,
+    Process,
+    RawObserver,
     bin_urls_work_args,
     check,
-    connect_cluster,
     publish,
     read_subject,
+    retried,
     wait_until,
 )
 
 DEVICE = "lc1"
 STREAM = "NOTIFBUS"
+CONSUMER = f"notifbus-bridge-{DEVICE}"
 POSTS = 400
 ACK_WAIT_S = 30
 #: Posts applied one after another, each taking this long at the observer: about 4 s of
@@ -45,30 +50,85 @@ STEPDOWNS = 6
 STEPDOWN_EVERY_S = 0.5
 
 
+async def held(js) -> tuple:
+    """What the consumer still holds (pending, ack pending) and the messages of the device the
+    work-queue stream keeps."""
+    info = await retried(lambda: js.consumer_info(STREAM, CONSUMER))
+    stream = await retried(lambda: js.stream_info(STREAM, subjects_filter=f"notifbus.{DEVICE}.>"))
+    kept = sum((stream.state.subjects or {}).values())
+    return info.num_pending, info.num_ack_pending, kept
+
+
 async def main() -> int:
     args = bin_urls_work_args()
 
-    nc = await connect_cluster(args.urls)
-    js = nc.jetstream(timeout=5)
-    # Small batches: many units, so that acks go out all along the stepdowns.
-    device = SharedDevice(
-        args,
-        DEVICE,
-        ["--ack-wait", f"{ACK_WAIT_S}s", "--batch", "16", "--inflight", "8"],
-        observer_delay=OBSERVER_DELAY_S,
+    async def quiet(error):
+        pass
+
+    nc = await nats.connect(
+        servers=args.urls.split(","), max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
     )
+    js = nc.jetstream(timeout=5)
+    folder = os.path.join(args.work, DEVICE)
+    os.makedirs(folder, exist_ok=True)
+    sock = os.path.join(folder, "bus.sock")
+    notifbus_bin = os.path.join(args.bin, "notifbus")
+    broker = Process(
+        [
+            notifbus_bin,
+            "broker",
+            "--socket",
+            sock,
+            "--state-dir",
+            os.path.join(folder, "state"),
+            "--call-timeout",
+            "1s",
+        ],
+        os.path.join(folder, "broker.log"),
+    )
+    # Small batches: many units, so that acks go out all along the stepdowns.
+    bridge = Process(
+        [
+            notifbus_bin,
+            "bridge",
+            "nats",
+            "--url",
+            args.urls,
+            "--device",
+            DEVICE,
+            "--socket",
+            sock,
+            "--layout",
+            "shared",
+            "--create-stream",
+            "--replicas",
+            "3",
+            "--ack-wait",
+            f"{ACK_WAIT_S}s",
+            "--batch",
+            "16",
+            "--inflight",
+            "8",
+        ],
+        os.path.join(folder, "bridge.log"),
+    )
+    observer = None
     try:
-        await device.start()
-        observer = device.observer
+        broker.start()
+        await wait_until(lambda: os.path.exists(sock), 10)
+        observer = RawObserver(sock, "mail", delay=OBSERVER_DELAY_S)
+        await wait_until(observer.ready.is_set, 10)
+        bridge.start()
+        check(await wait_until(lambda: "bridging device" in bridge.log_text(), 60), "the bridge started")
 
         print("== stepdowns", flush=True)
         for n in range(POSTS):
-            await publish(js, device.post("mail"), json.dumps({"n": n}).encode(), f"{DEVICE}-{n}")
+            await publish(js, f"notifbus.{DEVICE}.in.post.mail", json.dumps({"n": n}).encode(), f"{DEVICE}-{n}")
         stepdowns = collections.Counter()
         for _ in range(STEPDOWNS):
             await asyncio.sleep(STEPDOWN_EVERY_S)
             try:
-                reply = await nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{STREAM}.{device.consumer}", b"", timeout=3)
+                reply = await nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{STREAM}.{CONSUMER}", b"", timeout=3)
                 stepdowns["done" if json.loads(reply.data).get("success") else "refused"] += 1
             except Exception:
                 stepdowns["no answer"] += 1
@@ -90,16 +150,16 @@ async def main() -> int:
             f"every post applied once within a third of AckWait after the leader changes ({len(counts)} of "
             f"{POSTS} seen, {sum(counts.values())} applications)",
         )
-        state = await device.held(js)
+        state = await held(js)
         while state != (0, 0, 0) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-            state = await device.held(js)
+            state = await held(js)
         check(
             state == (0, 0, 0),
             f"and every message gone from the work queue by then (after {time.monotonic() - ended:.1f} s: "
             f"pending, ack pending, kept = {state})",
         )
-        resent = [line for line in device.bridge.log_text().splitlines() if "acks sent again" in line]
+        resent = [line for line in bridge.log_text().splitlines() if "acks sent again" in line]
         print(f"   units whose acks the bridge sent again: {len(resent)}", flush=True)
 
         # Whatever the bridge still holds (before a fix, acks lost in the leader changes)
@@ -113,8 +173,12 @@ async def main() -> int:
         )
     finally:
         if FAILURES:
-            device.show_logs()
-        device.stop()
+            print("--- bridge log (tail)\n" + "\n".join(bridge.log_text().splitlines()[-30:]))
+            print("--- broker log (tail)\n" + "\n".join(broker.log_text().splitlines()[-10:]))
+        if observer:
+            observer.stop()
+        bridge.stop()
+        broker.stop()
         await nc.close()
     print(f"{len(FAILURES)} failure(s)" if FAILURES else "all leader-change checks passed", flush=True)
     return 1 if FAILURES else 0
