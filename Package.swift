@@ -3,10 +3,15 @@
 // Layers depend downward only: Protocol <- Core <- Transport <- notifbus, Protocol <- Client.
 import PackageDescription
 
+/// Lifetime annotations (`@_lifetime`) on what returns a value that is not `Escapable`: the
+/// decoded messages whose user data are views of the frame body (`JSONBytes`), which the
+/// compiler then keeps from outliving it.
+let lifetimes: [SwiftSetting] = [.enableExperimentalFeature("Lifetimes")]
+
 /// The modules every frame passes through skip dynamic exclusivity checks in release
 /// builds: they cost about a tenth of the broker's instructions per frame (callgrind), and
 /// debug builds, which every test runs, keep them on.
-let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+let hotPath: [SwiftSetting] = lifetimes + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "notifbus",
@@ -66,10 +71,11 @@ let package = Package(
         .target(name: "FuzzJSONView", dependencies: ["NotifBusProtocol"], path: "Fuzz/FuzzJSONView"),
         .target(name: "FuzzDriver", dependencies: ["CFuzzerSupport"], path: "Fuzz/FuzzDriver"),
         .executableTarget(
-            name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder"),
+            name: "fuzz-decoder", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusProtocol"], path: "Fuzz/fuzz-decoder",
+            swiftSettings: lifetimes),
         .executableTarget(
             name: "fuzz-core", dependencies: ["CFuzzerSupport", "FuzzDriver", "FuzzJSONView", "NotifBusCore", "NotifBusProtocol"],
-            path: "Fuzz/fuzz-core"),
+            path: "Fuzz/fuzz-core", swiftSettings: lifetimes),
         // The NATS bridge's exactly-once machine against models of JetStream and the broker:
         // run by NotifBusNATSTests' seeded explorer and by fuzz-bridge under libFuzzer.
         .target(name: "BridgeSimulation", dependencies: ["NotifBusNATS", "NotifBusProtocol", "TestSupport"], path: "Fuzz/BridgeSimulation"),
@@ -84,8 +90,8 @@ let package = Package(
         .executableTarget(name: "categories-observer", dependencies: ["NotifBusClient"], path: "Examples/Categories/Sources/categories-observer"),
         // Test support shared by several test targets: the scenario files and their matcher, JSON depth.
         .target(name: "TestSupport", dependencies: ["NotifBusProtocol"], path: "Tests/TestSupport"),
-        .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol", "TestSupport"]),
-        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"]),
+        .testTarget(name: "NotifBusProtocolTests", dependencies: ["NotifBusProtocol", "TestSupport"], swiftSettings: lifetimes),
+        .testTarget(name: "NotifBusCoreTests", dependencies: ["NotifBusCore", "NotifBusProtocol", "TestSupport"], swiftSettings: lifetimes),
         .testTarget(name: "NotifBusDesktopTests", dependencies: ["NotifBusDesktop", "NotifBusClient", "NotifBusProtocol", "TestSupport"]),
         .testTarget(name: "NotifBusNATSTests", dependencies: ["BridgeSimulation", "NotifBusNATS", "NotifBusProtocol"]),
         .testTarget(name: "NotifBusTransportTests", dependencies: ["CLibevent", "NotifBusTransport", "NotifBusCore", "NotifBusProtocol"]),

@@ -165,7 +165,7 @@ extension Session {
     }
 
     /// Requests whose reply may come in a later step: posts, takes that wait, invokes.
-    static func mayWait(_ request: Request?) -> Bool {
+    static func mayWait(_ request: SentRequest?) -> Bool {
         switch request {
         case .post?, .invoke?, .keyed?: return true
         case .take(_, let wait)?: return (wait ?? 0) > 0
@@ -239,7 +239,7 @@ extension Session {
         let running: Int64 = current == .null ? 0 : 1
         // Posts and invokes held back may have started earlier in this step: they are counted
         // as accepted only when the step ends.
-        func heldBack(_ isKind: (Request?) -> Bool) -> Int64 {
+        func heldBack(_ isKind: (SentRequest?) -> Bool) -> Int64 {
             guard context.afterWrite else { return 0 }
             return Int64(peers.filter(\.open).reduce(0) { $0 + $1.admitted.filter { isKind($0.request) }.count })
         }

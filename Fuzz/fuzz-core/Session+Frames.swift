@@ -146,12 +146,12 @@ extension Session {
 
     /// The op and fingerprint of a keyed request (`Broker.fingerprint`: its target and its
     /// body's bytes as sent).
-    static func onceFingerprint(_ request: Request) -> (op: OnceOp, fingerprint: UInt64) {
+    static func onceFingerprint(_ request: SentRequest) -> (op: OnceOp, fingerprint: UInt64) {
         func fingerprint(_ target: String, _ body: [UInt8]?) -> UInt64 {
             ContentHash.combine(ContentHash.hash(target), ContentHash.hash(body ?? []))
         }
         switch request {
-        case .post(let name, let payload, _): return (.post, fingerprint(name, payload?.bytes))
+        case .post(let name, let payload, _): return (.post, fingerprint(name, payload))
         case .put(let slot, let value): return (.put, fingerprint(slot, value))
         case .take(let slot, _): return (.take, fingerprint(slot, nil))
         case .setCategories(let set): return (.setCategories, fingerprint("", set.raw))
@@ -171,7 +171,7 @@ extension Session {
     /// conflict naming the first op; a result that is not a repeat is a first application,
     /// and no key is applied twice; a refusal holds nothing.
     func checkKeyedReply(
-        _ view: FrameView, key: String, inner: Request, isRepeat: Bool, code: String?, _ pending: Pending, to id: ConnectionID
+        _ view: FrameView, key: String, inner: SentRequest, isRepeat: Bool, code: String?, _ pending: Pending, to id: ConnectionID
     ) {
         let (op, fingerprint) = Session.onceFingerprint(inner)
         let outcome = (code == nil ? view["result"] : view["error"])?.raw ?? []
@@ -347,7 +347,7 @@ extension Session {
     /// Whether the broker may refuse a well-formed request with bad_request: a second hello,
     /// or a per-connection or slot limit the model sees reached (the refused request itself
     /// is no longer outstanding).
-    func overLimit(_ request: Request, from id: ConnectionID) -> Bool {
+    func overLimit(_ request: SentRequest, from id: ConnectionID) -> Bool {
         let outstanding = peers[id - 1].outstanding
         switch request {
         case .hello:
@@ -519,8 +519,8 @@ extension Session {
             calls[relay.call] = nil
             let relayed: [UInt8]?
             switch relay.body {
-            case .result(let raw): relayed = result == raw.bytes ? raw.bytes : nil
-            case .error(let raw): relayed = error == raw.bytes ? raw.bytes : nil
+            case .result(let raw): relayed = result == raw ? raw : nil
+            case .error(let raw): relayed = error == raw ? raw : nil
             }
             if relayed == nil { violation("call \(relay.call) returned \(relay.body) but the invoker got \(Session.text(result ?? error ?? []))") }
             return

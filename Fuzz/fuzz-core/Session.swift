@@ -32,7 +32,7 @@ struct Peer {
 struct Pending {
     let id: JSONValue
     /// Nil when the decoder rejected the request (its reply is an error, at once).
-    let request: Request?
+    let request: SentRequest?
     let step: Int
     let sentAt: Instant
 }
@@ -102,11 +102,11 @@ struct StepContext {
     /// the repeats waiting for it, and both sides of a hand-over may be refused storage_failed.
     var writeFailed = false
     /// The request this step sent.
-    var request: (connection: ConnectionID, id: JSONValue, request: Request?)? = nil
+    var request: (connection: ConnectionID, id: JSONValue, request: SentRequest?)? = nil
     /// Replies sent in this step to requests: connection, id, error code (nil: a result).
     var replies: [(connection: ConnectionID, id: JSONValue, code: String?)] = []
     /// A return the broker accepted: its invoker must get exactly this result or error.
-    var relay: (call: Int64, body: CallReturn.Body, done: Bool)? = nil
+    var relay: (call: Int64, body: ReturnBody, done: Bool)? = nil
 }
 
 final class Session {
@@ -514,19 +514,19 @@ final class Session {
             }
             switch inbound {
             case .request(let rid, let request):
-                expectReply(Session.json(rid), request, from: id)
+                expectReply(Session.json(rid), SentRequest(request), from: id)
             case .answer(let answer):
                 answers[answer.event, default: []].append(SentAnswer(connection: id, answer: answer, sequence: sequence, step: stepNumber))
             case .callReturn(let ret):
                 guard var call = calls[ret.call], call.open, call.handlerConnection == id else { return }
                 call.open = false
                 calls[ret.call] = call
-                if peers[call.invoker - 1].open { context.relay = (ret.call, ret.body, false) }
+                if peers[call.invoker - 1].open { context.relay = (ret.call, ReturnBody(ret.body), false) }
             }
         }
     }
 
-    private func expectReply(_ rid: JSONValue, _ request: Request?, from id: ConnectionID, admitted: Bool = true) {
+    private func expectReply(_ rid: JSONValue, _ request: SentRequest?, from id: ConnectionID, admitted: Bool = true) {
         let pending = Pending(id: rid, request: request, step: stepNumber, sentAt: now)
         peers[id - 1].outstanding.append(pending)
         if admitted { peers[id - 1].admitted.append(pending) }

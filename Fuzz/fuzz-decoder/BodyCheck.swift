@@ -41,8 +41,8 @@ enum BodyCheck {
         body.withUnsafeBytes { buffer in
             guard let direct = MessageDecoder.decodeDirect(buffer) else { return }
             let full = MessageDecoder.decodeFull(buffer)
-            if String(describing: direct) != String(describing: full) {
-                violation("the direct path decodes \(direct), the full decoder \(full)")
+            if direct.summary != full.summary {
+                violation("the direct path decodes \(direct.summary), the full decoder \(full.summary)")
             }
         }
         let view = JSONObjectView(body)
@@ -203,17 +203,16 @@ enum BodyCheck {
         case .getCategories: Op.getCategories
         case .status: Op.status
         case .monitor: Op.monitor
-        case .keyed(_, let request): opName(request)
+        case .keyed(_, let request): opName(request.request)
         }
     }
 
     static func checkRequest(_ request: Request, _ view: JSONObjectView) {
-        // The key is checked as a name; the request under it as any other. A key is only
-        // given to the ops that take one.
+        // The key is checked as a name; the request under it as any other. Only the ops
+        // that take a key can carry one (`KeyedRequest`).
         if case .keyed(let key, let inner) = request {
-            expect(Set([Op.post, Op.put, Op.take, Op.setCategories]).contains(opName(inner)), "a key on \(opName(inner))")
             checkName(key, "once", view)
-            return checkRequest(inner, view)
+            return checkRequest(inner.request, view)
         }
         if view.isGiven("once") { violation("a request with 'once' decoded without its key") }
         switch request {

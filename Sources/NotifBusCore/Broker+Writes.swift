@@ -23,20 +23,18 @@
 import NotifBusProtocol
 
 extension Broker {
-    /// Handles a request now, or holds it back behind the durable writes it depends on.
-    mutating func admit(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
+    /// Handles a request now, or holds it back behind the durable writes it depends on. One
+    /// held back is kept as its frame, `body`: the request's user data are views of it.
+    mutating func admit(_ rid: RequestID, _ request: consuming Request, body: UnsafeRawBufferPointer, from client: ClientRecord, now: Instant) {
         let c = client.id
-        if case .rejected(nil, _) = input { return start(input, from: client, now: now) }  // an error frame answers nothing in order
         let arrival = held.arrive()
-        if client.waiting.isEmpty && canStart(input, arrival: arrival, from: client) { return start(input, from: client, now: now) }
+        if client.waiting.isEmpty && canStart(request, arrival: arrival, from: client) { return handle(request, id: rid, from: client, now: now) }
         if shuttingDown && client.writesInFlight == 0 {
             // Nothing of this connection is in flight and nothing will start any more.
-            return answerShuttingDown(input, from: c, now: now)
+            return refuse(c, rid, .session(.shuttingDown), now: now)
         }
         if client.waiting.isEmpty { held.beganWaiting(c) }
-        if case .request(let rid, let request) = input, case .take(let slot, let wait?) = request.unkeyed, wait > 0, !shuttingDown,
-            client.takes.count < configuration.maxTakesPerConnection
-        {
+        if case .take(let slot, let wait?) = request.unkeyed, wait > 0, !shuttingDown, client.takes.count < configuration.maxTakesPerConnection {
             let key = request.onceKey
             // The take keeps its place among the slot's waiting takers from now on.
             let id = slots.addWaiter(
@@ -44,8 +42,29 @@ extension Broker {
             client.takes.insert(id)
             return client.waiting.append((.heldTake(rid, slot: slot, waitMs: wait, place: id), arrival))
         }
-        // It outlives the frame its user data is a view of.
-        client.waiting.append((input.detached(), arrival))
+        client.waiting.append((.request(rid, frame: Array(body)), arrival))
+    }
+
+    /// Refuses a request now, or behind its connection's requests and writes, in order.
+    mutating func admit(refusing rid: RequestID?, _ error: BrokerError, from client: ClientRecord, now: Instant) {
+        let c = client.id
+        guard let rid else { return refuse(c, nil, error, now: now) }  // an error frame answers nothing in order
+        let arrival = held.arrive()
+        if client.waiting.isEmpty && client.writesInFlight == 0 { return refuse(c, rid, error, now: now) }
+        if shuttingDown && client.writesInFlight == 0 { return refuse(c, rid, error, now: now) }
+        if client.waiting.isEmpty { held.beganWaiting(c) }
+        client.waiting.append((.rejected(rid, error), arrival))
+    }
+
+    /// Calls `body` with the request a held frame holds, decoded again as it was when it
+    /// arrived (the decoder is deterministic).
+    static func withHeld<R>(_ frame: [UInt8], _ body: (borrowing Request) -> R) -> R {
+        frame.withUnsafeBytes { bytes in
+            guard case .decoded(.request(_, let request), _) = MessageDecoder.decode(bytes) else {
+                preconditionFailure("a held frame no longer decodes to a request")
+            }
+            return body(request)
+        }
     }
 
     /// Whether the transport should go on reading `c`'s frames: not while
@@ -64,7 +83,7 @@ extension Broker {
     mutating func start(_ input: WaitingInput, from client: ClientRecord, now: Instant) {
         let c = client.id
         switch input {
-        case .request(let rid, let request): handle(request, id: rid, from: client, now: now)
+        case .request(let rid, let frame): Broker.withHeld(frame) { handle(copy $0, id: rid, from: client, now: now) }
         case .rejected(let rid, let error): refuse(c, rid, error, now: now)
         case .heldTake(let rid, let slot, let waitMs, let place):
             let key = slots.waiter(place)?.once
@@ -89,25 +108,33 @@ extension Broker {
         }
     }
 
-    /// Whether `input` may be handled now: its key is not being written, and it will not
-    /// answer ahead of a write its connection is still waiting for.
+    /// Whether the held `input` may be handled now (`canStart` of its request).
     func canStart(_ input: WaitingInput, arrival: Int, from client: ClientRecord) -> Bool {
-        let request: Request
         switch input {
         case .rejected: return client.writesInFlight == 0
         case .heldTake(_, let slot, let waitMs, let place):
             if slots[slot] != nil && slots.oldestTakerIsHeld(slot, before: arrival, except: place) { return false }
-            request = .take(slot: slot, waitMs: waitMs)
-        case .request(_, let r):
-            request = r
-            // A value must not pass a take that waits for this slot but is still held behind
-            // its own connection's requests: waiting takers are served oldest first.
-            switch r.unkeyed {
-            case .put(let slot, _?), .take(let slot, _):
-                if slots.oldestTakerIsHeld(slot, before: arrival) { return false }
-            default: break
-            }
+            return mayStart(.take(slot: slot, waitMs: waitMs), from: client)
+        case .request(_, let frame):
+            return Broker.withHeld(frame) { canStart($0, arrival: arrival, from: client) }
         }
+    }
+
+    /// Whether `request` may be handled now: its key is not being written, and it will not
+    /// answer ahead of a write its connection is still waiting for.
+    func canStart(_ request: borrowing Request, arrival: Int, from client: ClientRecord) -> Bool {
+        // A value must not pass a take that waits for this slot but is still held behind
+        // its own connection's requests: waiting takers are served oldest first.
+        switch request.unkeyed {
+        case .put(let slot, _?), .take(let slot, _):
+            if slots.oldestTakerIsHeld(slot, before: arrival) { return false }
+        default: break
+        }
+        return mayStart(request, from: client)
+    }
+
+    /// `canStart` once the slot's takers let `request` pass.
+    private func mayStart(_ request: borrowing Request, from client: ClientRecord) -> Bool {
         guard !writes.isEmpty else { return true }
         if let key = Broker.stateKey(of: request), writes.isBusy(key) { return false }
         guard client.writesInFlight > 0 else { return true }
@@ -121,7 +148,7 @@ extension Broker {
     /// Not recursive, so that it is inlined where a request is dispatched (a key holds no
     /// key: the decoder refuses `once` on anything but the four ops).
     @inline(__always)
-    static func touchesSlot(_ request: Request) -> Bool {
+    static func touchesSlot(_ request: borrowing Request) -> Bool {
         switch request {
         case .put(_, _?), .take, .keyed(_, .put(_, _?)), .keyed(_, .take): true
         default: false
@@ -130,28 +157,27 @@ extension Broker {
 
     /// Posts and invokes are answered later in any case: once every earlier request of
     /// their connection has started, they need not wait for that connection's writes.
-    static func answersLater(_ request: Request) -> Bool {
+    static func answersLater(_ request: borrowing Request) -> Bool {
         switch request {
-        case .post, .invoke: return true
-        case .keyed(_, let request): return answersLater(request)
+        case .post, .invoke, .keyed(_, .post): return true
         default: return false
         }
     }
 
     /// The durable state a request reads or changes. A `didReceive` post is checked
     /// against the categories, so it reads them.
-    static func stateKey(of request: Request) -> StateKey? {
+    static func stateKey(of request: borrowing Request) -> StateKey? {
         switch request {
-        case .put(let slot, _), .take(let slot, _), .peek(let slot): return .slot(slot)
-        case .setCategories, .getCategories, .post(_, _, .didReceive?): return .categories
-        case .keyed(_, let request): return stateKey(of: request)
+        case .put(let slot, _), .take(let slot, _), .peek(let slot), .keyed(_, .put(let slot, _)), .keyed(_, .take(let slot, _)): return .slot(slot)
+        case .setCategories, .getCategories, .post(_, _, .didReceive?), .keyed(_, .setCategories), .keyed(_, .post(_, _, .didReceive?)):
+            return .categories
         default: return nil
         }
     }
 
     /// Whether handling `request` now starts a durable write (rather than answering at once).
     /// A keyed request whose key is held writes nothing (`canStart` asks that first).
-    func willWrite(_ request: Request) -> Bool {
+    func willWrite(_ request: borrowing Request) -> Bool {
         let key = request.onceKey
         switch request.unkeyed {
         case .put(let slot, nil):

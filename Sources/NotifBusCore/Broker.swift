@@ -154,19 +154,19 @@ public struct Broker: ~Copyable {
         var frame = DirectFrame.ping(id: 0)
         if client.greeted && frame.decode(body) {
             if _slowPath(!sessions.monitors.isEmpty) { mirrorInbound(body, from: id) }
-            return receive(frame, from: client, now: now)
+            return receive(frame, body: body, from: client, now: now)
         }
-        receiveDecoded(body, from: client, now: now)
+        receiveDecoded(body, from: client, mirrored: false, now: now)
     }
 
     /// A frame the direct path declined (or any frame before `hello`), through the full
     /// decoder. Kept out of `receiveFrame`, which the per-event frames take (inlined there:
     /// core-invoke 3,645 instructions rather than 3,639, chain3 5,570 rather than 5,557).
     @inline(never)
-    private mutating func receiveDecoded(_ body: UnsafeRawBufferPointer, from client: ClientRecord, now: Instant) {
+    private mutating func receiveDecoded(_ body: UnsafeRawBufferPointer, from client: ClientRecord, mirrored: Bool, now: Instant) {
         let id = client.id
         let decoded = MessageDecoder.decode(body)
-        if !sessions.monitors.isEmpty {
+        if !mirrored && !sessions.monitors.isEmpty {
             if case .badJSON = decoded {} else { mirrorInbound(body, from: id) }
         }
         // Before hello, `hello_required` echoes the refused request's id when it had a usable
@@ -178,16 +178,16 @@ public struct Broker: ~Copyable {
             guard client.greeted || isHello else { return refuse(id, rejection.id, .session(.helloRequired), now: now) }
             if isHello && client.greeted, let rid = rejection.id {
                 // A second hello is refused as such, before its own fields are judged.
-                return admit(.rejected(rid, .session(.alreadyGreeted)), from: client, now: now)
+                return admit(refusing: rid, .session(.alreadyGreeted), from: client, now: now)
             }
-            admit(.rejected(rejection.id, .rejected(rejection.reason, rejection.message)), from: client, now: now)
+            admit(refusing: rejection.id, .rejected(rejection.reason, rejection.message), from: client, now: now)
         case .decoded(let inbound, let isHello):
             guard client.greeted || isHello else {
                 if case .request(let requestID, _) = inbound { return refuse(id, requestID, .session(.helloRequired), now: now) }
                 return refuse(id, nil, .session(.helloRequired), now: now)
             }
             switch consume inbound {
-            case .request(let requestID, let request): dispatch(requestID, request, from: client, now: now)
+            case .request(let requestID, let request): dispatch(requestID, request, body: body, from: client, now: now)
             case .answer(let answer): handleAnswer(answer, from: id, now: now)
             case .callReturn(let ret): handleReturn(ret, from: client)
             }
@@ -195,11 +195,16 @@ public struct Broker: ~Copyable {
     }
 
     /// Starts a request of `client` now when `startsAtOnce`, and admits it behind its
-    /// connection's requests and the writes in flight otherwise: the way a request of either
-    /// decoder goes on as it arrives (one held back reaches `handle` later, from `admit`).
+    /// connection's requests and the writes in flight otherwise: the way a request of the
+    /// full decoder goes on as it arrives (one held back reaches `handle` later, from
+    /// `admit`). `body` is the frame it was decoded from.
     @inline(__always)
-    mutating func dispatch(_ rid: RequestID, _ request: consuming Request, from client: ClientRecord, now: Instant) {
-        guard startsAtOnce(client, touchingSlot: Broker.touchesSlot(request)) else { return admit(.request(rid, request), from: client, now: now) }
+    mutating func dispatch(
+        _ rid: RequestID, _ request: consuming Request, body: UnsafeRawBufferPointer, from client: ClientRecord, now: Instant
+    ) {
+        guard startsAtOnce(client, touchingSlot: Broker.touchesSlot(request)) else {
+            return admit(rid, request, body: body, from: client, now: now)
+        }
         held.arrive()
         handle(request, id: rid, from: client, now: now)
     }
@@ -213,24 +218,31 @@ public struct Broker: ~Copyable {
     }
 
     /// A frame of a greeted connection that the direct path decoded, acted on as the full
-    /// decoder's outcome is: a request through `dispatch`, an answer or a return where each
-    /// is handled. Its names and user data are views of the body. Each request is made where
-    /// its op is known, so that `handle`'s switch folds away for it (made into one `Inbound`
-    /// first and taken apart in one switch, ping costs 746 instructions rather than 533,
-    /// core-invoke 3,959 rather than 3,639).
+    /// decoder's outcome is: a request that starts at once as `dispatch` starts it, an answer
+    /// or a return where each is handled. Its names and user data are views of the body. Each
+    /// request is made where its op is known, so that `handle`'s switch folds away for it
+    /// (made into one `Inbound` first and taken apart in one switch, ping costs 746
+    /// instructions rather than 533, core-invoke 3,959 rather than 3,639); and only where it
+    /// starts: one that does not start at once takes the full decoder's way to `admit`
+    /// (given to `dispatch`, whose other branch keeps it, every request was stored whole
+    /// before the test: ping 544, core-invoke 3,714).
     @inline(__always)
-    private mutating func receive(_ frame: DirectFrame, from client: ClientRecord, now: Instant) {
+    private mutating func receive(_ frame: DirectFrame, body: UnsafeRawBufferPointer, from client: ClientRecord, now: Instant) {
         switch frame {
         case .ping(let id):
-            dispatch(.integer(id), .ping, from: client, now: now)
+            guard startsAtOnce(client) else { return receiveDecoded(body, from: client, mirrored: true, now: now) }
+            held.arrive()
+            handle(.ping, id: .integer(id), from: client, now: now)
         case .invoke(let id, let channel, let method, let arguments):
-            let request = Request.invoke(
-                channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })
-            dispatch(.integer(id), request, from: client, now: now)
+            guard startsAtOnce(client) else { return receiveDecoded(body, from: client, mirrored: true, now: now) }
+            held.arrive()
+            let request = Request.invoke(channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: .inPlace(arguments))
+            handle(request, id: .integer(id), from: client, now: now)
         case .post(let id, let name, let key, let payload):
+            guard startsAtOnce(client) else { return receiveDecoded(body, from: client, mirrored: true, now: now) }
+            held.arrive()
             if !key.isEmpty { return receivePost(id: id, name: name, once: key, payload: payload, from: client, now: now) }
-            let request = Request.post(name: postNames.text(of: name), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)
-            dispatch(.integer(id), request, from: client, now: now)
+            handle(.post(name: postNames.text(of: name), payload: .inPlace(payload), profile: nil), id: .integer(id), from: client, now: now)
         case .callReturn(let call, let result):
             handleReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result))), from: client)
         case .next(let event): handleAnswer(.next(event: event), from: client.id, now: now)
@@ -239,20 +251,15 @@ public struct Broker: ~Copyable {
         }
     }
 
-    /// A keyed post the direct path decoded: kept out of `receive`, so that the frames of the
-    /// per-event path without keys are decoded and acted on as they were.
+    /// A keyed post the direct path decoded, which starts at once: kept out of `receive`, so
+    /// that the frames of the per-event path without keys are decoded and acted on as they were.
     @inline(never)
     private mutating func receivePost(
         id: Int64, name: UnsafeRawBufferPointer, once key: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?,
         from client: ClientRecord, now: Instant
     ) {
         let hash = self.once.hash(utf8: key), name = postNames.text(of: name)
-        let fingerprint = Broker.fingerprint(targetHash: postNames.hash(), body: payload), payload = payload.map { JSONBytes(inPlace: $0) }
-        guard startsAtOnce(client) else {
-            let once = String(decoding: key, as: UTF8.self)
-            return admit(.request(.integer(id), .keyed(once: once, .post(name: name, payload: payload, profile: nil))), from: client, now: now)
-        }
-        held.arrive()
+        let fingerprint = Broker.fingerprint(targetHash: postNames.hash(), body: payload), payload = JSONBytes.inPlace(payload)
         post(name: name, payload: payload, profile: nil, once: key, hash: hash, fingerprint: fingerprint, rid: .integer(id), from: client, now: now)
     }
 
@@ -405,8 +412,26 @@ public struct Broker: ~Copyable {
 
     // MARK: Dispatch
 
-    /// Carries out one request of `client` (which the sessions hold).
+    /// Carries out one request of `client` (which the sessions hold): the ops of the
+    /// per-event path here, inlined where the request is made so that the switch folds away
+    /// for them, every other in `handleOther`.
+    @inline(__always)
     mutating func handle(_ request: consuming Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
+        switch consume request {
+        case .ping:
+            send(.reply(rid, .empty), to: client.id)
+        case .post(let name, let payload, let profile):
+            post(name: name, payload: payload, profile: profile, rid: rid, from: client, now: now)
+        case .invoke(let channel, let method, let arguments):
+            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: client, now: now)
+        case let request:
+            handleOther(request, id: rid, from: client, now: now)
+        }
+    }
+
+    /// `handle` for every op but the three of the per-event path.
+    @inline(never)
+    private mutating func handleOther(_ request: consuming Request, id rid: RequestID, from client: ClientRecord, now: Instant) {
         let c = client.id
         switch consume request {
         case .hello(let version, let name):
@@ -415,20 +440,14 @@ public struct Broker: ~Copyable {
             client.greeted = true
             client.name = name
             send(.reply(rid, .hello(server: configuration.serverName, client: c, maxFrame: configuration.maxFrame)), to: c)
-        case .ping:
-            send(.reply(rid, .empty), to: c)
         case .subscribe(let events, let priority, let key, let resume):
             subscribe(events: events, priority: priority, key: key, resume: resume, rid: rid, from: c, now: now)
         case .unsubscribe(let target):
             unsubscribe(target, rid: rid, from: c, now: now)
-        case .post(let name, let payload, let profile):
-            post(name: name, payload: payload, profile: profile, rid: rid, from: client, now: now)
         case .handle(let channel, let method, let resume):
             handleChannel(HandlerKey(channel: channel, method: method), resume: resume, rid: rid, from: c, now: now)
         case .unhandle(let handler):
             unhandle(handler, rid: rid, from: c, now: now)
-        case .invoke(let channel, let method, let arguments):
-            invoke(channel: channel, method: method, arguments: arguments, rid: rid, from: client, now: now)
         case .put(let slot, let value):
             put(slot: slot, value: value, once: nil, rid: rid, from: c, now: now)
         case .take(let slot, let wait):
@@ -448,6 +467,8 @@ public struct Broker: ~Copyable {
             send(.reply(rid, .empty), to: c)
         case .keyed(let key, let request):
             handleKeyed(key, request, id: rid, from: client, now: now)
+        case .ping, .post, .invoke:
+            preconditionFailure("handle carries out the per-event ops")
         }
     }
 

@@ -204,6 +204,7 @@ enum BrokerError: Error, Equatable {
 
     /// The error reply to `rid` (nil: an error frame). A `superseded` names the holder in
     /// `details.by`, so the client can report it.
+    @_lifetime(immortal)
     func frame(_ rid: RequestID?) -> OutboundFrame {
         switch (self, rid) {
         case (.chain(.keyHeld(_, let holder)), let rid?): .superseded(rid, message: message, by: "o\(holder)")

@@ -143,17 +143,13 @@ public struct PendingWriteRecord: Sendable {
 
 /// A request (or a refusal of one) that waits behind a durable write (Broker+Writes.swift).
 enum WaitingInput {
-    case request(RequestID, Request)
+    /// A request, kept as its frame's body and decoded again when it is asked about or
+    /// starts (`Broker.withHeld`): its user data were views of the frame it came in.
+    case request(RequestID, frame: [UInt8])
     case rejected(RequestID?, BrokerError)
     /// A `take` that may wait, holding its `place` among the slot's waiting takers (its
     /// idempotency key is kept with its place).
     case heldTake(RequestID, slot: String, waitMs: Int64, place: Int)
-
-    /// The same input with its user data owned, to be kept beyond the frame it came in.
-    func detached() -> WaitingInput {
-        if case .request(let rid, let request) = self { return .request(rid, request.detached()) }
-        return self
-    }
 }
 
 /// A FIFO with amortized O(1) pops and no per-element shifting.

@@ -64,7 +64,7 @@ struct QueuedPost {
 
     /// A post with frames of its own made from `payload` (tests).
     init(event: Int64, poster: ConnectionID, requestID: RequestID, name: String, payload: RawJSON?, isWillPresent: Bool, launchesApp: Bool) {
-        let frame = EventFrame(event: event, name: name, payload: payload.map(JSONBytes.init))
+        let frame = payload.map { EventFrame(event: event, name: name, payload: JSONBytes($0)) } ?? EventFrame(event: event, name: name, payload: nil)
         self.init(
             event: event, poster: poster, requestID: requestID, name: name, frame: frame, isWillPresent: isWillPresent,
             launchesApp: launchesApp)

@@ -9,12 +9,13 @@ public typealias RawJSON = [UInt8]
 /// Validated JSON bytes of one value, as the peer wrote them: either seen in place in the
 /// frame body they were decoded from (no copy), or an array of their own.
 ///
-/// In place they are valid only while that body is. `MessageDecoder.decode(_:)` given a
-/// buffer pointer hands them out in place; whoever keeps them beyond the buffer's life must
-/// keep `detached()` ones (the broker's core builds every frame from them within the
-/// `receive` that decoded them, and detaches a request it holds back).
-/// `MessageDecoder.decode(_:)` given an array hands out detached ones.
-public struct JSONBytes: @unchecked Sendable {
+/// Not `Escapable`: a value made in place depends on the body it was decoded from, and the
+/// compiler refuses to let it (or any request, frame or result that carries it) outlive
+/// that body. `MessageDecoder.decode(_:)` given a buffer pointer hands out values that
+/// depend on it; given an array it hands out values of their own (`detached()`), which
+/// depend on nothing. What must be kept beyond a frame is kept as bytes (the broker keeps
+/// a request it holds back as its frame, and decodes it again when it starts).
+public struct JSONBytes: ~Escapable, @unchecked Sendable {
     // Unchecked: an in-place view is read only, and only within its buffer's life (above);
     // the owned case is an array.
     @usableFromInline enum Storage {
@@ -25,12 +26,31 @@ public struct JSONBytes: @unchecked Sendable {
     @usableFromInline let storage: Storage
 
     /// Bytes of their own.
+    @_lifetime(immortal)
     public init(_ raw: RawJSON) {
         storage = .owned(raw)
     }
 
     /// A view of `bytes`, valid only while they are.
+    @inlinable
+    @_lifetime(borrow bytes)
     public init(inPlace bytes: UnsafeRawBufferPointer) {
+        storage = .inPlace(bytes)
+    }
+
+    /// A view of `bytes` when there are any, valid only while they are.
+    @inlinable
+    @_lifetime(borrow bytes)
+    public static func inPlace(_ bytes: UnsafeRawBufferPointer?) -> JSONBytes? {
+        guard let view = bytes else { return nil }
+        return _overrideLifetime(JSONBytes(unboundInPlace: view), borrowing: bytes)
+    }
+
+    /// A view of `bytes` that depends on nothing: for the decoder, whose entry points tie
+    /// what they return to the body they were given (`MessageDecoder.decode(_:)`).
+    @inlinable
+    @_lifetime(immortal)
+    package init(unboundInPlace bytes: UnsafeRawBufferPointer) {
         storage = .inPlace(bytes)
     }
 
@@ -66,15 +86,15 @@ public struct JSONBytes: @unchecked Sendable {
         }
     }
 
-    /// The same bytes, owned: safe to keep beyond the buffer they were decoded from.
+    /// The same bytes, owned: they depend on nothing.
+    @_lifetime(immortal)
     public func detached() -> JSONBytes {
-        isInPlace ? JSONBytes(bytes) : self
+        JSONBytes(bytes)
     }
-}
 
-extension JSONBytes: Equatable, CustomStringConvertible {
-    public static func == (a: JSONBytes, b: JSONBytes) -> Bool {
-        a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.elementsEqual(y) } }
+    /// Whether both hold the same bytes.
+    public func equals(_ other: borrowing JSONBytes) -> Bool {
+        withUnsafeBytes { x in other.withUnsafeBytes { y in x.elementsEqual(y) } }
     }
 
     /// The bytes as an array prints them, wherever they are held.
@@ -83,11 +103,10 @@ extension JSONBytes: Equatable, CustomStringConvertible {
 
 /// A name (an invoke's channel or method) seen in place in the frame body it was decoded
 /// from, when it holds no escape (its bytes between the quotes are then its UTF-8), or a
-/// `String` of its own. In place it lives as long as `JSONBytes` in place do, and the same
-/// rules hold: `detached()` before keeping it beyond its buffer. It spares the broker a
-/// `String` per name on the per-frame path: routing compares bytes, and the `call` frame
-/// copies them.
-public struct JSONName: @unchecked Sendable {
+/// `String` of its own. Not `Escapable`, as `JSONBytes` is not and for the same reason. It
+/// spares the broker a `String` per name on the per-frame path: routing compares bytes,
+/// and the `call` frame copies them.
+public struct JSONName: ~Escapable, @unchecked Sendable {
     // Unchecked for the reason `JSONBytes` is.
     @usableFromInline enum Storage {
         case inPlace(UnsafeRawBufferPointer)
@@ -96,12 +115,22 @@ public struct JSONName: @unchecked Sendable {
 
     @usableFromInline let storage: Storage
 
+    @_lifetime(immortal)
     public init(_ text: String) {
         storage = .owned(text)
     }
 
     /// A view of the UTF-8 of a name written without escapes, valid only while it is.
+    @inlinable
+    @_lifetime(borrow utf8)
     public init(inPlace utf8: UnsafeRawBufferPointer) {
+        storage = .inPlace(utf8)
+    }
+
+    /// `init(inPlace:)` depending on nothing, for the decoder (`JSONBytes(unboundInPlace:)`).
+    @inlinable
+    @_lifetime(immortal)
+    package init(unboundInPlace utf8: UnsafeRawBufferPointer) {
         storage = .inPlace(utf8)
     }
 
@@ -144,26 +173,16 @@ public struct JSONName: @unchecked Sendable {
         }
     }
 
-    /// The same name, owned: safe to keep beyond the buffer it was decoded from.
+    /// The same name, owned: it depends on nothing.
+    @_lifetime(immortal)
     public func detached() -> JSONName {
-        isInPlace ? JSONName(text) : self
+        JSONName(text)
     }
 }
 
-extension JSONName: Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
-    public init(stringLiteral text: String) {
-        self.init(text)
-    }
-
-    public static func == (a: JSONName, b: JSONName) -> Bool {
-        a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
-    }
-
-    public var description: String { text }
-}
-
-/// A request: it carries an id and gets exactly one reply.
-public enum Request: Sendable {
+/// A request: it carries an id and gets exactly one reply. Not `Escapable`: a post's payload
+/// and an invoke's names and arguments may be views of the frame body (`JSONBytes`).
+public enum Request: ~Escapable, @unchecked Sendable {
     case hello(protocolVersion: Int64, name: String?)
     case ping
     /// `resume` marks a registration a client makes again after reconnecting: it yields
@@ -187,8 +206,27 @@ public enum Request: Sendable {
     case status(page: StatusPage?)
     case monitor
     /// A `post`, `put`, `take` or `setCategories` with an idempotency key (`once`, §3.8).
-    /// Indirect, so that keys add nothing to the size of every request.
-    indirect case keyed(once: String, Request)
+    case keyed(once: String, KeyedRequest)
+}
+
+/// The requests that take an idempotency key, as `Request` has them.
+public enum KeyedRequest: ~Escapable, @unchecked Sendable {
+    case post(name: String, payload: JSONBytes?, profile: ProfilePayload?)
+    case put(slot: String, value: RawJSON?)
+    case take(slot: String, waitMs: Int64?)
+    case setCategories(CategorySet)
+
+    /// The same request without a key.
+    public var request: Request {
+        @_lifetime(copy self) get {
+            switch self {
+            case .post(let name, let payload, let profile): .post(name: name, payload: payload, profile: profile)
+            case .put(let slot, let value): .put(slot: slot, value: value)
+            case .take(let slot, let waitMs): .take(slot: slot, waitMs: waitMs)
+            case .setCategories(let set): .setCategories(set)
+            }
+        }
+    }
 }
 
 /// Where a `status` page starts: just after this item of the lists `clients`, `observers`,
@@ -301,8 +339,8 @@ public enum Answer: Sendable {
 }
 
 /// A handler's `return` for a `call`.
-public struct CallReturn: Sendable {
-    public enum Body: Sendable {
+public struct CallReturn: ~Escapable, @unchecked Sendable {
+    public enum Body: ~Escapable, @unchecked Sendable {
         case result(JSONBytes)
         /// The whole error object, validated, forwarded as written.
         case error(JSONBytes)
@@ -311,12 +349,14 @@ public struct CallReturn: Sendable {
     public let call: Int64
     public let body: Body
 
-    public init(call: Int64, body: Body) {
+    @_lifetime(copy body)
+    public init(call: Int64, body: consuming Body) {
         self.call = call
         self.body = body
     }
 
-    /// The same return with its bytes owned (`JSONBytes.detached`).
+    /// The same return with its bytes owned (`JSONBytes.detached`): it depends on nothing.
+    @_lifetime(immortal)
     public func detached() -> CallReturn {
         switch body {
         case .result(let raw): CallReturn(call: call, body: .result(raw.detached()))
@@ -334,27 +374,44 @@ extension Request {
 
     /// The request without its idempotency key.
     public var unkeyed: Request {
-        if case .keyed(_, let request) = self { return request }
-        return self
+        @_lifetime(copy self) get {
+            if case .keyed(_, let request) = self { return request.request }
+            return copy self
+        }
     }
 
-    /// The same request with its user data owned (`JSONBytes.detached`): what to keep when
-    /// it must outlive the frame body it was decoded from.
+    /// The same request with its user data owned (`JSONBytes.detached`): it depends on
+    /// nothing.
+    @_lifetime(immortal)
     public func detached() -> Request {
         switch self {
+        case .hello(let version, let name): .hello(protocolVersion: version, name: name)
+        case .ping: .ping
+        case .subscribe(let events, let priority, let key, let resume): .subscribe(events: events, priority: priority, key: key, resume: resume)
+        case .unsubscribe(let target): .unsubscribe(target)
+        case .post(let name, let payload, let profile): .post(name: name, payload: payload?.detached(), profile: profile)
+        case .handle(let channel, let method, let resume): .handle(channel: channel, method: method, resume: resume)
+        case .unhandle(let handler): .unhandle(handler: handler)
         case .invoke(let channel, let method, let arguments):
             .invoke(channel: channel.detached(), method: method.detached(), arguments: arguments?.detached())
-        case .post(let name, let payload?, let profile) where payload.isInPlace:
-            .post(name: name, payload: payload.detached(), profile: profile)
-        case .keyed(let key, let request):
-            .keyed(once: key, request.detached())
-        default: self
+        case .put(let slot, let value): .put(slot: slot, value: value)
+        case .take(let slot, let waitMs): .take(slot: slot, waitMs: waitMs)
+        case .peek(let slot): .peek(slot: slot)
+        case .setCategories(let set): .setCategories(set)
+        case .getCategories: .getCategories
+        case .status(let page): .status(page: page)
+        case .monitor: .monitor
+        case .keyed(let key, .post(let name, let payload, let profile)):
+            .keyed(once: key, .post(name: name, payload: payload?.detached(), profile: profile))
+        case .keyed(let key, .put(let slot, let value)): .keyed(once: key, .put(slot: slot, value: value))
+        case .keyed(let key, .take(let slot, let waitMs)): .keyed(once: key, .take(slot: slot, waitMs: waitMs))
+        case .keyed(let key, .setCategories(let set)): .keyed(once: key, .setCategories(set))
         }
     }
 }
 
 /// One decoded frame.
-public enum Inbound: Sendable {
+public enum Inbound: ~Escapable, @unchecked Sendable {
     case request(id: RequestID, Request)
     case answer(Answer)
     case callReturn(CallReturn)
@@ -387,19 +444,23 @@ public struct Rejection: Error, Sendable, Equatable {
 }
 
 /// The outcome of decoding one frame body.
-public enum DecodeResult: Sendable {
+public enum DecodeResult: ~Escapable, @unchecked Sendable {
     /// Not UTF-8 JSON, or not an object.
     case badJSON(String)
     /// `op` is "hello"; needed before greeting, when anything else is refused.
     case decoded(Inbound, isHello: Bool)
     case rejected(Rejection, isHello: Bool)
 
-    /// The same outcome with its user data owned (`JSONBytes.detached`).
+    /// The same outcome with its user data owned (`JSONBytes.detached`): it depends on
+    /// nothing.
+    @_lifetime(immortal)
     public func detached() -> DecodeResult {
         switch self {
+        case .badJSON(let reason): .badJSON(reason)
+        case .rejected(let rejection, let isHello): .rejected(rejection, isHello: isHello)
         case .decoded(.request(let id, let request), let isHello): .decoded(.request(id: id, request.detached()), isHello: isHello)
+        case .decoded(.answer(let answer), let isHello): .decoded(.answer(answer), isHello: isHello)
         case .decoded(.callReturn(let ret), let isHello): .decoded(.callReturn(ret.detached()), isHello: isHello)
-        default: self
         }
     }
 }

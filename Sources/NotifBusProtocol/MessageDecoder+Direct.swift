@@ -27,25 +27,36 @@ package enum DirectFrame {
     /// `value` nil: absent or null.
     case complete(event: Int64, value: UnsafeRawBufferPointer?)
 
-    /// The same outcome as the full decoder gives, its user data in place.
+    /// The same outcome as the full decoder gives, its user data in place. It depends on
+    /// nothing as far as the compiler knows: `MessageDecoder.decodeDirect` ties it to the body.
     package var decodeResult: DecodeResult {
-        switch self {
-        case .ping(let id): .decoded(.request(id: .integer(id), .ping), isHello: false)
-        case .invoke(let id, let channel, let method, let arguments):
-            .decoded(
-                .request(
-                    id: .integer(id),
-                    .invoke(
-                        channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: arguments.map { JSONBytes(inPlace: $0) })),
-                isHello: false)
-        case .post(let id, let name, let once, let payload):
-            .decoded(.request(id: .integer(id), DirectFrame.post(name: name, once: once, payload: payload)), isHello: false)
-        case .callReturn(let call, let result):
-            .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result)))), isHello: false)
-        case .next(let event): .decoded(.answer(.next(event: event)), isHello: false)
-        case .stop(let event): .decoded(.answer(.stop(event: event)), isHello: false)
-        case .complete(let event, let value): .decoded(.answer(.complete(event: event, value: value.map { RawJSON($0) })), isHello: false)
+        @_lifetime(immortal) get {
+            switch self {
+            case .ping(let id): .decoded(.request(id: .integer(id), .ping), isHello: false)
+            case .invoke(let id, let channel, let method, let arguments):
+                .decoded(
+                    .request(
+                        id: .integer(id),
+                        .invoke(
+                            channel: JSONName(unboundInPlace: channel), method: JSONName(unboundInPlace: method),
+                            arguments: DirectFrame.bytes(arguments))),
+                    isHello: false)
+            case .post(let id, let name, let once, let payload):
+                .decoded(.request(id: .integer(id), DirectFrame.post(name: name, once: once, payload: payload)), isHello: false)
+            case .callReturn(let call, let result):
+                .decoded(.callReturn(CallReturn(call: call, body: .result(JSONBytes(unboundInPlace: result)))), isHello: false)
+            case .next(let event): .decoded(.answer(.next(event: event)), isHello: false)
+            case .stop(let event): .decoded(.answer(.stop(event: event)), isHello: false)
+            case .complete(let event, let value): .decoded(.answer(.complete(event: event, value: value.map { RawJSON($0) })), isHello: false)
+            }
         }
+    }
+
+    /// Optional bytes in place, depending on nothing (`decodeResult`).
+    @_lifetime(immortal)
+    static func bytes(_ bytes: UnsafeRawBufferPointer?) -> JSONBytes? {
+        guard let bytes else { return nil }
+        return JSONBytes(unboundInPlace: bytes)
     }
 }
 
@@ -79,9 +90,15 @@ private struct DirectSpan {
 extension MessageDecoder {
     /// The outcome of `body` when the direct path can decode it whole; nil when the full
     /// decoder must judge it. Never a rejection: every refusal is the full decoder's to word.
-    @inline(__always)
+    @inline(__always) @_lifetime(borrow body)
     package static func decodeDirect(_ body: UnsafeRawBufferPointer) -> DecodeResult? {
-        DirectFrame(decoding: body)?.decodeResult
+        _overrideLifetime(decodeDirectUnbound(body), borrowing: body)
+    }
+
+    @inline(__always) @_lifetime(immortal)
+    static func decodeDirectUnbound(_ body: UnsafeRawBufferPointer) -> DecodeResult? {
+        guard let frame = DirectFrame(decoding: body) else { return nil }
+        return frame.decodeResult
     }
 }
 
@@ -332,10 +349,13 @@ extension DirectFrame {
 }
 
 extension DirectFrame {
-    /// The request of a post the direct path decoded, its user data in place.
+    /// The request of a post the direct path decoded, its user data in place, depending on
+    /// nothing (`decodeResult`).
+    @_lifetime(immortal)
     package static func post(name: UnsafeRawBufferPointer, once: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?) -> Request {
-        let post = Request.post(name: String(decoding: name, as: UTF8.self), payload: payload.map { JSONBytes(inPlace: $0) }, profile: nil)
-        return once.isEmpty ? post : .keyed(once: String(decoding: once, as: UTF8.self), post)
+        let name = String(decoding: name, as: UTF8.self)
+        if once.isEmpty { return .post(name: name, payload: bytes(payload), profile: nil) }
+        return .keyed(once: String(decoding: once, as: UTF8.self), .post(name: name, payload: bytes(payload), profile: nil))
     }
 
     /// The rest of a post in the clients' order with a key, from `p` on: `once`, then the

@@ -28,22 +28,41 @@ public enum MessageDecoder {
         }
     }
 
-    /// Decodes `body`; the user data in the result is owned (`JSONBytes.detached`).
+    /// Decodes `body`; the user data in the result is owned (`JSONBytes.detached`): it
+    /// depends on nothing.
+    @_lifetime(immortal)
     public static func decode(_ body: [UInt8]) -> DecodeResult {
-        body.withUnsafeBytes { decode($0).detached() }
+        var result = DecodeResult.badJSON("")
+        body.withUnsafeBytes { result = decodeUnbound($0).detached() }
+        return result
     }
 
-    /// Decodes `body`; the `JSONBytes` in the result are views of `body`, valid only while it is.
-    /// The frames of the per-event path take the direct path (`decodeDirect`); whatever it
-    /// declines, the full decoder judges.
+    /// Decodes `body`; the `JSONBytes` in the result are views of `body`, and the result
+    /// cannot outlive it. The frames of the per-event path take the direct path
+    /// (`decodeDirect`); whatever it declines, the full decoder judges.
+    @_lifetime(borrow body)
     public static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
-        if let direct = decodeDirect(body) { return direct }
-        return decodeFull(body)
+        _overrideLifetime(decodeUnbound(body), borrowing: body)
+    }
+
+    /// `decode` whose views depend on nothing as far as the compiler knows: for the entry
+    /// points above, which tie them to what they hand out.
+    @_lifetime(immortal)
+    static func decodeUnbound(_ body: UnsafeRawBufferPointer) -> DecodeResult {
+        if let direct = decodeDirectUnbound(body) { return direct }
+        return decodeFullUnbound(body)
     }
 
     /// `decode` by the full decoder alone, which judges every frame and words every
     /// rejection; tests and fuzzers hold the direct path to its results.
+    @_lifetime(borrow body)
     package static func decodeFull(_ body: UnsafeRawBufferPointer) -> DecodeResult {
+        _overrideLifetime(decodeFullUnbound(body), borrowing: body)
+    }
+
+    @_lifetime(immortal)
+    static func decodeFullUnbound(_ body: UnsafeRawBufferPointer) -> DecodeResult {
+        var result = DecodeResult.badJSON("")
         withUnsafeTemporaryAllocation(of: FrameFields.Slot.self, capacity: FieldName.count) { slots in
             var scanner = JSONScanner(body)
             // Scanned straight into the view, which is then borrowed: the field table is a
@@ -52,15 +71,18 @@ public enum MessageDecoder {
             do throws(JSONError) {
                 try scanner.scanTopLevelObject(into: &view.fields)
             } catch {
-                return .badJSON(error.description)
+                result = .badJSON(error.description)
+                return
             }
-            return decode(&view)
+            result = decode(&view)
         }
+        return result
     }
 
     /// Classifies a scanned frame. `view` (a few hundred bytes) is passed `inout` all the
     /// way down, and the one helper that is not inlined (`requestID`) is `mutating`: a
     /// non-mutating call, or a by-value parameter, on an `inout` view copies it whole.
+    @_lifetime(immortal)
     static func decode(_ view: inout FieldView) -> DecodeResult {
         let scanner = view.scanner
         // `op`'s name when known; whether it is a string at all. The text of an unknown op
@@ -100,7 +122,7 @@ public enum MessageDecoder {
         }
     }
 
-    @inline(__always)
+    @inline(__always) @_lifetime(immortal)
     static func decodeAnswer(op: OpName, _ v: inout FieldView) throws(Rejection) -> Inbound {
         if op == .return {
             guard let call = v.field(.call).flatMap({ v.scanner.wholeNumber(of: $0) }) else {
@@ -148,6 +170,7 @@ public enum MessageDecoder {
         guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
+    @_lifetime(immortal)
     static func decodeRequest(op: OpName, id: RequestID, _ v: inout FieldView) throws(Rejection) -> Request {
         switch op {
         case .hello:
@@ -201,7 +224,8 @@ public enum MessageDecoder {
                     throw Rejection(id: id, .invalidPayload, message: error.message)
                 }
             }
-            return try v.keyed(.post(name: name, payload: payloadField.map { v.scanner.inPlace($0) }, profile: profile))
+            if let payloadField { return try v.keyed(.post(name: name, payload: v.scanner.inPlace(payloadField), profile: profile)) }
+            return try v.keyed(.post(name: name, payload: nil, profile: profile))
         case .handle:
             let channel = try v.requiredName(.channel)
             let method = try v.optionalName(.method)
@@ -212,7 +236,8 @@ public enum MessageDecoder {
         case .invoke:
             let channel = try v.requiredNameInPlace(.channel)
             let method = try v.requiredNameInPlace(.method)
-            return .invoke(channel: channel, method: method, arguments: v.optional(.arguments).map { v.scanner.inPlace($0) })
+            guard let arguments = v.optional(.arguments) else { return .invoke(channel: channel, method: method, arguments: nil) }
+            return .invoke(channel: channel, method: method, arguments: v.scanner.inPlace(arguments))
         case .put:
             let slot = try v.requiredName(.slot)
             guard let f = v.field(.value) else { throw v.bad("missing field 'value'") }
@@ -484,18 +509,21 @@ struct PackedName {
 
 extension JSONScanner {
     /// A field's value bytes, in place in the scanned buffer.
-    @inline(__always)
+    @inline(__always) @_lifetime(immortal)
     func inPlace(_ field: JSONField) -> JSONBytes {
-        JSONBytes(inPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
+        JSONBytes(unboundInPlace: UnsafeRawBufferPointer(start: base + field.start, count: field.end - field.start))
     }
 
     /// A string field's text: in place when it holds no escape (`escaped`, as the scan
     /// found it), else decoded.
-    @inline(__always)
+    @inline(__always) @_lifetime(immortal)
     func nameInPlace(_ field: JSONField, escaped: Bool) -> JSONName? {
         guard field.kind == .string else { return nil }
-        if escaped { return string(of: field).map { JSONName($0) } }
-        return JSONName(inPlace: UnsafeRawBufferPointer(start: base + field.start + 1, count: field.end - field.start - 2))
+        if escaped {
+            guard let text = string(of: field) else { return nil }
+            return JSONName(text)
+        }
+        return JSONName(unboundInPlace: UnsafeRawBufferPointer(start: base + field.start + 1, count: field.end - field.start - 2))
     }
 
     /// The packed text of a member's key (escapes decoded).
@@ -694,7 +722,7 @@ struct FieldView {
 
     /// `requiredName`, seen in place when it holds no escape. Inlined: called apart on the
     /// `inout` view, it copied the view.
-    @inline(__always)
+    @inline(__always) @_lifetime(immortal)
     func requiredNameInPlace(_ name: FieldName) throws(Rejection) -> JSONName {
         guard let f = optional(name) else { throw bad("missing field '\(name.text)'") }
         guard let value = scanner.nameInPlace(f, escaped: fields.isEscaped(name)) else { throw bad("'\(name.text)' must be a string") }
@@ -705,8 +733,9 @@ struct FieldView {
 
     /// `request` with the frame's idempotency key (`once`, checked last, as the last of
     /// the op's fields), if it has one.
-    func keyed(_ request: Request) throws(Rejection) -> Request {
-        guard let key = try optionalName(.once) else { return request }
+    @_lifetime(copy request)
+    func keyed(_ request: consuming KeyedRequest) throws(Rejection) -> Request {
+        guard let key = try optionalName(.once) else { return request.request }
         return .keyed(once: key, request)
     }
 

@@ -5,7 +5,7 @@
 // into the broker's output store; tests and tools get the same bytes copied out of one.
 
 /// A frame the broker sends to one connection.
-public enum OutboundFrame {
+public enum OutboundFrame: ~Escapable {
     /// `{"op":"reply","id":…,"result":…}`.
     case reply(RequestID, ReplyResult)
     /// An error reply (`id` given) or error frame (`id` nil).
@@ -218,7 +218,7 @@ public enum OutboundFrame {
 }
 
 /// The `result` of a successful reply, one case per shape of §5.
-public enum ReplyResult {
+public enum ReplyResult: ~Escapable {
     /// `hello`: the protocol spoken, the server's name, the connection's id and `--max-frame`.
     case hello(server: String, client: Int, maxFrame: Int)
     /// `{}`: `ping` and `monitor`.

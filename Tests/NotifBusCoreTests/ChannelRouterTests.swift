@@ -145,3 +145,10 @@ struct ChannelRouterTests {
         #expect(r.removeAllCalls().map(\.requestID) == [.integer(2)])
     }
 }
+
+extension ChannelRouter {
+    /// `route` for names given as text.
+    mutating func route(channel: String, method: String) -> Route? {
+        route(channel: JSONName(channel), method: JSONName(method))
+    }
+}

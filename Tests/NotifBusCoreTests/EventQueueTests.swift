@@ -7,9 +7,11 @@ import Testing
 
 struct EventQueueTests {
     static func enqueue(_ q: inout EventQueue, _ name: String, payload: String? = nil) -> Int64 {
-        q.enqueue(
-            poster: 9, requestID: .integer(1), name: name, payload: payload.map { JSONBytes(Array($0.utf8)) },
-            isWillPresent: false, launchesApp: false)
+        guard let payload else {
+            return q.enqueue(poster: 9, requestID: .integer(1), name: name, payload: nil, isWillPresent: false, launchesApp: false)
+        }
+        return q.enqueue(
+            poster: 9, requestID: .integer(1), name: name, payload: JSONBytes(Array(payload.utf8)), isWillPresent: false, launchesApp: false)
     }
 
     @Test func postsWaitInOrderAndCountTheirBytes() {

@@ -35,6 +35,35 @@ import Testing
         #expect(call.raw.contains(#","arguments":\#(arguments),"#), "call frame: \(call.raw)")
     }
 
+    /// A keyed post of the per-event path held behind a write is kept as its frame and
+    /// decoded again when it starts: its key and payload are the ones sent.
+    @Test func aHeldBackKeyedPostKeepsItsKeyAndPayload() {
+        var h = CoreHarness()
+        h.holdWrites = true
+        let observer = h.connect(), poster = h.connect()
+        _ = h.subscribe(observer, ["e"])
+        // The second put waits for the first (same slot), and the post behind it.
+        h.send(poster, #"{"op":"put","id":1,"slot":"s","value":1}"#)
+        h.send(poster, #"{"op":"put","id":4,"slot":"s","value":2}"#)
+        let payload = #"{"k":[1,"\u00e9"]}"#
+        let now = InPlaceUserDataTests.receiveThenOverwrite(
+            &h, poster, #"{"op":"post","id":2,"name":"e","once":"held-1","payload":\#(payload)}"#)
+        #expect(now.isEmpty, "the post was not held back")
+        // From here on every write (the put's, the post's records) is reported at once.
+        h.holdWrites = false
+        h.finishWrite()
+        #expect(h.take(poster).frame["id"] == 1 && h.take(poster).frame["id"] == 4)
+        let event = h.take(observer)
+        #expect(event.raw.hasSuffix(#","payload":\#(payload)}"#), "event frame: \(event.raw)")
+        h.send(observer, #"{"op":"next","event":\#(event.frame["event"]?.intValue ?? 0)}"#)
+        #expect(h.take(poster).frame["result"]?["outcome"] == "unhandled")
+        // Its key holds: the same post again is answered as a repeat, and goes nowhere.
+        h.send(poster, #"{"op":"post","id":3,"name":"e","once":"held-1","payload":\#(payload)}"#)
+        let repeated = h.take(poster)
+        #expect(repeated.frame["repeat"] == true && repeated.frame["result"]?["outcome"] == "unhandled", "\(repeated.raw)")
+        #expect(h.nothingSent(to: observer))
+    }
+
     @Test func aQueuedPostKeepsItsPayload() {
         var h = CoreHarness()
         let observer = h.connect(), poster = h.connect()

@@ -50,12 +50,17 @@ import Testing
         #"{"op":"post","id":3,"name":"n","once":"k","once":"k"}"#, #"{"op":"next","event":5,"once":"k"}"#,
     ]
 
-    static func full(_ text: String) -> DecodeResult {
-        Array(text.utf8).withUnsafeBytes { MessageDecoder.decodeFull($0).detached() }
+    /// The full decoder's result for `text`, written out (`DecodeResult.summary`).
+    static func full(_ text: String) -> String {
+        Array(text.utf8).withUnsafeBytes { MessageDecoder.decodeFull($0).summary }
     }
 
-    static func direct(_ text: String) -> DecodeResult? {
-        Array(text.utf8).withUnsafeBytes { MessageDecoder.decodeDirect($0)?.detached() }
+    /// The direct path's result for `text`, written out; nil when it declines the frame.
+    static func direct(_ text: String) -> String? {
+        Array(text.utf8).withUnsafeBytes { body in
+            guard let result = MessageDecoder.decodeDirect(body) else { return nil }
+            return result.summary
+        }
     }
 
     @Test(arguments: clientFrames) func clientFramesTakeTheDirectPath(_ text: String) {
@@ -63,16 +68,16 @@ import Testing
             Issue.record("declined: \(text)")
             return
         }
-        guard case .decoded = direct else {
+        guard direct.hasPrefix("decoded(") else {
             Issue.record("not decoded: \(direct)")
             return
         }
-        #expect(String(describing: direct) == String(describing: Self.full(text)), "\(text)")
+        #expect(direct == Self.full(text), "\(text)")
     }
 
     @Test(arguments: declined) func whatTheDirectPathDeclinesTheFullDecoderJudges(_ text: String) {
         #expect(Self.direct(text) == nil, "\(text)")
-        #expect(String(describing: MessageDecoder.decode(Array(text.utf8))) == String(describing: Self.full(text)), "\(text)")
+        #expect(MessageDecoder.decode(Array(text.utf8)).summary == Self.full(text), "\(text)")
     }
 
     /// Client frames whose members come in the order the Python, JavaScript and C clients
@@ -85,7 +90,7 @@ import Testing
 
     @Test(arguments: inOrderFrames) func framesInClientOrderAreDecodedByWordCompares(_ text: String) {
         #expect(Array(text.utf8).withUnsafeBytes { DirectFrame.decodesInOrder($0) }, "\(text)")
-        #expect(Self.direct(text).map { String(describing: $0) } == String(describing: Self.full(text)), "\(text)")
+        #expect(Self.direct(text) == Self.full(text), "\(text)")
     }
 
     @Test func theSwiftClientsMessageEncodingTakesTheInOrderPath() {

@@ -28,7 +28,7 @@ struct OutboundFrameTests {
         #expect(OutboundFrame.observerEvicted(1, by: 4).encoded() == (try vector("evicted observer")))
         #expect(OutboundFrame.handlerEvicted(1, by: 2).encoded() == (try vector("evicted handler")))
         #expect(
-            OutboundFrame.call(call: 31, handler: 2, channel: "c", method: "m", arguments: nil, from: 9).encoded()
+            OutboundFrame.call(call: 31, handler: 2, channel: JSONName("c"), method: JSONName("m"), arguments: nil, from: 9).encoded()
                 == (try vector("call")))
         let ping = OutboundFrameTests.raw("{\"op\":\"ping\",\"id\":2}")
         let seen = ping.withUnsafeBytes { OutboundFrame.seen(inbound: true, client: 7, frame: $0) }
@@ -100,7 +100,7 @@ struct OutboundFrameTests {
         let event = OutboundFrameTests.body(OutboundFrame.event(event: 1, observer: 1, name: "n", payload: odd).encoded())
         #expect(event.hasSuffix(",\"payload\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" }}"))
         let call = OutboundFrameTests.body(
-            OutboundFrame.call(call: 1, handler: 1, channel: "c", method: "m", arguments: JSONBytes(odd), from: 1).encoded())
+            OutboundFrame.call(call: 1, handler: 1, channel: JSONName("c"), method: JSONName("m"), arguments: JSONBytes(odd), from: 1).encoded())
         #expect(call.contains(",\"arguments\":{ \"b\" : [1 ,2.50e0], \"a\":\"\\u00e9\" },"))
         #expect(
             OutboundFrameTests.body(OutboundFrame.handlerError(.integer(1), JSONBytes(odd)).encoded())
@@ -175,7 +175,7 @@ struct OutboundFrameTests {
         if json["op"] == "seen", let c = number(json["client"], "c"), let frame = json["frame"] {
             return frame.encoded.withUnsafeBytes { OutboundFrame.seen(inbound: json["dir"] == "in", client: c, frame: $0) }
         }
-        return typed(json)?.encoded()
+        return typedEncoding(json)
     }
 
     static func number(_ value: JSONValue?, _ tag: Character) -> Int? {
@@ -191,48 +191,54 @@ struct OutboundFrameTests {
         }
     }
 
-    /// The typed frame the broker would send for `json`: chosen by its shape.
-    static func typed(_ json: JSONValue) -> OutboundFrame? {
+    /// The frame the broker would send for `json`, chosen by its shape, typed and encoded.
+    static func typedEncoding(_ json: JSONValue) -> [UInt8]? {
         switch json["op"]?.stringValue {
         case "event":
             guard let e = json["event"]?.intValue, let o = number(json["observer"], "o"), let name = json["name"]?.stringValue else { return nil }
-            return .event(event: e, observer: o, name: name, payload: json["payload"].flatMap { $0 == .null ? nil : $0.encoded })
+            return OutboundFrame.event(event: e, observer: o, name: name, payload: json["payload"].flatMap { $0 == .null ? nil : $0.encoded })
+                .encoded()
         case "call":
             guard let call = json["call"]?.intValue, let h = number(json["handler"], "h"), let ch = json["channel"]?.stringValue,
                 let m = json["method"]?.stringValue, let from = number(json["from"], "c")
             else { return nil }
-            return .call(
-                call: call, handler: h, channel: JSONName(ch), method: JSONName(m),
-                arguments: json["arguments"].flatMap { $0 == .null ? nil : JSONBytes($0.encoded) },
-                from: from)
+            guard let arguments = json["arguments"], arguments != .null else {
+                return OutboundFrame.call(call: call, handler: h, channel: JSONName(ch), method: JSONName(m), arguments: nil, from: from).encoded()
+            }
+            return OutboundFrame.call(
+                call: call, handler: h, channel: JSONName(ch), method: JSONName(m), arguments: JSONBytes(arguments.encoded), from: from
+            ).encoded()
         case "evicted":
-            if let o = number(json["observer"], "o"), let by = number(json["by"], "o") { return .observerEvicted(o, by: by) }
-            if let h = number(json["handler"], "h"), let by = number(json["by"], "h") { return .handlerEvicted(h, by: by) }
+            if let o = number(json["observer"], "o"), let by = number(json["by"], "o") { return OutboundFrame.observerEvicted(o, by: by).encoded() }
+            if let h = number(json["handler"], "h"), let by = number(json["by"], "h") { return OutboundFrame.handlerEvicted(h, by: by).encoded() }
             return nil
         case "reply":
             let rid = requestID(json["id"])
             if json["repeat"] == true, let rid {
                 // The first outcome sent again: its bytes, then `"repeat":true`.
                 let outcome: OnceOutcome? = json["error"].map { .error($0.encoded) } ?? json["result"].map { .result($0.encoded) }
-                return outcome.map { .repeated(rid, $0) }
+                return outcome.map { OutboundFrame.repeated(rid, $0).encoded() }
             }
             if let error = json["error"] {
                 guard let codeText = error["code"]?.stringValue, let code = ErrorCode(rawValue: codeText),
                     let message = error["message"]?.stringValue
                 else {
-                    return rid.map { .handlerError($0, JSONBytes(error.encoded)) }
+                    return rid.map { OutboundFrame.handlerError($0, JSONBytes(error.encoded)).encoded() }
                 }
-                if let by = error["details"]?["by"]?.stringValue, let rid { return .superseded(rid, message: message, by: by) }
-                if let op = error["details"]?["op"]?.stringValue, let rid { return .onceConflict(rid, message: message, op: op) }
-                return .error(rid, code, message: message)
+                if let by = error["details"]?["by"]?.stringValue, let rid { return OutboundFrame.superseded(rid, message: message, by: by).encoded() }
+                if let op = error["details"]?["op"]?.stringValue, let rid {
+                    return OutboundFrame.onceConflict(rid, message: message, op: op).encoded()
+                }
+                return OutboundFrame.error(rid, code, message: message).encoded()
             }
             guard let rid, let result = json["result"] else { return nil }
-            return .reply(rid, replyResult(result))
+            return OutboundFrame.reply(rid, replyResult(result)).encoded()
         default:
             return nil
         }
     }
 
+    @_lifetime(immortal)
     static func replyResult(_ r: JSONValue) -> ReplyResult {
         guard case .object(let o) = r else { return .value(r == .null ? nil : r.encoded) }
         if o.isEmpty { return .empty }
@@ -293,7 +299,11 @@ struct EventFrameTests {
         for name in names {
             for payload in payloads {
                 for event: Int64 in [1, 12_345, Int64.max] {
-                    frame.reset(event: event, name: name, payload: payload.map(JSONBytes.init))
+                    if let payload {
+                        frame.reset(event: event, name: name, payload: JSONBytes(payload))
+                    } else {
+                        frame.reset(event: event, name: name, payload: nil)
+                    }
                     #expect(frame.payload == payload && frame.payloadCount == payload?.count ?? 0)
                     for observer in [1, 42, 123_456_789] {
                         let store = OutputStore()

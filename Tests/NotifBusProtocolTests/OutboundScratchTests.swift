@@ -8,25 +8,33 @@ import Testing
 @testable import NotifBusProtocol
 
 struct OutboundScratchTests {
+    static let big = Array("[\"".utf8) + Array(repeating: UInt8(ascii: "x"), count: 40_000) + Array("\"]".utf8)
+
+    /// The frames the store builds one after another, by index (frames are not `Escapable`,
+    /// so no array holds them).
+    @_lifetime(immortal)
+    static func frame(_ i: Int) -> OutboundFrame {
+        switch i {
+        case 0: .reply(.integer(7), .value(Array("{\"a\":[1,2]}".utf8)))
+        case 1: .call(call: 3, handler: 2, channel: JSONName("ch"), method: JSONName("m\"q"), arguments: JSONBytes(big), from: 1)
+        case 2: .error(.string("r"), .badRequest, message: "bad \n thing")
+        case 3: .event(event: 9, observer: 4, name: "e", payload: nil)
+        case 4: .reply(.integer(8), .value(big))
+        default: .handlerEvicted(1, by: 2)
+        }
+    }
+
     @Test func framesBuiltInTheStoreAreTheSameBytes() {
         let store = OutputStore()
-        let big = Array("[\"".utf8) + Array(repeating: UInt8(ascii: "x"), count: 40_000) + Array("\"]".utf8)
-        let frames: [OutboundFrame] = [
-            .reply(.integer(7), .value(Array("{\"a\":[1,2]}".utf8))),
-            .call(call: 3, handler: 2, channel: "ch", method: "m\"q", arguments: JSONBytes(big), from: 1),
-            .error(.string("r"), .badRequest, message: "bad \n thing"),
-            .event(event: 9, observer: 4, name: "e", payload: nil),
-            .reply(.integer(8), .value(big)),
-            .handlerEvicted(1, by: 2),
-        ]
+        let frames = 0..<6
         for round in 0..<2 {
             // Every range stays readable, with its own bytes, until the reset; the frames
             // beyond the store's first 16 KiB were built apart and copied in.
-            let ranges = frames.map { $0.encode(into: store) }
+            let ranges = frames.map { Self.frame($0).encode(into: store) }
             var end = 0
             for (frame, range) in zip(frames, ranges) {
                 #expect(range.offset == end && range.generation == UInt64(round))
-                #expect(store.bytes(of: range) == frame.encoded())
+                #expect(store.bytes(of: range) == Self.frame(frame).encoded())
                 end += range.count
             }
             #expect(store.count == end)

@@ -52,10 +52,15 @@ enum ReferenceDecoder {
         }
     }
 
+    /// The outcome of `body`, its user data copied out: it depends on nothing.
+    @_lifetime(immortal)
     static func decode(_ body: [UInt8]) -> DecodeResult {
-        body.withUnsafeBytes { decode($0) }
+        var result = DecodeResult.badJSON("")
+        body.withUnsafeBytes { result = decode($0) }
+        return result
     }
 
+    @_lifetime(immortal)
     static func decode(_ body: UnsafeRawBufferPointer) -> DecodeResult {
         var scanner = JSONScanner(body)
         let fields: [JSONField]
@@ -95,6 +100,7 @@ enum ReferenceDecoder {
         }
     }
 
+    @_lifetime(immortal)
     static func decodeAnswer(op: String, _ v: ReferenceFieldView) throws(Rejection) -> Inbound {
         if op == Op.return {
             guard let call = v.field("call").flatMap({ v.scanner.integer(of: $0) }) else {
@@ -142,12 +148,21 @@ enum ReferenceDecoder {
         guard seen.contains(where: { $0.description == "message" }) else { throw v.bad("missing field 'error.message'") }
     }
 
+    /// Bytes of their own, if any.
+    @_lifetime(immortal)
+    static func owned(_ raw: RawJSON?) -> JSONBytes? {
+        guard let raw else { return nil }
+        return JSONBytes(raw)
+    }
+
     /// `request` with the frame's idempotency key, checked after the op's other fields.
-    static func keyed(_ request: Request, _ v: ReferenceFieldView) throws(Rejection) -> Request {
-        guard let key = try v.optionalName("once") else { return request }
+    @_lifetime(copy request)
+    static func keyed(_ request: consuming KeyedRequest, _ v: ReferenceFieldView) throws(Rejection) -> Request {
+        guard let key = try v.optionalName("once") else { return request.request }
         return .keyed(once: key, request)
     }
 
+    @_lifetime(immortal)
     static func decodeRequest(op: String, id: RequestID, _ v: ReferenceFieldView) throws(Rejection) -> Request {
         switch op {
         case Op.hello:
@@ -199,7 +214,7 @@ enum ReferenceDecoder {
                     throw Rejection(id: id, .invalidPayload, message: error.message)
                 }
             }
-            return try keyed(.post(name: name, payload: payloadField.map { JSONBytes(v.scanner.raw(of: $0)) }, profile: profile), v)
+            return try keyed(.post(name: name, payload: owned(payloadField.map { v.scanner.raw(of: $0) }), profile: profile), v)
         case Op.handle:
             let channel = try v.requiredName("channel")
             let method = try v.optionalName("method")
@@ -211,7 +226,7 @@ enum ReferenceDecoder {
             let channel = try v.requiredName("channel")
             let method = try v.requiredName("method")
             return .invoke(
-                channel: JSONName(channel), method: JSONName(method), arguments: v.optional("arguments").map { JSONBytes(v.scanner.raw(of: $0)) })
+                channel: JSONName(channel), method: JSONName(method), arguments: owned(v.optional("arguments").map { v.scanner.raw(of: $0) }))
         case Op.put:
             let slot = try v.requiredName("slot")
             guard let f = v.field("value") else { throw v.bad("missing field 'value'") }
