@@ -308,9 +308,10 @@ extension DirectFrame {
             else { return false }
             let bytes = s.bytes(name)
             if DirectFrame.isProfileName(bytes) { return false }
-            guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else {
-                return decodeKeyedPost(s, id: id, name: bytes, after: name.end &+ 1)
-            }
+            // A key (`once`) comes before the payload: matched first, so that a keyed post does
+            // not try the payload's literal where its key is.
+            if s.matches(name.end &+ 1, ",\"once\":") { return decodeKeyedPost(s, id: id, name: bytes, after: name.end &+ 9) }
+            guard let payload = s.optionalData(after: name.end &+ 1, ",\"payload\":") else { return false }
             self = .post(id: id, name: bytes, once: DirectFrame.noKey, payload: payload)
             return true
         case UInt8(ascii: "i"):
@@ -358,11 +359,12 @@ extension DirectFrame {
         return .keyed(once: String(decoding: once, as: UTF8.self), .post(name: name, payload: bytes(payload), profile: nil))
     }
 
-    /// The rest of a post in the clients' order with a key, from `p` on: `once`, then the
-    /// payload, if any. Kept out of `decodeInOrder`, which stays as it was for posts without.
+    /// The rest of a post in the clients' order with a key, from `p` on (the key's value, after
+    /// `,"once":`): the key, then the payload, if any. Kept out of `decodeInOrder`, which stays
+    /// as it was for posts without.
     @inline(never)
     private mutating func decodeKeyedPost(_ s: JSONScanner, id: Int64, name: UnsafeRawBufferPointer, after p: Int) -> Bool {
-        guard s.matches(p, ",\"once\":"), let key = s.name(at: p &+ 8), let payload = s.optionalData(after: key.end &+ 1, ",\"payload\":")
+        guard let key = s.name(at: p), let payload = s.optionalData(after: key.end &+ 1, ",\"payload\":")
         else { return false }
         self = .post(id: id, name: name, once: s.bytes(key), payload: payload)
         return true
