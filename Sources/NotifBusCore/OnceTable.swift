@@ -86,12 +86,14 @@ public struct OnceWaiter: Sendable {
 /// asks whether an array is shared.
 /// - An entry's fixed-size fields live in one block of `Slot`s; dead slots are chained for
 ///   reuse.
-/// - The key of an entry not yet ended lives in a cell of its own (`Limits.maxNameBytes`
-///   each, the longest key the wire allows; a longer one, read from a journal, in
-///   `longKeys`).
-/// - When an entry ends, its key and its outcome are copied, one after the other, to the end
-///   of the newest chunk of the arena (64 KiB each) and its cell is freed: ended entries are
-///   forgotten oldest first, so a chunk is freed whole once the oldest outcome has left it.
+/// - Keys and outcomes live in an arena of chunks (64 KiB each), written one after another
+///   at the end of the newest. A key is written there when it is held; when its entry ends,
+///   the outcome follows it where it lies if nothing was written after it (a request that
+///   ends before the next keyed one arrives), or else key and outcome are written anew at
+///   the end, one after the other.
+/// - Ended entries are forgotten oldest first, and keys not yet ended are counted per chunk:
+///   a chunk is freed whole once the oldest outcome has left it and no key not yet ended
+///   lies in it.
 public struct OnceTable: ~Copyable {
     public enum State: UInt8, Sendable, Equatable {
         case pending
@@ -104,9 +106,9 @@ public struct OnceTable: ~Copyable {
         var hash: UInt64
         var fingerprint: UInt64
         var wallMs: Int64
-        /// Ended: the chunk (`firstChunk` counted in) holding its key, then its outcome.
+        /// The chunk (`firstChunk` counted in) holding its key, then (ended) its outcome.
         var chunk: Int
-        /// Ended: the key's offset in `chunk`. Otherwise its cell, or -1 when in `longKeys`.
+        /// The key's offset in `chunk`.
         var at: Int32
         var keyCount: Int32
         var outcomeCount: Int32
@@ -123,8 +125,6 @@ public struct OnceTable: ~Copyable {
 
     /// 64 KiB: a few hundred keys with their outcomes each, so that one allocation serves many.
     static let chunkSize = 64 << 10
-    /// A cell holds the longest key the wire allows.
-    static let cellSize = Limits.maxNameBytes
 
     public let limits: OnceLimits
     private let seed: UInt64
@@ -135,21 +135,18 @@ public struct OnceTable: ~Copyable {
     private var deadSlot: Int32 = -1
     private var buckets: UnsafeMutablePointer<Int32>
     private var bucketCount = 64
-    private var cells: UnsafeMutableRawPointer
-    private var cellCapacity: Int32 = 0
-    private var cellCount: Int32 = 0
-    /// Free cells: each holds the index of the next free one in its first four bytes.
-    private var freeCell: Int32 = -1
-    /// Keys longer than a cell, of entries not yet ended.
-    private var longKeys: [Int32: [UInt8]] = [:]
     /// The arena: runs of bytes written one after another and freed whole; `chunks[0]` is
     /// chunk number `firstChunk`.
     private var chunks: [UnsafeMutableRawPointer] = []
     private var firstChunk = 0
-    /// The newest chunk's start, bytes used and capacity (nil start: no chunk yet).
+    /// The newest chunk's number, start, bytes used and capacity (nil start: no chunk yet).
+    private var tailChunk = -1
     private var tail: UnsafeMutableRawPointer? = nil
     private var tailUsed = 0
     private var tailCapacity = 0
+    /// Keys not yet ended in the newest chunk, and in each older one (`chunks` less the last).
+    private var tailPending: Int32 = 0
+    private var olderPending: [Int32] = []
     /// The repeats waiting for a pending or running entry, by entry: few entries have any.
     private var waiters: [Int32: [OnceWaiter]] = [:]
     /// The oldest and newest ended entries, or -1.
@@ -164,7 +161,6 @@ public struct OnceTable: ~Copyable {
         self.limits = limits
         self.seed = seed
         slots = .allocate(capacity: 0)
-        cells = .allocate(byteCount: 0, alignment: 8)
         buckets = .allocate(capacity: 64)
         buckets.initialize(repeating: -1, count: 64)
     }
@@ -172,7 +168,6 @@ public struct OnceTable: ~Copyable {
     deinit {
         slots.deallocate()
         buckets.deallocate()
-        cells.deallocate()
         for c in chunks { c.deallocate() }
     }
 
@@ -229,11 +224,7 @@ public struct OnceTable: ~Copyable {
     /// Lends the bytes of entry `i`'s key where they lie.
     public func withKey<R>(_ i: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let s = slots[Int(i)]
-        if s.state == .ended {
-            return body(UnsafeRawBufferPointer(start: chunks[s.chunk &- firstChunk] + Int(s.at), count: Int(s.keyCount)))
-        }
-        if s.at >= 0 { return body(UnsafeRawBufferPointer(start: cell(s.at), count: Int(s.keyCount))) }
-        return longKeys[i].unsafelyUnwrapped.withUnsafeBytes(body)
+        return body(UnsafeRawBufferPointer(start: chunks[s.chunk &- firstChunk] + Int(s.at), count: Int(s.keyCount)))
     }
 
     /// The outcome of an ended entry, as an array of its own; nil before it ended.
@@ -260,17 +251,16 @@ public struct OnceTable: ~Copyable {
         if count >= bucketCount { grow() }
         let i = newSlot()
         let b = Int(h & UInt64(bucketCount &- 1))
-        var at: Int32 = -1
-        if key.count <= OnceTable.cellSize {
-            at = newCell()
-            if let source = key.baseAddress { cell(at).copyMemory(from: source, byteCount: key.count) }
-        } else {
-            longKeys[i] = Array(key)
-        }
+        if tail == nil || tailUsed &+ key.count > tailCapacity { newChunk(holding: key.count) }
+        let at = tailUsed
+        if let source = key.baseAddress { (tail.unsafelyUnwrapped + at).copyMemory(from: source, byteCount: key.count) }
+        tailUsed = at &+ key.count
+        tailPending &+= 1
         (slots + Int(i)).initialize(
             to: Slot(
-                hash: h, fingerprint: fingerprint, wallMs: wallMs, chunk: 0, at: at, keyCount: Int32(truncatingIfNeeded: key.count),
-                outcomeCount: 0, chained: buckets[b], older: -1, newer: -1, op: op, state: state, outcomeIsError: false, live: true))
+                hash: h, fingerprint: fingerprint, wallMs: wallMs, chunk: tailChunk, at: Int32(truncatingIfNeeded: at),
+                keyCount: Int32(truncatingIfNeeded: key.count), outcomeCount: 0, chained: buckets[b], older: -1, newer: -1, op: op,
+                state: state, outcomeIsError: false, live: true))
         buckets[b] = i
         count &+= 1
         bytes &+= key.count
@@ -313,26 +303,21 @@ public struct OnceTable: ~Copyable {
     public mutating func endUnawaited(_ i: Int32, isError: Bool, outcome: UnsafeRawBufferPointer, wallMs: Int64) {
         assert(!isAwaited(i), "a once key ended without its waiting repeats")
         let s = slots[Int(i)]
-        let keyCount = Int(s.keyCount)
-        let (chunk, at) =
-            s.state != .ended && s.at >= 0
-            ? store(UnsafeRawBufferPointer(start: cell(s.at), count: keyCount), outcome) : storeCopyingKey(i, outcome)
-        if s.state == .ended {
-            unlinkOrder(i)
-            bytes &-= Int(s.outcomeCount)
-        } else if s.at >= 0 {
-            releaseCell(s.at)
+        let p = slots + Int(i)
+        if s.state != .ended && s.chunk == tailChunk && Int(s.at) &+ Int(s.keyCount) == tailUsed
+            && tailUsed &+ outcome.count <= tailCapacity
+        {
+            // The key is the arena's last bytes: its outcome follows it there.
+            tailPending &-= 1
+            if let source = outcome.baseAddress { (tail.unsafelyUnwrapped + tailUsed).copyMemory(from: source, byteCount: outcome.count) }
+            tailUsed &+= outcome.count
         } else {
-            longKeys[i] = nil
+            storeAnew(i, outcome)
         }
         bytes &+= outcome.count
         let older = newest
-        let p = slots + Int(i)
         p.pointee.state = .ended
         p.pointee.wallMs = wallMs
-        p.pointee.chunk = chunk
-        p.pointee.at = at
-        p.pointee.keyCount = Int32(truncatingIfNeeded: keyCount)
         p.pointee.outcomeCount = Int32(truncatingIfNeeded: outcome.count)
         p.pointee.outcomeIsError = isError
         p.pointee.older = older
@@ -357,10 +342,10 @@ public struct OnceTable: ~Copyable {
         if slot.state == .ended {
             if slot.older >= 0 { slots[Int(slot.older)].newer = slot.newer } else { oldest = slot.newer }
             if slot.newer >= 0 { slots[Int(slot.newer)].older = slot.older } else { newest = slot.older }
-        } else if slot.at >= 0 {
-            releaseCell(slot.at)
         } else {
-            longKeys[i] = nil
+            // A key refused as soon as it was held is the arena's last bytes: they are taken back.
+            if slot.chunk == tailChunk && Int(slot.at) &+ Int(slot.keyCount) == tailUsed { tailUsed = Int(slot.at) }
+            leavePending(slot.chunk)
         }
         free(i, slot, ended: slot.state == .ended)
         return waiters.isEmpty ? [] : waiters.removeValue(forKey: i) ?? []
@@ -390,9 +375,9 @@ public struct OnceTable: ~Copyable {
     }
 
     /// Entry `i` (`slot`, `ended` or not), out of its bucket's chain and of the order of
-    /// ending, joins the dead slots; its bytes leave the count, and the arena's first chunks
-    /// go once the oldest outcome has left them. `ended` is passed, not read from `slot`, so
-    /// that `forgetOldest` pays no test for it.
+    /// ending (or of its chunk's pending keys), joins the dead slots; its bytes leave the
+    /// count, and the arena's first chunks go once nothing held is left in them. `ended` is
+    /// passed, not read from `slot`, so that `forgetOldest` pays no test for it.
     @inline(__always)
     private mutating func free(_ i: Int32, _ slot: Slot, ended: Bool) {
         slots[Int(i)].live = false
@@ -400,7 +385,7 @@ public struct OnceTable: ~Copyable {
         deadSlot = i
         count &-= 1
         bytes &-= Int(slot.keyCount) &+ (ended ? Int(slot.outcomeCount) : 0)
-        if ended && slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) {
+        if slot.chunk == firstChunk && chunks.count > 1 && (oldest < 0 || slots[Int(oldest)].chunk != firstChunk) {
             dropOldChunks()
         }
     }
@@ -442,15 +427,10 @@ public struct OnceTable: ~Copyable {
     /// Chunks of the arena held (tests: they are freed once the oldest outcome left them).
     public var chunkCount: Int { chunks.count }
 
-    /// Cells in use (tests: an entry frees its cell when it ends or is forgotten).
-    public var cellsInUse: Int {
-        var free = 0
-        var c = freeCell
-        while c >= 0 {
-            free &+= 1
-            c = cell(c).load(as: Int32.self)
-        }
-        return Int(cellCount) &- free &+ longKeys.count
+    /// Keys not yet ended, as the arena's chunks count them (tests: each is counted from when
+    /// it is held until it ends or is forgotten).
+    public var pendingKeys: Int {
+        olderPending.reduce(Int(tailPending)) { $0 &+ Int($1) }
     }
 
     // MARK: Internals
@@ -466,11 +446,7 @@ public struct OnceTable: ~Copyable {
         return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
-    @inline(__always)
-    private func cell(_ c: Int32) -> UnsafeMutableRawPointer { cells + Int(c) &* OnceTable.cellSize }
-
-    /// A free slot: a dead one, or else a slot never used. The first case inlined, as
-    /// `newCell`'s (chain3-once: 23 instructions per post for both).
+    /// A free slot: a dead one, or else a slot never used. The first case inlined.
     @inline(__always)
     private mutating func newSlot() -> Int32 {
         guard deadSlot >= 0 else { return unusedSlot() }
@@ -493,73 +469,62 @@ public struct OnceTable: ~Copyable {
         return slotCount &- 1
     }
 
-    /// A free cell: one freed before, or else a cell never used.
-    @inline(__always)
-    private mutating func newCell() -> Int32 {
-        guard freeCell >= 0 else { return unusedCell() }
-        let c = freeCell
-        freeCell = cell(c).load(as: Int32.self)
-        return c
-    }
-
-    /// A cell never used, the cells grown (doubled) when none is left.
-    private mutating func unusedCell() -> Int32 {
-        if cellCount == cellCapacity {
-            let capacity = Swift.max(16, Int(cellCapacity) &* 2)
-            let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity &* OnceTable.cellSize, alignment: 8)
-            grown.copyMemory(from: cells, byteCount: Int(cellCount) &* OnceTable.cellSize)
-            cells.deallocate()
-            cells = grown
-            cellCapacity = Int32(capacity)
-        }
-        cellCount &+= 1
-        return cellCount &- 1
-    }
-
-    private mutating func releaseCell(_ c: Int32) {
-        cell(c).storeBytes(of: freeCell, as: Int32.self)
-        freeCell = c
-    }
-
-    /// `store` for a key that does not lie in a cell: an ended key lies in the arena, which
-    /// storing may add a chunk to, a long one in `longKeys`; either is copied out first.
+    /// `end`'s other way: the entry's key and its outcome are written, one after the other, at
+    /// the end of the newest chunk (a fresh one when they do not fit). An entry ended before
+    /// leaves the order of ending and its old outcome the count; one not yet ended leaves its
+    /// chunk's pending keys.
     @inline(never)
-    private mutating func storeCopyingKey(_ i: Int32, _ outcome: UnsafeRawBufferPointer) -> (chunk: Int, at: Int32) {
-        let key = withKey(i) { Array($0) }
-        return key.withUnsafeBytes { store($0, outcome) }
-    }
-
-    /// Copies a key and its outcome, one after the other, to the end of the newest chunk (a
-    /// fresh one when they do not fit) and says where they lie.
-    @inline(__always)
-    private mutating func store(_ key: UnsafeRawBufferPointer, _ outcome: UnsafeRawBufferPointer) -> (chunk: Int, at: Int32) {
-        let n = key.count &+ outcome.count
+    private mutating func storeAnew(_ i: Int32, _ outcome: UnsafeRawBufferPointer) {
+        let s = slots[Int(i)]
+        let key = UnsafeRawPointer(chunks[s.chunk &- firstChunk] + Int(s.at)), keyCount = Int(s.keyCount)
+        let n = keyCount &+ outcome.count
+        // A fresh chunk is added after the others: the key's stays where it is meanwhile.
         if tail == nil || tailUsed &+ n > tailCapacity { newChunk(holding: n) }
         let at = tailUsed
         let p = tail.unsafelyUnwrapped + at
-        if let source = key.baseAddress { p.copyMemory(from: source, byteCount: key.count) }
-        if let source = outcome.baseAddress { (p + key.count).copyMemory(from: source, byteCount: outcome.count) }
+        p.copyMemory(from: key, byteCount: keyCount)
+        if let source = outcome.baseAddress { (p + keyCount).copyMemory(from: source, byteCount: outcome.count) }
         tailUsed = at &+ n
-        return (firstChunk &+ chunks.count &- 1, Int32(truncatingIfNeeded: at))
+        if s.state == .ended {
+            unlinkOrder(i)
+            bytes &-= Int(s.outcomeCount)
+        } else {
+            leavePending(s.chunk)
+        }
+        slots[Int(i)].chunk = tailChunk
+        slots[Int(i)].at = Int32(truncatingIfNeeded: at)
+        if s.chunk == firstChunk && chunks.count > 1 { dropOldChunks() }
+    }
+
+    /// A key not yet ended leaves the count of its chunk.
+    @inline(__always)
+    private mutating func leavePending(_ chunk: Int) {
+        if chunk == tailChunk { tailPending &-= 1 } else { olderPending[chunk &- firstChunk] &-= 1 }
     }
 
     /// Starts a chunk of at least `n` bytes as the newest.
     private mutating func newChunk(holding n: Int) {
         let capacity = Swift.max(OnceTable.chunkSize, n)
         let base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        if tail != nil { olderPending.append(tailPending) }
+        tailPending = 0
         chunks.append(base)
+        tailChunk = firstChunk &+ chunks.count &- 1
         tail = base
         tailUsed = 0
         tailCapacity = capacity
     }
 
-    /// Frees the chunks before the oldest outcome's (the newest one is kept to write into).
+    /// Frees the chunks before the oldest outcome's and before the first that holds a key not
+    /// yet ended (the newest one is kept to write into).
     private mutating func dropOldChunks() {
-        let keep = oldest >= 0 ? slots[Int(oldest)].chunk : firstChunk &+ chunks.count &- 1
-        let drop = Swift.min(keep &- firstChunk, chunks.count &- 1)
+        var drop = (oldest >= 0 ? slots[Int(oldest)].chunk : tailChunk) &- firstChunk
+        if let pending = olderPending.firstIndex(where: { $0 != 0 }) { drop = Swift.min(drop, pending) }
+        drop = Swift.min(drop, chunks.count &- 1)
         guard drop > 0 else { return }
         for c in chunks[..<drop] { c.deallocate() }
         chunks.removeFirst(drop)
+        olderPending.removeFirst(drop)
         firstChunk &+= drop
     }
 

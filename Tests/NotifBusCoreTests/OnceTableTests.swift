@@ -2,10 +2,10 @@ import NotifBusProtocol
 import TestSupport
 import Testing
 
-// OnceTable keeps its entries in memory it manages itself (slots, key cells, an arena of
-// keys with their outcomes): held here to a plain model of dictionaries and arrays under
-// seeded random runs of every change it offers, with the window's three bounds small enough
-// to be passed often, and long keys (beyond a cell) among the short ones.
+// OnceTable keeps its entries in memory it manages itself (slots, an arena of keys with their
+// outcomes): held here to a plain model of dictionaries and arrays under seeded random runs of
+// every change it offers, with the window's three bounds small enough to be passed often, and
+// long keys (beyond the longest the wire allows) among the short ones.
 @testable import NotifBusCore
 
 /// What the table should hold: every key with its fields, and the ended ones in the order
@@ -104,7 +104,7 @@ struct OnceTableTests {
         #expect(table.count == model.entries.count, "\(context): count")
         #expect(table.bytes == model.bytes, "\(context): bytes")
         #expect(table.endedKeys == model.ended, "\(context): the order of ending")
-        #expect(table.cellsInUse == model.entries.values.filter { $0.state != .ended }.count, "\(context): cells")
+        #expect(table.pendingKeys == model.entries.values.filter { $0.state != .ended }.count, "\(context): keys not yet ended")
         for (key, e) in model.entries {
             guard table.index(of: key) == e.entry else {
                 Issue.record("\(context): \(key) is not entry \(e.entry)")
@@ -132,7 +132,41 @@ struct OnceTableTests {
         // Ten outcomes of 20 kB held: four chunks of 64 KiB at most, however many came before.
         #expect(table.count == 10)
         #expect(table.chunkCount <= 4)
-        #expect(table.cellsInUse == 0)
+        #expect(table.pendingKeys == 0)
+    }
+
+    @Test func aKeyNotYetEndedKeepsItsChunk() {
+        var limits = OnceLimits()
+        limits.maxKeys = 10
+        var table = OnceTable(limits: limits)
+        let outcome = [UInt8](repeating: 0x31, count: 20_000)
+        let waiting = table.insert("waiting", op: .post, fingerprint: 7, wallMs: 0)
+        for i in 0..<100 {
+            let entry = table.insert("key-\(i)", op: .put, fingerprint: 0, wallMs: 0)
+            _ = outcome.withUnsafeBytes { table.end(entry, isError: false, outcome: $0, wallMs: 0) }
+        }
+        // Its chunk and those after it are kept while it waits; they go once it has ended.
+        #expect(table.key(waiting) == "waiting" && table.pendingKeys == 1)
+        #expect(table.chunkCount > 4)
+        _ = Array("done".utf8).withUnsafeBytes { table.end(waiting, isError: false, outcome: $0, wallMs: 0) }
+        let entry = table.insert("last", op: .put, fingerprint: 0, wallMs: 0)
+        _ = outcome.withUnsafeBytes { table.end(entry, isError: false, outcome: $0, wallMs: 0) }
+        #expect(table.chunkCount <= 4 && table.pendingKeys == 0)
+        #expect(table.key(entry) == "last" && table.count == 10)
+    }
+
+    @Test func keysRefusedAsTheyAreHeldTakeNoRoom() {
+        var table = OnceTable(limits: OnceLimits())
+        // An outcome held keeps the first chunk, and with it every chunk after it.
+        let held = table.insert("held", op: .put, fingerprint: 0, wallMs: 0)
+        _ = Array("1".utf8).withUnsafeBytes { table.end(held, isError: false, outcome: $0, wallMs: 0) }
+        let key = String(repeating: "k", count: 200)
+        for _ in 0..<10_000 {
+            let entry = table.insert(key, op: .post, fingerprint: 0, wallMs: 0)
+            table.remove(entry)
+        }
+        #expect(table.chunkCount == 1 && table.count == 1 && table.pendingKeys == 0)
+        #expect(table.key(held) == "held" && table.outcome(held) == .result(RawJSON(Array("1".utf8))))
     }
 }
 
