@@ -163,7 +163,9 @@ extension Broker {
 
     /// A keyed post's event has just started down `event`'s chain: with `--state-dir` and
     /// observers to see it, its "running" record is written before the first `event` frame.
-    @inline(never)
+    /// Inlined where a post starts at once: a call of its own cost chain3-once 13 instructions
+    /// per post, and the plain post nothing either way.
+    @inline(__always)
     mutating func startKeyed(now: Instant) {
         guard let event = events.running else { return }
         startKeyed(event, now: now)
