@@ -236,13 +236,15 @@ public struct Broker: ~Copyable {
         case .invoke(let id, let channel, let method, let arguments):
             guard startsAtOnce(client) else { return receiveDecoded(body, from: client, mirrored: true, now: now) }
             held.arrive()
-            let request = Request.invoke(channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: .inPlace(arguments))
+            let request = Request.invoke(
+                channel: JSONName(inPlace: channel), method: JSONName(inPlace: method), arguments: JSONBytes(inPlace: arguments))
             handle(request, id: .integer(id), from: client, now: now)
         case .post(let id, let name, let key, let payload):
             guard startsAtOnce(client) else { return receiveDecoded(body, from: client, mirrored: true, now: now) }
             held.arrive()
             if !key.isEmpty { return receivePost(id: id, name: name, once: key, payload: payload, from: client, now: now) }
-            handle(.post(name: postNames.text(of: name), payload: .inPlace(payload), profile: nil), id: .integer(id), from: client, now: now)
+            handle(
+                .post(name: postNames.text(of: name), payload: JSONBytes(inPlace: payload), profile: nil), id: .integer(id), from: client, now: now)
         case .callReturn(let call, let result):
             handleReturn(CallReturn(call: call, body: .result(JSONBytes(inPlace: result))), from: client)
         case .next(let event): handleAnswer(.next(event: event), from: client.id, now: now)
@@ -259,7 +261,7 @@ public struct Broker: ~Copyable {
         from client: ClientRecord, now: Instant
     ) {
         let hash = self.once.hash(utf8: key), name = postNames.text(of: name)
-        let fingerprint = Broker.fingerprint(targetHash: postNames.hash(), body: payload), payload = JSONBytes.inPlace(payload)
+        let fingerprint = Broker.fingerprint(targetHash: postNames.hash(), body: payload), payload = JSONBytes(inPlace: payload)
         post(name: name, payload: payload, profile: nil, once: key, hash: hash, fingerprint: fingerprint, rid: .integer(id), from: client, now: now)
     }
 

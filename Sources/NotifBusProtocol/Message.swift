@@ -41,9 +41,9 @@ public struct JSONBytes: ~Escapable, @unchecked Sendable {
     /// A view of `bytes` when there are any, valid only while they are.
     @inlinable
     @_lifetime(borrow bytes)
-    public static func inPlace(_ bytes: UnsafeRawBufferPointer?) -> JSONBytes? {
-        guard let view = bytes else { return nil }
-        return _overrideLifetime(JSONBytes(unboundInPlace: view), borrowing: bytes)
+    public init?(inPlace bytes: UnsafeRawBufferPointer?) {
+        guard let bytes else { return nil }
+        storage = .inPlace(bytes)
     }
 
     /// A view of `bytes` that depends on nothing: for the decoder, whose entry points tie
