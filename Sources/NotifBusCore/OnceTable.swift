@@ -79,8 +79,8 @@ public struct OnceWaiter: Sendable {
     public let requestID: RequestID
 }
 
-/// Keys by text, in a table of their own (chained buckets over entries, hashed with
-/// `ContentHash` and a seed) so that a lookup costs one short hash and a compare, and ended
+/// Keys by text, in a table of their own (chained buckets over entries, hashed with a
+/// seed: `keyHash`) so that a lookup costs one short hash and a compare, and ended
 /// keys in the order they ended, for the window. Not copyable: its storage is memory it
 /// allocates and frees itself, so that nothing on a keyed request's way counts a reference or
 /// asks whether an array is shared.
@@ -172,10 +172,61 @@ public struct OnceTable: ~Copyable {
     }
 
     /// The hash a key is filed under.
-    public func hash(_ key: String) -> UInt64 { ContentHash.hash(key, seed: seed) }
+    public func hash(_ key: String) -> UInt64 { OnceTable.withUTF8(key) { hash(utf8: $0) } }
 
-    /// The hash a key is filed under, from its UTF-8 where it lies.
-    public func hash(utf8 key: UnsafeRawBufferPointer) -> UInt64 { ContentHash.hash(key, seed: seed) }
+    /// The hash a key is filed under, from its UTF-8 where it lies. Not `ContentHash`: no
+    /// one outside this table sees it, so it need only spread keys over buckets, and it folds
+    /// 16 bytes a multiplication (a key of up to 16 bytes in one, inline) where
+    /// `ContentHash` mixes 8 bytes a turn and calls a function to do it (chain3-once: 55
+    /// instructions per post for an 11-byte key). The run's seed is in every operand of a
+    /// multiplication, so that keys chosen to make one of them 0 cannot be written ahead.
+    @inline(__always)
+    public func hash(utf8 key: UnsafeRawBufferPointer) -> UInt64 { OnceTable.keyHash(key, seed: seed) }
+
+    /// Odd constants with bits spread (the fractional parts of the golden ratio and of √3),
+    /// so that a key's word and one of them rarely cancel.
+    static let keyMix0: UInt64 = 0x9E37_79B9_7F4A_7C15
+    static let keyMix1: UInt64 = 0xBB67_AE85_84CA_A73B
+
+    /// The high and low halves of `x * y`, folded into one word: each of their bits moves
+    /// many bits of the result, its low ones (the bucket) included.
+    @inline(__always)
+    static func fold(_ x: UInt64, _ y: UInt64) -> UInt64 {
+        let (high, low) = x.multipliedFullWidth(by: y)
+        return high ^ low
+    }
+
+    /// The key's bytes as two words, sixteen bytes at a time, each pair folded into the
+    /// state; the last one to sixteen bytes read where the key ends (overlapping bytes
+    /// already folded when it is longer), and its length in the state from the start.
+    @inline(__always)
+    static func keyHash(_ key: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
+        let n = key.count
+        var h = seed ^ UInt64(truncatingIfNeeded: n)
+        guard n > 0, let base = key.baseAddress else { return fold(h ^ keyMix0, seed ^ keyMix1) }
+        var a: UInt64
+        var b: UInt64
+        if n >= 8 {
+            var p = 0
+            while p &+ 16 < n {
+                let first = base.loadUnaligned(fromByteOffset: p, as: UInt64.self)
+                h = fold(first ^ seed ^ keyMix0, base.loadUnaligned(fromByteOffset: p &+ 8, as: UInt64.self) ^ h ^ keyMix1)
+                p &+= 16
+            }
+            // The last 1 to 16 bytes as two words, which may overlap (and overlap bytes folded).
+            a = base.loadUnaligned(fromByteOffset: n > 16 ? n &- 16 : 0, as: UInt64.self)
+            b = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 4 {
+            a = UInt64(base.loadUnaligned(as: UInt32.self))
+            b = UInt64(base.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self))
+        } else {
+            // One to three bytes: the first, the middle and the last.
+            a = UInt64(base.load(as: UInt8.self)) | UInt64(base.load(fromByteOffset: n &>> 1, as: UInt8.self)) &<< 8
+            a |= UInt64(base.load(fromByteOffset: n &- 1, as: UInt8.self)) &<< 16
+            b = 0
+        }
+        return fold(a ^ seed ^ keyMix0, b ^ h ^ keyMix1)
+    }
 
     // MARK: Lookup
 

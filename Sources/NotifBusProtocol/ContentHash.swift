@@ -1,7 +1,7 @@
 // A 64-bit hash of bytes, the same on every machine and in every run: the fingerprint of a
-// keyed request's target and body (§3.8), which the broker keeps on disk, and the index of
-// its key table (with a seed of the run's own). Not a cryptographic hash: a client that
-// sends two different bodies under one key is told so unless the two collide.
+// keyed request's target and body (§3.8), which the broker keeps on disk (the key table
+// files its keys by a hash of its own, `OnceTable.keyHash`). Not a cryptographic hash: a
+// client that sends two different bodies under one key is told so unless the two collide.
 
 /// Hashes bytes a word at a time: each 8-byte little-endian word is mixed in with one
 /// multiplication, the last few bytes as one more word, and the result is finished with

@@ -168,6 +168,22 @@ struct OnceTableTests {
         #expect(table.chunkCount == 1 && table.count == 1 && table.pendingKeys == 0)
         #expect(table.key(held) == "held" && table.outcome(held) == .result(RawJSON(Array("1".utf8))))
     }
+
+    /// The table's own key hash reads every byte of a key of any length, short ones read as
+    /// overlapping words included, and the seed: any one byte changed, or the seed, changes it.
+    @Test(arguments: UInt64(1)...4) func theKeyHashTakesInEveryByteAndTheSeed(seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
+        for n in 0...48 {
+            let key = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let h = key.withUnsafeBytes { OnceTable.keyHash($0, seed: seed) }
+            #expect(h != key.withUnsafeBytes { OnceTable.keyHash($0, seed: seed &+ 1) }, "seed \(seed), \(n) bytes")
+            for i in 0..<n {
+                var changed = key
+                changed[i] ^= UInt8(truncatingIfNeeded: 1 &+ rng.next() % 255)
+                #expect(h != changed.withUnsafeBytes { OnceTable.keyHash($0, seed: seed) }, "seed \(seed), \(n) bytes, byte \(i)")
+            }
+        }
+    }
 }
 
 extension OnceTable {
