@@ -313,7 +313,7 @@ public struct OnceTable: ~Copyable {
         let b = Int(h & UInt64(bucketCount &- 1))
         if tail == nil || tailUsed &+ key.count > tailCapacity { newChunk(holding: key.count) }
         let at = tailUsed
-        if let source = key.baseAddress { (tail.unsafelyUnwrapped + at).copyMemory(from: source, byteCount: key.count) }
+        OnceTable.copyKey(key, to: tail.unsafelyUnwrapped + at)
         tailUsed = at &+ key.count
         tailPending &+= 1
         (slots + Int(i)).initialize(
@@ -325,6 +325,25 @@ public struct OnceTable: ~Copyable {
         count &+= 1
         bytes &+= key.count
         return i
+    }
+
+    /// Copies a key into the arena: one of 8 to 32 bytes as two or four words (which may
+    /// overlap), a key's usual length, inline; others through `memmove` (chain3-once's 11-byte
+    /// keys: the call cost more than the copy).
+    @inline(__always)
+    static func copyKey(_ key: UnsafeRawBufferPointer, to target: UnsafeMutableRawPointer) {
+        let n = key.count
+        guard let source = key.baseAddress else { return }
+        guard n >= 8 && n <= 32 else { return target.copyMemory(from: source, byteCount: n) }
+        let first = source.loadUnaligned(as: UInt64.self), last = source.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+        if n > 16 {
+            let second = source.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+            let third = source.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self)
+            target.storeBytes(of: second, toByteOffset: 8, as: UInt64.self)
+            target.storeBytes(of: third, toByteOffset: n &- 16, as: UInt64.self)
+        }
+        target.storeBytes(of: first, as: UInt64.self)
+        target.storeBytes(of: last, toByteOffset: n &- 8, as: UInt64.self)
     }
 
     /// `insert` with the key hashed here.

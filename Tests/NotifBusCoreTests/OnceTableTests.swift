@@ -169,6 +169,17 @@ struct OnceTableTests {
         #expect(table.key(held) == "held" && table.outcome(held) == .result(RawJSON(Array("1".utf8))))
     }
 
+    /// A key copied into the arena (word by word up to 32 bytes) arrives whole, and nothing
+    /// past it is written.
+    @Test func keysOfEveryLengthAreCopiedExactly() {
+        for n in 0...48 {
+            let key = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 1) }
+            var target = [UInt8](repeating: 0xEE, count: 64)
+            key.withUnsafeBytes { source in target.withUnsafeMutableBytes { OnceTable.copyKey(source, to: $0.baseAddress!) } }
+            #expect(Array(target[0..<n]) == key && target[n...].allSatisfy { $0 == 0xEE }, "\(n) bytes")
+        }
+    }
+
     /// The table's own key hash reads every byte of a key of any length, short ones read as
     /// overlapping words included, and the seed: any one byte changed, or the seed, changes it.
     @Test(arguments: UInt64(1)...4) func theKeyHashTakesInEveryByteAndTheSeed(seed: UInt64) {
