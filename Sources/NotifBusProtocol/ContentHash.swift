@@ -13,11 +13,19 @@ public enum ContentHash {
         var h = seed ^ UInt64(truncatingIfNeeded: bytes.count) &* 0xBF58_476D_1CE4_E5B9
         let n = bytes.count
         guard n > 0, let base = bytes.baseAddress else { return finish(h) }
-        // Two words a turn, then the odd one: the same words in the same order, counted half
-        // as often (chain3-once: 52 instructions per post, whose payload has ten words).
+        // Four words a turn, then two, then the odd one: the same words in the same order,
+        // counted a quarter as often (chain3-once, whose payload has ten words: two a turn
+        // saved 52 instructions per post, four 11 more).
         let words = n & ~7
         var p = 0
-        while p &+ 16 <= words {
+        while p &+ 32 <= words {
+            h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p, as: UInt64.self)))
+            h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p &+ 8, as: UInt64.self)))
+            h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p &+ 16, as: UInt64.self)))
+            h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p &+ 24, as: UInt64.self)))
+            p &+= 32
+        }
+        if p &+ 16 <= words {
             h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p, as: UInt64.self)))
             h = mix(h, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: p &+ 8, as: UInt64.self)))
             p &+= 16
