@@ -16,6 +16,7 @@ import struct
 import subprocess
 import threading
 import time
+import urllib.request
 from typing import Callable, Dict, List, Optional
 
 #: What failed so far, in the order `check` saw it.
@@ -35,6 +36,89 @@ def check(condition: bool, what: str) -> None:
     print(("ok: " if condition else "FAIL: ") + what, flush=True)
     if not condition:
         FAILURES.append(what)
+
+
+async def jetstream_state(js, stream: str, consumers: List[str], subjects: str) -> str:
+    """What a check about a work queue needs when it fails, as text: the stream as its leader
+    sees it (messages, first and last sequence, the messages on `subjects` with their
+    sequences and ids), each consumer as its leader sees it (pending, ack pending,
+    redelivered, delivered and ack floor), then each node's own copy of the stream and the
+    consumers (from its monitoring port, $NATS_MONITOR_URLS), replicas included: a replica
+    that kept a message the others removed shows there; last, what each node warned of
+    about the stream (in $NATS_CLUSTER_DIR), such as a replica resetting its copy."""
+    lines: List[str] = []
+    try:
+        info = await js.stream_info(stream, subjects_filter=subjects)
+        st = info.state
+        leader = info.cluster.leader if info.cluster else None
+        lines.append(
+            f"stream {stream} (leader {leader}): {st.messages} messages, seq {st.first_seq}..{st.last_seq}, "
+            f"{st.num_deleted or 0} deleted; on {subjects}: {dict(st.subjects or {})}"
+        )
+        seq, shown = st.first_seq, 0
+        while st.subjects and shown < 12:
+            try:
+                m = await js.get_msg(stream, seq=seq, subject=subjects, next=True)
+            except Exception:
+                break
+            lines.append(f"  seq {m.seq} {m.subject} {(m.headers or {}).get('Nats-Msg-Id')} {m.data[:40]!r}")
+            seq, shown = m.seq + 1, shown + 1
+    except Exception as error:
+        lines.append(f"stream {stream}: no answer ({error!r})")
+    for name in consumers:
+        try:
+            ci = await js.consumer_info(stream, name)
+            lines.append(
+                f"consumer {name} (leader {ci.cluster.leader if ci.cluster else None}): "
+                f"pending {ci.num_pending}, ack pending {ci.num_ack_pending}, redelivered {ci.num_redelivered}, "
+                f"waiting {ci.num_waiting}, delivered {ci.delivered.consumer_seq}/{ci.delivered.stream_seq}, "
+                f"ack floor {ci.ack_floor.consumer_seq}/{ci.ack_floor.stream_seq}"
+            )
+        except Exception as error:
+            lines.append(f"consumer {name}: no answer ({error!r})")
+    for url in filter(None, os.environ.get("NATS_MONITOR_URLS", "").split(",")):
+        lines.extend(await asyncio.to_thread(_node_state, url, stream))
+    folder = os.environ.get("NATS_CLUSTER_DIR")
+    for node in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []:
+        try:
+            with open(os.path.join(folder, node, "log"), errors="replace") as log:
+                warned = [line.rstrip() for line in log if ("[WRN]" in line or "[ERR]" in line) and stream in line]
+        except OSError:
+            continue
+        lines.append(f"{node} warned {len(warned)} times about {stream}" + (", the last ones:" if warned else ""))
+        lines.extend("  " + line for line in warned[-6:])
+    return "\n".join("   " + line for line in lines)
+
+
+def _node_state(url: str, stream: str) -> List[str]:
+    """One node's own copy of `stream` and its consumers, from its /jsz. A follower's consumer
+    figures are what it last applied, so they may lag its leader's."""
+    try:
+        with urllib.request.urlopen(url + "/jsz?accounts=true&streams=true&consumers=true", timeout=5) as answer:
+            jsz = json.load(answer)
+    except Exception as error:
+        return [f"{url}: no answer ({error!r})"]
+    meta_leader = (jsz.get("meta_cluster") or {}).get("leader")
+    lines = []
+    for account in jsz.get("account_details") or []:
+        for detail in account.get("stream_detail") or []:
+            if detail.get("name") != stream:
+                continue
+            st = detail.get("state") or {}
+            lines.append(
+                f"{url} (stream leader {(detail.get('cluster') or {}).get('leader')}, meta leader {meta_leader}): "
+                f"{st.get('messages')} messages, seq {st.get('first_seq')}..{st.get('last_seq')}, "
+                f"{st.get('num_deleted', 0)} deleted"
+            )
+            for c in detail.get("consumer_detail") or []:
+                lines.append(
+                    f"  consumer {c.get('name')} (leader {(c.get('cluster') or {}).get('leader')}): "
+                    f"pending {c.get('num_pending')}, ack pending {c.get('num_ack_pending')}, "
+                    f"redelivered {c.get('num_redelivered')}, delivered {c['delivered']['consumer_seq']}/"
+                    f"{c['delivered']['stream_seq']}, ack floor {c['ack_floor']['consumer_seq']}/"
+                    f"{c['ack_floor']['stream_seq']}"
+                )
+    return lines or [f"{url}: no stream {stream}"]
 
 
 class Process:

@@ -43,6 +43,7 @@ from natslib import (
     RawObserver,
     bin_urls_work_args,
     check,
+    jetstream_state,
     publish,
     read_subject,
     retried,
@@ -143,6 +144,22 @@ async def results(js, d: Device, want: int, ids: set) -> None:
     )
 
 
+async def explained(js, condition: bool, what: str, devices) -> None:
+    """`check`, and when it fails, the JetStream state behind it and what the devices' bridges
+    logged."""
+    check(condition, what)
+    if condition:
+        return
+    subjects = "notifbus.*.in.>" if len(devices) > 1 else f"notifbus.{devices[0].name}.in.>"
+    consumers = [f"notifbus-bridge-{d.name}" for d in devices]
+    print(await jetstream_state(js, "NOTIFBUS", consumers, subjects), flush=True)
+    for d in devices:
+        lines = d.bridge.log_text().splitlines()
+        print(f"   {d.name}'s bridge logged {len(lines)} lines, the last ones:", flush=True)
+        for line in lines[-12:]:
+            print("     " + line, flush=True)
+
+
 async def drained(js, d: Device) -> bool:
     """Nothing of the device is pending or held, and the work-queue stream kept none of it."""
     info = await retried(lambda: js.consumer_info("NOTIFBUS", f"notifbus-bridge-{d.name}"))
@@ -169,7 +186,12 @@ async def round_trip(js, s1: Device, s2: Device) -> None:
         check(filled, "a put on notifbus.s1.in.put.launch fills s1's slot")
     with notifbus.connect(socket=s2.socket, reconnect=False, timeout=5) as bus:
         check(bus.peek("launch") is None, "s2's slot stays empty")
-    check(await wait_until_async(lambda: drained(js, s1), 30), "s1: acked messages are gone from the work-queue stream")
+    await explained(
+        js,
+        await wait_until_async(lambda: drained(js, s1), 30),
+        "s1: acked messages are gone from the work-queue stream",
+        [s1],
+    )
 
 
 async def settled(js, devices) -> bool:
@@ -198,9 +220,11 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     # The per-subject limit counts what the stream holds: s2's round-trip posts must all be
     # acked (and so removed) first. A bridge stopped with an ack still on its way leaves that
     # message for its next run, as it should, and the limit would count it.
-    check(
+    await explained(
+        js,
         await wait_until_async(lambda: drained(js, s2), 30),
         "s2: its acked messages are gone from the work-queue stream before it goes offline",
+        [s1, s2],
     )
     s2.bridge.stop()
     stored, refused, other = [], [], []
@@ -212,12 +236,14 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
             stored.append(n)
         except APIError as error:
             (refused if error.err_code == 10077 else other).append((n, error.err_code, error.description))
-    check(
+    await explained(
+        js,
         stored == list(range(200, 200 + LIMIT))
         and [r[0] for r in refused] == list(range(200 + LIMIT, 208))
         and not other,
         f"offline s2: the first {LIMIT} posts on one subject stored, the rest refused to the publisher with 10077 "
         f"(stored {stored}, refused {[r[0] for r in refused]}, other {other})",
+        [s2],
     )
     if refused:
         print(f"   the publisher's error: {refused[0][2]}", flush=True)
@@ -235,9 +261,11 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
         pending.append(info.num_pending)
         return info.num_pending == LIMIT + 1
 
-    check(
+    await explained(
+        js,
         await wait_until_async(holds_all, 15),
         f"s2's consumer holds the kept posts and the put ({pending[-1]} pending)",
+        [s2],
     )
 
     await s2.start_bridge()
@@ -256,7 +284,12 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
             await wait_until(lambda: bus.peek("launch") == {"emailId": "e-2"}, 30),
             "s2: the put made while offline fills the slot",
         )
-    check(await wait_until_async(lambda: drained(js, s2), 30), "s2: caught up, nothing of it left in the stream")
+    await explained(
+        js,
+        await wait_until_async(lambda: drained(js, s2), 30),
+        "s2: caught up, nothing of it left in the stream",
+        [s2],
+    )
 
     ack = await publish(js, s2.post("mail"), json.dumps({"n": 208}).encode(), "s2-208")
     check(ack.seq > 0, "the subject takes posts again once its messages are applied")

@@ -12,15 +12,19 @@ if ! command -v nats-server >/dev/null && [ -x /usr/sbin/nats-server ]; then
 fi
 
 # nats_cluster_start DIR CLIENT_BASE CLUSTER_BASE: nodes n1..n3 listen on CLIENT_BASE+0..2
-# (clients) and CLUSTER_BASE+0..2 (routes), with monitoring off, and take messages up to
-# 8 MB (NATS's default is 1 MB), so that tests can publish bodies past the broker's 1 MiB
-# maxFrame. Waits (bounded) until every node answers and JetStream has a meta leader.
-# Sets NATS_URLS.
+# (clients), CLUSTER_BASE+0..2 (routes) and CLIENT_BASE+10000+0..2 (HTTP monitoring, which
+# the tests read when a check fails: each node's own view of its streams and consumers,
+# replicas included), and take messages up to 8 MB (NATS's default is 1 MB), so that tests
+# can publish bodies past the broker's 1 MiB maxFrame. Waits (bounded) until every node
+# answers and JetStream has a meta leader. Sets and exports NATS_URLS, NATS_MONITOR_URLS
+# (http://127.0.0.1:PORT of n1..n3, comma-separated) and NATS_CLUSTER_DIR (DIR: node I logs
+# to DIR/nI/log).
 # NOTIFBUS_NATS_PORT_OFFSET moves both bases, so that a second run on one machine (a CI
 # run beside a developer's) takes ports of its own.
 nats_cluster_start() {
     local dir=$1 cbase=$(($2 + ${NOTIFBUS_NATS_PORT_OFFSET:-0})) rbase=$(($3 + ${NOTIFBUS_NATS_PORT_OFFSET:-0})) i
     NATS_URLS=""
+    NATS_MONITOR_URLS=""
     command -v nats-server >/dev/null || { echo "nats-server is not installed (Debian: apt-get install nats-server)" >&2; return 1; }
     python3 -c "import nats" 2>/dev/null || { echo "nats-py is missing: run scripts/setup.sh (it installs it into .build/venv)" >&2; return 1; }
     for i in 1 2 3; do
@@ -33,13 +37,17 @@ nats_cluster_start() {
 server_name: n$i
 host: 127.0.0.1
 port: $((cbase + i - 1))
+http: "127.0.0.1:$((cbase + 10000 + i - 1))"
 max_payload: 8MB
 jetstream { store_dir: "$dir/n$i/js", max_memory_store: 64MB, max_file_store: 1GB }
 cluster { name: notifbus-test, host: 127.0.0.1, port: $((rbase + i - 1)), routes: [$(echo $routes | tr ' ' ',')] }
 CONF
         NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:$((cbase + i - 1))"
+        NATS_MONITOR_URLS="$NATS_MONITOR_URLS${NATS_MONITOR_URLS:+,}http://127.0.0.1:$((cbase + 10000 + i - 1))"
         nats_node_start "$dir" "$i"
     done
+    NATS_CLUSTER_DIR=$dir
+    export NATS_URLS NATS_MONITOR_URLS NATS_CLUSTER_DIR
     local deadline=$((SECONDS + 30))
     until nats_cluster_ready "$cbase"; do
         for i in 1 2 3; do

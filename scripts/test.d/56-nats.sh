@@ -34,7 +34,8 @@ cleanup() {
 trap cleanup EXIT
 export PYTHONPATH=Clients/python/src:Clients/python-server/src:Tests/nats
 
-# Ports in an unusual range: clients 14222-14224, routes 16222-16224.
+# Ports in an unusual range: clients 14222-14224, routes 16222-16224 (and each cluster's
+# monitoring at its client ports + 10000, read when a check fails).
 nats_cluster_start "$WORK/nats" 14222 16222
 
 BROKER=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \
