@@ -8,7 +8,7 @@ bridge with `--layout shared`, on one inbound stream NOTIFBUS and one outbound N
   limit         with device s2's bridge stopped, 8 posts to one of its subjects under
                 --max-per-subject 5: the first 5 are stored, the last 3 refused to the
                 publisher with JetStream's error 10077; a put to another subject of s2 and
-                posts to s1 go through meanwhile
+                posts to s1 go through meanwhile; s2's consumer holds every stored one
   offline       s2's bridge started again: it applies the 5 kept posts and the put, each once,
                 publishes their results, and the subject takes posts again; a SIGKILL of the
                 bridge and a start afterwards apply nothing again
@@ -252,19 +252,23 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
         await publish(js, s1.post("mail"), json.dumps({"n": n}).encode(), f"s1-{n}")
     ok = await wait_until(lambda: all(s1.observer.counts().get(n) == 1 for n in range(20, 23)), 30)
     check(ok, "s1 goes on meanwhile: its 3 new posts applied once each")
-    # The figure is the consumer leader's view of the stream, not promised current the moment
-    # a publish is acknowledged: it is read until it is right, within a bound.
-    pending = []
+    # The kept posts and the put are the consumer's, unacked: pending, or ack pending when the
+    # stopped bridge's last fetch took one. That fetch stays at the consumer's leader until the
+    # leader learns that the bridge's connection is gone, and a post stored meanwhile is
+    # delivered to it; the next bridge has JetStream deliver it again (Protocol/NATS.md §4).
+    # The figures are the consumer leader's view of the stream, not promised current the
+    # moment a publish is acknowledged: they are read until they are right, within a bound.
+    held = []
 
     async def holds_all() -> bool:
         info = await retried(lambda: js.consumer_info("NOTIFBUS", "notifbus-bridge-s2"))
-        pending.append(info.num_pending)
-        return info.num_pending == LIMIT + 1
+        held.append((info.num_pending, info.num_ack_pending))
+        return info.num_pending + info.num_ack_pending == LIMIT + 1
 
     await explained(
         js,
         await wait_until_async(holds_all, 15),
-        f"s2's consumer holds the kept posts and the put ({pending[-1]} pending)",
+        f"s2's consumer holds the kept posts and the put, unacked ({held[-1][0]} pending, {held[-1][1]} ack pending)",
         [s2],
     )
 
