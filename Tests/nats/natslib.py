@@ -51,8 +51,12 @@ async def jetstream_state(js, stream: str, consumers: List[str], subjects: str) 
         info = await js.stream_info(stream, subjects_filter=subjects)
         st = info.state
         leader = info.cluster.leader if info.cluster else None
+        replicas = ", ".join(
+            f"{p.name} {'current' if p.current else 'behind'} lag {p.lag or 0}"
+            for p in ((info.cluster.replicas if info.cluster else None) or [])
+        )
         lines.append(
-            f"stream {stream} (leader {leader}): {st.messages} messages, seq {st.first_seq}..{st.last_seq}, "
+            f"stream {stream} (leader {leader}; {replicas}): {st.messages} messages, seq {st.first_seq}..{st.last_seq}, "
             f"{st.num_deleted or 0} deleted; on {subjects}: {dict(st.subjects or {})}"
         )
         seq, shown = st.first_seq, 0
@@ -90,34 +94,61 @@ async def jetstream_state(js, stream: str, consumers: List[str], subjects: str) 
     return "\n".join("   " + line for line in lines)
 
 
+def stream_copies(stream: str) -> List[Optional[tuple]]:
+    """Each node's own copy of `stream`, from its monitoring port ($NATS_MONITOR_URLS): its
+    messages, first and last sequence (None for a node that does not answer or holds no copy).
+    A follower's copy lags its leader's by what it has not applied yet, removals included."""
+    urls = [url for url in os.environ.get("NATS_MONITOR_URLS", "").split(",") if url]
+    if not urls:
+        raise RuntimeError("NATS_MONITOR_URLS is not set (scripts/lib/nats-cluster.sh sets it)")
+    copies: List[Optional[tuple]] = []
+    for url in urls:
+        try:
+            _, details = _stream_details(url, stream, consumers=False)
+        except Exception:
+            details = []
+        state = details[0].get("state") or {} if details else None
+        copies.append((state.get("messages"), state.get("first_seq"), state.get("last_seq")) if state else None)
+    return copies
+
+
+def _stream_details(url: str, stream: str, consumers: bool) -> tuple:
+    """A node's meta leader and its /jsz details of its copy of `stream` (none or one)."""
+    query = "/jsz?accounts=true&streams=true" + ("&consumers=true" if consumers else "")
+    with urllib.request.urlopen(url + query, timeout=5) as answer:
+        jsz = json.load(answer)
+    details = [
+        detail
+        for account in jsz.get("account_details") or []
+        for detail in account.get("stream_detail") or []
+        if detail.get("name") == stream
+    ]
+    return (jsz.get("meta_cluster") or {}).get("leader"), details
+
+
 def _node_state(url: str, stream: str) -> List[str]:
     """One node's own copy of `stream` and its consumers, from its /jsz. A follower's consumer
     figures are what it last applied, so they may lag its leader's."""
     try:
-        with urllib.request.urlopen(url + "/jsz?accounts=true&streams=true&consumers=true", timeout=5) as answer:
-            jsz = json.load(answer)
+        meta_leader, details = _stream_details(url, stream, consumers=True)
     except Exception as error:
         return [f"{url}: no answer ({error!r})"]
-    meta_leader = (jsz.get("meta_cluster") or {}).get("leader")
     lines = []
-    for account in jsz.get("account_details") or []:
-        for detail in account.get("stream_detail") or []:
-            if detail.get("name") != stream:
-                continue
-            st = detail.get("state") or {}
+    for detail in details:
+        st = detail.get("state") or {}
+        lines.append(
+            f"{url} (stream leader {(detail.get('cluster') or {}).get('leader')}, meta leader {meta_leader}): "
+            f"{st.get('messages')} messages, seq {st.get('first_seq')}..{st.get('last_seq')}, "
+            f"{st.get('num_deleted', 0)} deleted"
+        )
+        for c in detail.get("consumer_detail") or []:
             lines.append(
-                f"{url} (stream leader {(detail.get('cluster') or {}).get('leader')}, meta leader {meta_leader}): "
-                f"{st.get('messages')} messages, seq {st.get('first_seq')}..{st.get('last_seq')}, "
-                f"{st.get('num_deleted', 0)} deleted"
+                f"  consumer {c.get('name')} (leader {(c.get('cluster') or {}).get('leader')}): "
+                f"pending {c.get('num_pending')}, ack pending {c.get('num_ack_pending')}, "
+                f"redelivered {c.get('num_redelivered')}, delivered {c['delivered']['consumer_seq']}/"
+                f"{c['delivered']['stream_seq']}, ack floor {c['ack_floor']['consumer_seq']}/"
+                f"{c['ack_floor']['stream_seq']}"
             )
-            for c in detail.get("consumer_detail") or []:
-                lines.append(
-                    f"  consumer {c.get('name')} (leader {(c.get('cluster') or {}).get('leader')}): "
-                    f"pending {c.get('num_pending')}, ack pending {c.get('num_ack_pending')}, "
-                    f"redelivered {c.get('num_redelivered')}, delivered {c['delivered']['consumer_seq']}/"
-                    f"{c['delivered']['stream_seq']}, ack floor {c['ack_floor']['consumer_seq']}/"
-                    f"{c['ack_floor']['stream_seq']}"
-                )
     return lines or [f"{url}: no stream {stream}"]
 
 

@@ -5,18 +5,25 @@ bridge with `--layout shared`, on one inbound stream NOTIFBUS and one outbound N
   round trip    posts and a put to each device take effect on that device only, once; each
                 post's result comes back on its device's result subject; once applied and
                 acked, nothing of theirs is left in the work-queue stream
-  limit         with device s2's bridge stopped, 8 posts to one of its subjects under
-                --max-per-subject 5: the first 5 are stored, the last 3 refused to the
+  limit         with device s2's bridge stopped, 28 posts to one of its subjects under
+                --max-per-subject 25: the first 25 are stored, the last 3 refused to the
                 publisher with JetStream's error 10077; a put to another subject of s2 and
                 posts to s1 go through meanwhile; s2's consumer holds every stored one
-  offline       s2's bridge started again: it applies the 5 kept posts and the put, each once,
-                publishes their results, and the subject takes posts again; a SIGKILL of the
-                bridge and a start afterwards apply nothing again
+  offline       s2's bridge started again: it applies the 25 kept posts and the put, each
+                once, publishes their results, and the subject takes posts again; a SIGKILL of
+                the bridge and a start afterwards apply nothing again
   servers       `notifbus push --layout shared` and notifbus_server's Device(layout="shared"):
                 post, put and invoke with --wait / wait=True, each giving s1's real result;
                 the same msg id sent again once the work queue removed the first copy gives
                 the first outcome (read back from NOTIFBUS_OUT), and a put sent again changes
                 nothing; the per-device subjects reach no stream here
+
+A subject is filled to its limit only while its device is offline and every node's copy of
+the stream agrees: nats-server 2.9.10 applies the limit on each copy against what that copy
+holds, and in a work queue a copy drops an acked message only once it has applied the ack, so
+a post to a full subject whose device is draining it can be stored by some copies and
+refused by others, which then part ways (Protocol/NATS.md §7). The round trip's 20 posts per
+device stay under the limit for the same reason.
 
 Every wait is bounded; checks are on effects, results and stream state, never on times.
 scripts/test.d/56-nats.sh starts the cluster.
@@ -47,10 +54,15 @@ from natslib import (
     publish,
     read_subject,
     retried,
+    stream_copies,
     wait_until,
 )
 
-LIMIT = 5
+#: --max-per-subject: above the round trip's 20 posts to one subject of a device, so that
+#: the limit is reached only in the limit part, with the device offline.
+LIMIT = 25
+#: Posts past the limit in the limit part, each refused to the publisher.
+OVER = 3
 
 
 class Device:
@@ -194,6 +206,13 @@ async def round_trip(js, s1: Device, s2: Device) -> None:
     )
 
 
+async def copies_agree() -> bool:
+    """Every node holds a copy of NOTIFBUS, and all copies hold the same messages: each has
+    applied every store and every removal its leader has."""
+    copies = await asyncio.to_thread(stream_copies, "NOTIFBUS")
+    return None not in copies and len(set(copies)) == 1
+
+
 async def settled(js, devices) -> bool:
     """The stream and every device's consumer have a leader, and each replica of them is current."""
     infos = [await retried(lambda: js.stream_info("NOTIFBUS"))]
@@ -227,8 +246,17 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
         [s1, s2],
     )
     s2.bridge.stop()
+    # The posts below fill the subject to its limit and past it: only once every copy of the
+    # stream has dropped the messages acked so far, so that each copy takes the same ones.
+    await explained(
+        js,
+        await wait_until_async(copies_agree, 30),
+        "every node's copy of the stream holds the same messages before s2's subject is filled",
+        [s1, s2],
+    )
+    last = 200 + LIMIT + OVER
     stored, refused, other = [], [], []
-    for n in range(200, 208):
+    for n in range(200, last):
         try:
             await js.publish(
                 s2.post("mail"), json.dumps({"n": n}).encode(), headers={"Nats-Msg-Id": f"s2-{n}"}, timeout=5
@@ -239,7 +267,7 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     await explained(
         js,
         stored == list(range(200, 200 + LIMIT))
-        and [r[0] for r in refused] == list(range(200 + LIMIT, 208))
+        and [r[0] for r in refused] == list(range(200 + LIMIT, last))
         and not other,
         f"offline s2: the first {LIMIT} posts on one subject stored, the rest refused to the publisher with 10077 "
         f"(stored {stored}, refused {[r[0] for r in refused]}, other {other})",
@@ -278,7 +306,7 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
     await asyncio.sleep(2)
     counts = s2.observer.counts()
     check(
-        ok and all(counts.get(n) == 1 for n in kept) and not any(n in counts for n in range(200 + LIMIT, 208)),
+        ok and all(counts.get(n) == 1 for n in kept) and not any(n in counts for n in range(200 + LIMIT, last)),
         f"s2 back online: the {LIMIT} kept posts applied once each, the refused ones never "
         f"({ {n: c for n, c in counts.items() if n >= 200} })",
     )
@@ -294,10 +322,17 @@ async def limit_and_offline(js, s1: Device, s2: Device) -> None:
         "s2: caught up, nothing of it left in the stream",
         [s2],
     )
+    # The subject was full: the next post waits until every copy has dropped the applied ones.
+    await explained(
+        js,
+        await wait_until_async(copies_agree, 30),
+        "every node's copy of the stream holds the same messages once s2 caught up",
+        [s2],
+    )
 
-    ack = await publish(js, s2.post("mail"), json.dumps({"n": 208}).encode(), "s2-208")
+    ack = await publish(js, s2.post("mail"), json.dumps({"n": last}).encode(), f"s2-{last}")
     check(ack.seq > 0, "the subject takes posts again once its messages are applied")
-    check(await wait_until(lambda: s2.observer.counts().get(208) == 1, 30), "and the new post is applied")
+    check(await wait_until(lambda: s2.observer.counts().get(last) == 1, 30), "and the new post is applied")
     s2.bridge.kill()
     await s2.start_bridge()
     await asyncio.sleep(3)
