@@ -19,6 +19,8 @@ import time
 import urllib.request
 from typing import Callable, Dict, List, Optional
 
+from nats.js.errors import APIError
+
 #: What failed so far, in the order `check` saw it.
 FAILURES: List[str] = []
 
@@ -192,14 +194,25 @@ class Process:
             return f.read().decode(errors="replace")
 
 
+#: JetStream's error for a publish past a subject's limit (discard new per subject).
+MAX_PER_SUBJECT_EXCEEDED = 10077
+
+
 async def publish(js, subject: str, body: bytes, msg_id: Optional[str], bound: float = 60):
     """Publishes to JetStream, retrying (same id, so deduplicated) while a leader is elected.
-    Returns the publish ack (its `seq` is the stream sequence)."""
+    Returns the publish ack (its `seq` is the stream sequence). A refusal for the subject's
+    limit is the stream's answer, not an election, and is raised at once: sent again while
+    the subject's device drains it, the post could part the copies of the stream on
+    nats-server 2.9.10 (Protocol/NATS.md §7)."""
     headers = {"Nats-Msg-Id": msg_id} if msg_id else None
     deadline = time.monotonic() + bound
     while True:
         try:
             return await js.publish(subject, body, headers=headers, timeout=2)
+        except APIError as error:
+            if error.err_code == MAX_PER_SUBJECT_EXCEEDED or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
         except Exception:
             if time.monotonic() > deadline:
                 raise
