@@ -135,13 +135,17 @@ public enum ListeningSocket {
         }
         let fd = socket(AF_UNIX, notifbus_stream_cloexec_nonblocking(), 0)
         guard fd >= 0 else { throw ListenError("socket: \(SystemError("socket"))") }
-        // Bind under a umask that leaves no window with looser bits than asked for.
+        // Bind under a umask that leaves no window with looser bits than asked for. The umask
+        // is the process's: two binds at once (brokers of one test process) each restoring
+        // what the other set would leave it at 0177 for good, so binds take turns.
+        pthread_mutex_lock(umaskLock)
         let previous = umask(0o177)
         let rc = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         let bindErrno = errno
         umask(previous)
+        pthread_mutex_unlock(umaskLock)
         guard rc == 0 else {
             close(fd)
             throw ListenError("cannot bind \(path): \(SystemError("bind", code: bindErrno))")
@@ -161,3 +165,11 @@ public enum ListeningSocket {
         return fd
     }
 }
+
+/// Held while `ListeningSocket.open` narrows the process's umask to bind. Never freed: one
+/// for the life of the process.
+nonisolated(unsafe) private let umaskLock: UnsafeMutablePointer<pthread_mutex_t> = {
+    let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    pthread_mutex_init(lock, nil)
+    return lock
+}()

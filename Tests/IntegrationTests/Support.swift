@@ -30,6 +30,8 @@ final class TempFolder: @unchecked Sendable {
         var template = Array("/tmp/nbt.XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         path = made.map { String(cString: $0) } ?? "/tmp/nbt.fallback.\(getpid())"
+        // 0700 whatever the umask: a broker of this process binding at this moment narrows it.
+        chmod(path, 0o700)
     }
 
     deinit {

@@ -24,6 +24,8 @@ final class TempFolder {
             throw TestFailure("mkdtemp: \(String(cString: strerror(errno)))")
         }
         path = String(cString: made)
+        // 0700 whatever the umask: a broker of this process binding at this moment narrows it.
+        chmod(path, 0o700)
     }
 
     deinit {
